@@ -1,0 +1,5 @@
+"""`python -m ldpsurvey.cli` runs the ldp-survey command."""
+
+from . import main
+
+main()

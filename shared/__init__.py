@@ -1,0 +1,29 @@
+"""ldp-survey's privacy math: forced-response randomized response, standard library only.
+
+>>> m = Mechanism(alpha=0.5, beta=0.5)
+>>> round(m.epsilon, 4)
+1.0986
+"""
+
+from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
+from .estimate import Estimate, estimate, project_to_simplex, standard_error, unbiased_estimate
+from .intervals import METHODS
+from .manifest import (
+    Question,
+    Survey,
+    SurveyError,
+    load_definition,
+    parse_definition,
+    parse_manifest,
+)
+from .mechanism import Mechanism, alpha_for_epsilon, epsilon, report_probability, uniform_beta
+from .planning import n_required, n_required_central_laplace
+from .posterior import PosteriorBounds, posterior_bounds
+
+__all__ = [
+    "EPSILON_TOLERANCE", "METHODS", "Estimate", "Mechanism", "PosteriorBounds", "Question",
+    "Survey", "SurveyError", "alpha_for_epsilon", "epsilon", "estimate", "exceeds",
+    "load_definition", "n_required", "n_required_central_laplace", "parse_definition",
+    "parse_manifest", "posterior_bounds", "project_to_simplex", "report_probability",
+    "standard_error", "total_epsilon", "unbiased_estimate", "uniform_beta",
+]

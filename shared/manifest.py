@@ -1,0 +1,278 @@
+"""The survey format: the definition a researcher writes, and the manifest the aggregator signs.
+
+A definition (TOML or JSON) holds title, description, optional max_epsilon (the promised
+per-respondent ceiling), invitation_only, public_results and questions. Each question has
+id, text, type ("yes_no" or "choice" with options) and either alpha (with optional beta,
+uniform by default) or a target epsilon (alpha derived, beta uniform unless given).
+
+The manifest is that survey with every parameter spelled out (beta as a full list, derived
+epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
+Client and aggregator both read it through parse_manifest.
+"""
+
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import strict_json
+from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
+from .mechanism import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
+
+MANIFEST_FORMAT = "ldp-survey-manifest/1"
+QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
+YES_NO_OPTIONS = ("No", "Yes")
+MAX_QUESTIONS = 100
+MAX_OPTIONS = 64
+MAX_TEXT = 2000
+
+
+class SurveyError(ValueError):
+    """A survey definition or manifest is invalid; the message names the question and field."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question and its randomizer. options[j] is reported as option index j."""
+
+    id: str
+    text: str
+    type: str
+    options: tuple[str, ...]
+    mechanism: Mechanism
+
+    @property
+    def epsilon(self) -> float:
+        return self.mechanism.epsilon
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "text": self.text, "type": self.type,
+                "options": list(self.options), "alpha": self.mechanism.alpha,
+                "beta": list(self.mechanism.beta), "epsilon": self.epsilon}
+
+
+@dataclass(frozen=True)
+class Survey:
+    """A validated survey. survey_id and key_id are set once the aggregator publishes it."""
+
+    title: str
+    description: str
+    questions: tuple[Question, ...]
+    max_epsilon: float | None = None
+    invitation_only: bool = False
+    public_results: bool = False
+    survey_id: str | None = None
+    key_id: str | None = None
+
+    @property
+    def total_epsilon(self) -> float:
+        """Per-respondent epsilon: the sum over questions (sequential composition)."""
+        return total_epsilon(q.epsilon for q in self.questions)
+
+    def question(self, question_id: str) -> Question:
+        for q in self.questions:
+            if q.id == question_id:
+                return q
+        raise KeyError(question_id)
+
+    def manifest(self) -> dict[str, Any]:
+        return {"format": MANIFEST_FORMAT, "survey_id": self.survey_id, "key_id": self.key_id,
+                "title": self.title, "description": self.description,
+                "max_epsilon": self.max_epsilon, "invitation_only": self.invitation_only,
+                "public_results": self.public_results,
+                "questions": [q.as_dict() for q in self.questions],
+                "total_epsilon": self.total_epsilon}
+
+    def manifest_bytes(self) -> bytes:
+        """The canonical bytes that are signed and served; never re-serialize after signing."""
+        return strict_json.dumps(self.manifest())
+
+
+# --- reading fields -------------------------------------------------------------------------
+
+def _fail(where: str, message: str) -> SurveyError:
+    return SurveyError(f"{where}: {message}")
+
+
+def _keys(data: Any, where: str, required: set[str], optional: set[str]) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise _fail(where, f"must be a table/object, got {type(data).__name__}")
+    missing = required - data.keys()
+    if missing:
+        raise _fail(where, f"missing field {sorted(missing)[0]!r}")
+    unknown = data.keys() - required - optional
+    if unknown:
+        raise _fail(where, f"unknown field {sorted(unknown)[0]!r}")
+    return data
+
+
+def _text(value: Any, where: str, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise _fail(where, f"must be a string, got {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise _fail(where, "must not be empty")
+    if len(value) > MAX_TEXT:
+        raise _fail(where, f"longer than {MAX_TEXT} characters")
+    return value
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _fail(where, f"must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(where, f"must be true or false, got {value!r}")
+    return value
+
+
+def _options(data: Mapping[str, Any], kind: str, where: str) -> tuple[str, ...]:
+    if kind == "yes_no":
+        if data.get("options", list(YES_NO_OPTIONS)) != list(YES_NO_OPTIONS):
+            raise _fail(f"{where}.options", "yes_no questions have the fixed options No, Yes")
+        return YES_NO_OPTIONS
+    options = data.get("options")
+    if not isinstance(options, list) or not 2 <= len(options) <= MAX_OPTIONS:
+        raise _fail(f"{where}.options", f"a choice question needs a list of 2 to {MAX_OPTIONS} options")
+    texts = tuple(_text(o, f"{where}.options[{j}]") for j, o in enumerate(options))
+    if len(set(texts)) != len(texts):
+        raise _fail(f"{where}.options", "options must be distinct")
+    return texts
+
+
+def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
+    if value is None:
+        return uniform_beta(k)
+    if k == 2 and not isinstance(value, list):
+        value = _number(value, where)
+        if not 0.0 < value < 1.0:
+            raise _fail(where, f"P(report Yes) must be in (0, 1), got {value!r}")
+    elif not isinstance(value, list):
+        raise _fail(where, f"must be a list of {k} probabilities")
+    else:
+        value = [_number(b, f"{where}[{j}]") for j, b in enumerate(value)]
+    beta = as_beta(value)
+    if len(beta) != k:
+        raise _fail(where, f"needs one probability per option ({k}), got {len(beta)}")
+    for j, b in enumerate(beta):
+        if not 0.0 < b < 1.0:
+            raise _fail(f"{where}[{j}]", f"must be in (0, 1), got {b!r}")
+    if abs(math.fsum(beta) - 1.0) > 1e-9:
+        raise _fail(where, f"must sum to 1, got {math.fsum(beta)!r}")
+    return beta
+
+
+def _question(data: Any, index: int, seen: set[str]) -> Question:
+    where = f"questions[{index}]"
+    data = _keys(data, where, {"id", "text", "type"},
+                 {"options", "alpha", "beta", "epsilon"})
+    qid = data["id"]
+    if not isinstance(qid, str) or not QUESTION_ID.fullmatch(qid):
+        raise _fail(f"{where}.id", f"must match [a-z][a-z0-9_]{{0,39}}, got {qid!r}")
+    if qid in seen:
+        raise _fail(f"{where}.id", f"duplicate question id {qid!r}")
+    seen.add(qid)
+    where = f"question {qid!r}"
+    text = _text(data["text"], f"{where}.text")
+    kind = data["type"]
+    if kind not in ("yes_no", "choice"):
+        raise _fail(f"{where}.type", f"must be 'yes_no' or 'choice', got {kind!r}")
+    options = _options(data, kind, where)
+    beta = _beta(data.get("beta"), len(options), f"{where}.beta")
+    if ("alpha" in data) == ("epsilon" in data):
+        raise _fail(where, "give exactly one of alpha or epsilon")
+    if "alpha" in data:
+        alpha = _number(data["alpha"], f"{where}.alpha")
+        if not 0.0 < alpha < 1.0:
+            raise _fail(f"{where}.alpha", f"must be in (0, 1), got {alpha!r}")
+    else:
+        eps = _number(data["epsilon"], f"{where}.epsilon")
+        if eps <= 0.0:
+            raise _fail(f"{where}.epsilon", f"must be > 0, got {eps!r}")
+        alpha = alpha_for_epsilon(eps, beta)
+        if not 0.0 < alpha < 1.0:
+            raise _fail(f"{where}.epsilon", f"{eps!r} gives no usable alpha")
+    return Question(qid, text, kind, options, Mechanism(alpha, beta))
+
+
+def parse_definition(data: Any) -> Survey:
+    """Validate a researcher's survey definition (already parsed from TOML or JSON)."""
+    data = _keys(data, "survey", {"title", "questions"},
+                 {"description", "max_epsilon", "invitation_only", "public_results"})
+    questions = data["questions"]
+    if not isinstance(questions, list) or not 1 <= len(questions) <= MAX_QUESTIONS:
+        raise _fail("survey.questions", f"needs a list of 1 to {MAX_QUESTIONS} questions")
+    seen: set[str] = set()
+    max_epsilon = data.get("max_epsilon")
+    if max_epsilon is not None:
+        max_epsilon = _number(max_epsilon, "survey.max_epsilon")
+        if max_epsilon <= 0:
+            raise _fail("survey.max_epsilon", f"must be > 0, got {max_epsilon!r}")
+    survey = Survey(
+        title=_text(data["title"], "survey.title"),
+        description=_text(data.get("description", ""), "survey.description", allow_empty=True),
+        questions=tuple(_question(q, i, seen) for i, q in enumerate(questions)),
+        max_epsilon=max_epsilon,
+        invitation_only=_flag(data.get("invitation_only", False), "survey.invitation_only"),
+        public_results=_flag(data.get("public_results", False), "survey.public_results"),
+    )
+    if max_epsilon is not None and exceeds(survey.total_epsilon, max_epsilon):
+        raise _fail("survey.max_epsilon", f"the questions add up to epsilon "
+                    f"{survey.total_epsilon:.6g}, above the survey's ceiling {max_epsilon:.6g}")
+    return survey
+
+
+def load_definition(path: str | Path) -> Survey:
+    """Read and validate a definition file: TOML, or JSON when the name ends in .json."""
+    path = Path(path)
+    raw = path.read_bytes()
+    try:
+        data = strict_json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw.decode())
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise SurveyError(f"{path.name}: {exc}") from None
+    return parse_definition(data)
+
+
+def parse_manifest(raw: bytes) -> Survey:
+    """Parse published manifest bytes. Stated epsilons are recomputed from alpha and beta and
+    must agree within the shared tolerance; callers use the recomputed values, never the stated.
+    """
+    try:
+        data = strict_json.loads(raw)
+    except ValueError as exc:
+        raise SurveyError(f"manifest: {exc}") from None
+    data = _keys(data, "manifest", {"format", "survey_id", "key_id", "title", "description",
+                                    "max_epsilon", "invitation_only", "public_results",
+                                    "questions", "total_epsilon"}, set())
+    if data["format"] != MANIFEST_FORMAT:
+        raise _fail("manifest.format", f"unsupported format {data['format']!r}")
+    definition = {key: data[key] for key in ("title", "description", "invitation_only",
+                                             "public_results")}
+    if data["max_epsilon"] is not None:
+        definition["max_epsilon"] = data["max_epsilon"]
+    stated = []
+    definition["questions"] = []
+    for index, q in enumerate(data["questions"] if isinstance(data["questions"], list) else []):
+        q = _keys(q, f"questions[{index}]", {"id", "text", "type", "options", "alpha", "beta",
+                                             "epsilon"}, set())
+        stated.append(_number(q["epsilon"], f"questions[{index}].epsilon"))
+        definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
+    survey = parse_definition(definition)
+    for question, eps in zip(survey.questions, stated, strict=True):
+        if _disagree(eps, question.epsilon):
+            raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but alpha and "
+                        f"beta give {question.epsilon!r}")
+    if _disagree(_number(data["total_epsilon"], "manifest.total_epsilon"), survey.total_epsilon):
+        raise _fail("manifest.total_epsilon", "does not equal the sum of the questions' epsilon")
+    for key in ("survey_id", "key_id"):
+        _text(data[key], f"manifest.{key}")
+    return Survey(**{**survey.__dict__, "survey_id": data["survey_id"], "key_id": data["key_id"]})
+
+
+def _disagree(stated: float, computed: float) -> bool:
+    return abs(stated - computed) > EPSILON_TOLERANCE * max(1.0, abs(computed))

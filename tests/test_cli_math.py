@@ -1,0 +1,116 @@
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from ldpsurvey.cli import main
+
+REL = 1e-9
+
+
+def run_json(*args: str) -> dict:
+    result = CliRunner().invoke(main, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_epsilon_json_matches_reference(reference):
+    for case in reference["epsilon"]:
+        if not isinstance(case["beta"], float):
+            continue
+        out = run_json("epsilon", "--alpha", repr(case["alpha"]), "--beta", repr(case["beta"]))
+        assert set(out) == {"epsilon", "p_yes_given_yes", "p_yes_given_no",
+                            "posterior_max_at_prior_half"}
+        assert math.isclose(out["epsilon"], case["epsilon"], rel_tol=REL)
+        assert math.isclose(out["p_yes_given_yes"], case["p_report_yes_if_yes"], rel_tol=REL)
+        assert math.isclose(out["p_yes_given_no"], case["p_report_yes_if_no"], rel_tol=REL)
+    out = run_json("epsilon", "--alpha", "0.5", "--beta", "0.5")
+    assert math.isclose(out["posterior_max_at_prior_half"], 0.75, rel_tol=REL)
+
+
+def test_alpha_json_matches_reference(reference):
+    for case in reference["alpha_for_epsilon"]:
+        out = run_json("alpha", "--epsilon", repr(case["epsilon"]), "--beta", repr(case["beta"]))
+        assert set(out) == {"alpha", "beta", "epsilon"}
+        assert math.isclose(out["alpha"], case["alpha"], rel_tol=REL)
+        assert out["epsilon"] <= case["epsilon"]
+
+
+def test_estimate_json_matches_reference(reference):
+    for case in reference["estimate_from_counts"]:
+        out = run_json("estimate", "--alpha", repr(case["alpha"]), "--beta", repr(case["beta"]),
+                       "--n", str(case["n"]), "--yes", str(case["reported_yes"]))
+        assert set(out) == {"p_hat", "p_hat_clipped", "standard_error", "ci_low", "ci_high",
+                            "ci_method", "confidence", "n", "design_consistent"}
+        assert math.isclose(out["p_hat"], case["p_hat_unbiased"], rel_tol=REL)
+        assert math.isclose(out["p_hat_clipped"], case["p_hat_clipped"], rel_tol=REL)
+        assert math.isclose(out["standard_error"], case["standard_error_plugin"], rel_tol=REL)
+        assert out["design_consistent"] is case["design_consistent"]
+        assert (out["ci_method"], out["confidence"], out["n"]) == ("wilson", 0.95, case["n"])
+        ci = case["ci_95_wilson_mapped_clipped"]
+        if ci is None:
+            assert out["ci_low"] is None and out["ci_high"] is None
+        else:
+            assert math.isclose(out["ci_low"], ci[0], rel_tol=REL)
+            assert math.isclose(out["ci_high"], ci[1], rel_tol=REL)
+
+
+def test_estimate_other_methods():
+    out = run_json("estimate", "--alpha", "0.5", "--n", "1000", "--yes", "400",
+                   "--method", "clopper-pearson", "--confidence", "0.9")
+    assert out["ci_method"] == "clopper-pearson" and out["confidence"] == 0.9
+    assert out["ci_low"] < out["p_hat"] < out["ci_high"]
+
+
+def test_plan_json_matches_reference(reference):
+    for case in reference["sample_size"]:
+        out = run_json("plan", "--epsilon", repr(case["epsilon"]),
+                       "--proportion", repr(case["expected_proportion"]),
+                       "--margin", repr(case["margin"]), "--confidence", repr(case["confidence"]))
+        assert set(out) == {"alpha", "n_required", "n_required_central_laplace"}
+        assert math.isclose(out["alpha"], case["alpha"], rel_tol=REL)
+        assert out["n_required"] == case["n_required_normal_approx"]
+        assert out["n_required_central_laplace"] == case["n_required_central_laplace"]
+
+
+def test_human_table_by_default():
+    result = CliRunner().invoke(main, ["epsilon", "--alpha", "0.5"])
+    assert result.exit_code == 0
+    assert "epsilon" in result.stdout and "1.09861" in result.stdout
+
+
+@pytest.mark.parametrize("args, problem", [
+    (["epsilon", "--alpha", "1"], "--alpha"),
+    (["epsilon", "--alpha", "-0.1"], "--alpha"),
+    (["epsilon", "--alpha", "0.5", "--beta", "0"], "--beta"),
+    (["epsilon", "--alpha", "0.5", "--beta", "1"], "--beta"),
+    (["alpha", "--epsilon", "0"], "--epsilon"),
+    (["alpha", "--epsilon", "-2"], "--epsilon"),
+    (["alpha", "--epsilon", "inf"], "--epsilon"),
+    (["estimate", "--alpha", "0.5", "--n", "0", "--yes", "0"], "--n"),
+    (["estimate", "--alpha", "0.5", "--n", "10", "--yes", "11"], "--yes"),
+    (["estimate", "--alpha", "0.5", "--n", "10", "--yes", "-1"], "--yes"),
+    (["estimate", "--alpha", "0", "--n", "10", "--yes", "1"], "--alpha"),
+    (["estimate", "--alpha", "0.5", "--n", "10", "--yes", "1", "--confidence", "1"],
+     "--confidence"),
+    (["estimate", "--alpha", "0.5", "--n", "10", "--yes", "1", "--method", "x"], "--method"),
+    (["plan", "--epsilon", "1", "--proportion", "2", "--margin", "0.1"], "--proportion"),
+    (["plan", "--epsilon", "1", "--proportion", "0.2", "--margin", "0"], "--margin"),
+    (["epsilon"], "--alpha"),
+])
+def test_bad_arguments_give_one_line_and_exit_2(args, problem):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and problem in lines[0], result.stderr
+    assert result.stdout == ""
+
+
+def test_errors_have_no_traceback_as_a_process():
+    proc = subprocess.run([sys.executable, "-m", "ldpsurvey.cli", "estimate", "--alpha", "0.5",
+                           "--n", "10", "--yes", "11"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1

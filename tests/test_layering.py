@@ -1,0 +1,21 @@
+"""The layout rules: shared loads nothing heavy, the client nothing of the server."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def loaded_modules(statement: str) -> set[str]:
+    code = f"{statement}\nimport sys\nprint('\\n'.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize("statement, forbidden", [
+    ("import ldpsurvey.shared", {"numpy", "flask", "cryptography", "click",
+                                 "ldpsurvey.client", "ldpsurvey.aggregator"}),
+    ("import ldpsurvey.cli", {"numpy", "flask", "ldpsurvey.aggregator"}),
+])
+def test_import_does_not_load(statement, forbidden):
+    assert not loaded_modules(statement) & forbidden

@@ -1,0 +1,129 @@
+import copy
+import json
+import math
+import re
+from importlib import resources
+
+import pytest
+
+from ldpsurvey.shared import SurveyError, load_definition, parse_definition, parse_manifest
+
+DEFINITION = {
+    "title": "Habits",
+    "description": "Two questions.",
+    "questions": [
+        {"id": "smoked", "text": "Smoked?", "type": "yes_no", "alpha": 0.5, "beta": 0.3},
+        {"id": "sleep", "text": "Sleep?", "type": "choice", "options": ["<6", "6-8", ">8"],
+         "epsilon": 1.0},
+    ],
+}
+
+
+def published(definition=DEFINITION):
+    survey = parse_definition(definition)
+    return type(survey)(**{**survey.__dict__, "survey_id": "s1", "key_id": "k1"})
+
+
+def test_definition_derives_parameters():
+    survey = parse_definition(DEFINITION)
+    smoked, sleep = survey.questions
+    assert smoked.mechanism.beta == (0.7, 0.3) and smoked.options == ("No", "Yes")
+    assert smoked.epsilon == pytest.approx(math.log(1 + 0.5 / (0.5 * 0.3)))
+    assert sleep.mechanism.beta == pytest.approx((1 / 3,) * 3)
+    assert sleep.epsilon <= 1.0 and sleep.epsilon == pytest.approx(1.0)
+    assert survey.total_epsilon == pytest.approx(smoked.epsilon + sleep.epsilon)
+
+
+def test_manifest_round_trip_is_exact():
+    survey = published()
+    raw = survey.manifest_bytes()
+    again = parse_manifest(raw)
+    assert again == survey
+    assert again.manifest_bytes() == raw
+    assert json.loads(raw)["questions"][0]["epsilon"] == survey.questions[0].epsilon
+
+
+def _with(path, value):
+    data = copy.deepcopy(DEFINITION)
+    target = data
+    *parents, last = path
+    for key in parents:
+        target = target[key]
+    if value is KeyError:
+        del target[last]
+    else:
+        target[last] = value
+    return data
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (("questions", 0, "alpha"), 1.0, "question 'smoked'.alpha: must be in (0, 1)"),
+    (("questions", 0, "alpha"), 0.0, "question 'smoked'.alpha"),
+    (("questions", 0, "alpha"), True, "question 'smoked'.alpha: must be a finite number"),
+    (("questions", 0, "beta"), 0.0, "question 'smoked'.beta: P(report Yes) must be in (0, 1)"),
+    (("questions", 1, "beta"), [0.5, 0.5], "question 'sleep'.beta: needs one probability"),
+    (("questions", 1, "beta"), [0.5, 0.3, 0.3], "question 'sleep'.beta: must sum to 1"),
+    (("questions", 0, "id"), "Smoked", "questions[0].id: must match"),
+    (("questions", 0, "id"), "a" * 41, "questions[0].id"),
+    (("questions", 1, "id"), "smoked", "duplicate question id"),
+    (("questions", 0, "type"), "scale", "question 'smoked'.type"),
+    (("questions", 1, "options"), ["a"], "question 'sleep'.options"),
+    (("questions", 1, "options"), ["a", "a", "b"], "distinct"),
+    (("questions", 0, "epsilon"), 1.0, "exactly one of alpha or epsilon"),
+    (("questions", 1, "epsilon"), -1.0, "question 'sleep'.epsilon: must be > 0"),
+    (("questions", 0, "alpah"), 0.5, "unknown field 'alpah'"),
+    (("questions", 0, "text"), KeyError, "missing field 'text'"),
+    (("questions",), [], "survey.questions"),
+    (("title",), "", "survey.title: must not be empty"),
+    (("max_epsilon",), 1.0, "survey.max_epsilon: the questions add up"),
+])
+def test_definition_errors_name_question_and_field(path, value, message):
+    with pytest.raises(SurveyError, match=re.escape(message)):
+        parse_definition(_with(path, value))
+
+
+def test_ceiling_exactly_met_is_accepted():
+    survey = parse_definition(DEFINITION)
+    assert parse_definition(_with(("max_epsilon",), survey.total_epsilon)).max_epsilon
+
+
+@pytest.mark.parametrize("field, value", [("alpha", 0.6), ("beta", [0.6, 0.4]), ("epsilon", 3.0)])
+def test_manifest_whose_stated_epsilon_disagrees_is_refused(field, value):
+    data = json.loads(published().manifest_bytes())
+    data["questions"][0][field] = value
+    with pytest.raises(SurveyError, match=r"question 'smoked'.epsilon: states"):
+        parse_manifest(json.dumps(data).encode())
+
+
+def test_manifest_total_must_be_the_sum():
+    data = json.loads(published().manifest_bytes())
+    data["total_epsilon"] /= 2
+    with pytest.raises(SurveyError, match="total_epsilon"):
+        parse_manifest(json.dumps(data).encode())
+
+
+def test_manifest_refuses_duplicate_keys_and_nan():
+    raw = published().manifest_bytes()
+    with pytest.raises(SurveyError, match="duplicate key"):
+        parse_manifest(raw[:-1] + b',"title":"x"}')
+    with pytest.raises(SurveyError, match="NaN"):
+        parse_manifest(raw.replace(b'"alpha":0.5', b'"alpha":NaN'))
+
+
+def test_bundled_example_is_valid_package_data():
+    example = resources.files("ldpsurvey.shared") / "examples" / "health.toml"
+    with resources.as_file(example) as path:
+        survey = load_definition(path)
+    assert len(survey.questions) >= 4
+    assert any(q.type == "choice" for q in survey.questions)
+    assert survey.total_epsilon <= survey.max_epsilon
+
+
+def test_load_definition_reports_the_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("title = \n")
+    with pytest.raises(SurveyError, match=r"bad\.toml"):
+        load_definition(bad)
+    as_json = tmp_path / "survey.json"
+    as_json.write_text(json.dumps(DEFINITION))
+    assert load_definition(as_json).title == "Habits"

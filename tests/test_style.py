@@ -1,0 +1,13 @@
+"""ruff keeps the code base clean; it is part of the test suite so CI cannot forget it."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ruff_is_clean():
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", str(ROOT)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
