@@ -1,1 +1,55 @@
-"""placeholder."""
+"""The ldp-survey aggregator: a Flask service that only ever holds randomized answers."""
+
+import os
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+
+from . import db, errors, researchers, respondents, signing
+
+DEFAULTS: dict[str, Any] = {
+    "ENV": "development",               # "production" demands KEY_FILE and SECRET_KEY
+    "DATABASE_URL": None,               # default: sqlite:///<instance>/ldp-survey.sqlite3
+    "KEY_FILE": None,                   # default (development only): <instance>/signing-key.pem
+    "SECRET_KEY": None,
+    "EPSILON_CAP": 5.0,                 # no question may exceed this epsilon
+    "MAX_CONTENT_LENGTH": 16 * 2**20,   # any request body, bytes
+    "MAX_RESPONSE_BYTES": 64 * 2**10,   # one response, bytes
+    "MAX_BATCH_RESPONSES": 10_000,      # responses in one batch
+}
+
+
+class ConfigurationError(RuntimeError):
+    """The aggregator cannot start safely with this configuration."""
+
+
+def create_app(test_config: dict[str, Any] | None = None,
+               instance_path: str | Path | None = None) -> Flask:
+    """The application factory. Configuration: DEFAULTS, then LDP_SURVEY_<NAME> environment
+    variables (or `test_config` instead, for tests). The instance folder (key and SQLite file in
+    development) is `instance_path`, else $LDP_SURVEY_INSTANCE, else ./instance."""
+    instance_path = instance_path or os.environ.get("LDP_SURVEY_INSTANCE") or "instance"
+    app = Flask(__name__, instance_path=str(Path(instance_path).resolve()))
+    app.config.from_mapping(DEFAULTS)
+    if test_config is None:
+        app.config.from_prefixed_env("LDP_SURVEY")
+    else:
+        app.config.from_mapping(test_config)
+    instance = Path(app.instance_path)
+    production = app.config["ENV"] == "production"
+    if production and not (app.config["KEY_FILE"] and app.config["SECRET_KEY"]):
+        raise ConfigurationError("production needs LDP_SURVEY_KEY_FILE (the shared signing key) "
+                                 "and LDP_SURVEY_SECRET_KEY, so every replica serves the same key")
+    if app.config["KEY_FILE"]:
+        key = signing.load_key(Path(app.config["KEY_FILE"]))
+    else:
+        key = signing.load_or_create(instance / "signing-key.pem")
+    app.extensions["ldp_signing_key"] = key
+    if not app.config["DATABASE_URL"]:
+        app.config["DATABASE_URL"] = f"sqlite:///{instance / 'ldp-survey.sqlite3'}"
+    db.init_app(app)
+    errors.init_app(app)
+    app.register_blueprint(respondents.bp)
+    app.register_blueprint(researchers.bp)
+    return app

@@ -26,3 +26,104 @@ def require(available: bool, reason: str) -> None:
 def reference() -> dict:
     """The worked reference cases from ../shared/reference (copied into tests/reference)."""
     return REFERENCE
+
+
+# --- the aggregator, on SQLite and on a real PostgreSQL server ---------------------------------
+
+POSTGRES_URL = os.environ.get("LDP_TEST_POSTGRES_URL",
+                              "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def postgres_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """A fresh, empty database: a SQLite file, or a private schema on the PostgreSQL server."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'test.sqlite3'}"
+        return
+    require(postgres_available(), f"no PostgreSQL server at {POSTGRES_URL}")
+    import secrets
+
+    import psycopg
+
+    schema = f"ldp_test_{secrets.token_hex(6)}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def app(database_url, tmp_path):
+    from ldpsurvey.aggregator import create_app
+
+    application = create_app({"DATABASE_URL": database_url}, instance_path=tmp_path / "instance")
+    yield application
+    application.extensions["ldp_database"].close()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def researcher_key(app) -> str:
+    from ldpsurvey.aggregator.auth import create_key
+    from ldpsurvey.aggregator.db import get_db
+
+    with app.app_context():
+        return create_key(get_db(), "researcher")
+
+
+@pytest.fixture
+def auth(researcher_key) -> dict[str, str]:
+    return {"Authorization": f"Bearer {researcher_key}"}
+
+
+SURVEY = {
+    "title": "Habits",
+    "description": "A test survey.",
+    "public_results": False,
+    "questions": [
+        {"id": "smoked", "text": "Smoked?", "type": "yes_no", "alpha": 0.5, "beta": 0.5},
+        {"id": "drove", "text": "Drove after drinking?", "type": "yes_no", "alpha": 0.75,
+         "beta": 0.3},
+        {"id": "sleep", "text": "Sleep?", "type": "choice", "options": ["<6", "6-8", ">8"],
+         "epsilon": 1.0},
+    ],
+}
+
+
+@pytest.fixture
+def survey_id(client, auth) -> str:
+    response = client.post("/api/surveys", json=SURVEY, headers=auth)
+    assert response.status_code == 201, response.json
+    return response.json["survey_id"]
+
+
+@pytest.fixture
+def live_server(app):
+    """The app served over real HTTP on a loopback port, in a thread."""
+    import threading
+
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join()

@@ -1,0 +1,55 @@
+"""The respondent payload: {"answers": {"<question id>": <option index>, ...}}.
+
+Every question of the survey exactly once, each value an integer option index in [0, k).
+Booleans, strings, floats, extra or missing questions, extra top-level fields are refused.
+"""
+
+from typing import Any
+
+from ldpsurvey.shared import Survey
+
+from .errors import ApiError
+
+Answers = dict[str, int]
+
+
+def _invalid(detail: str) -> ApiError:
+    return ApiError(422, "invalid_answers", detail)
+
+
+def parse_answers(survey: Survey, body: Any, where: str = "body") -> Answers:
+    """Validate one response against the survey; raise ApiError 422 naming the problem."""
+    if not isinstance(body, dict) or set(body) != {"answers"}:
+        raise _invalid(f"{where} must be an object with exactly one field, 'answers'")
+    answers = body["answers"]
+    if not isinstance(answers, dict):
+        raise _invalid(f"{where}.answers must be an object mapping question id to option index")
+    expected = [q.id for q in survey.questions]
+    missing = [qid for qid in expected if qid not in answers]
+    if missing:
+        raise _invalid(f"{where}.answers is missing question {missing[0]!r}")
+    extra = sorted(set(answers) - set(expected))
+    if extra:
+        raise _invalid(f"{where}.answers has unknown question {extra[0][:60]!r}")
+    for question in survey.questions:
+        value = answers[question.id]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _invalid(f"{where}.answers.{question.id} must be an integer option index, "
+                           f"got {type(value).__name__}")
+        if not 0 <= value < len(question.options):
+            raise _invalid(f"{where}.answers.{question.id} must be an option index from 0 to "
+                           f"{len(question.options) - 1}")
+    return {qid: answers[qid] for qid in expected}
+
+
+def parse_batch(survey: Survey, body: Any, limit: int) -> list[Answers]:
+    """{"responses": [<response>, ...]} with 1 to `limit` responses, each as parse_answers."""
+    if not isinstance(body, dict) or set(body) != {"responses"}:
+        raise _invalid("body must be an object with exactly one field, 'responses'")
+    responses = body["responses"]
+    if not isinstance(responses, list) or not responses:
+        raise _invalid("responses must be a non-empty list")
+    if len(responses) > limit:
+        raise ApiError(413, "batch_too_large",
+                       f"a batch holds at most {limit} responses, got {len(responses)}")
+    return [parse_answers(survey, item, f"responses[{i}]") for i, item in enumerate(responses)]

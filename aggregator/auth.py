@@ -1,0 +1,60 @@
+"""Researcher and relay API keys. A key is shown once when created; only its SHA-256 is stored.
+
+Requests carry it as `Authorization: Bearer <key>`.
+"""
+
+import hashlib
+import secrets
+from collections.abc import Callable
+from functools import wraps
+
+from flask import request
+
+from .db import Connection, get_db
+from .errors import ApiError
+
+ROLES = ("researcher", "relay")
+
+
+def hash_key(key: str) -> str:
+    """SHA-256 hex digest; keys are 256-bit random, so no salt or stretching is needed."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def create_key(db: Connection, role: str = "researcher") -> str:
+    """Mint a key for `role`, store its hash, return the key (the only time it exists)."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+    key = f"ldp_{role[:3]}_{secrets.token_urlsafe(32)}"
+    with db.transaction():
+        db.execute("INSERT INTO api_keys (key_hash, role) VALUES (?, ?)", (hash_key(key), role))
+    return key
+
+
+def request_role() -> str | None:
+    """The role of the bearer key on this request, or None without a valid key."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        return None
+    rows = get_db().query("SELECT role FROM api_keys WHERE key_hash = ?", (hash_key(key.strip()),))
+    return rows[0][0] if rows else None
+
+
+def require_key(*roles: str) -> Callable:
+    """Decorator: 401 without a key, 403 with a key of another role."""
+
+    def decorator(view: Callable) -> Callable:
+        @wraps(view)
+        def wrapped(*args, **kwargs):
+            role = request_role()
+            if role is None:
+                raise ApiError(401, "unauthorized", "a valid API key is required "
+                               "(Authorization: Bearer <key>)")
+            if role not in roles:
+                raise ApiError(403, "forbidden", f"this needs a {' or '.join(roles)} key")
+            return view(*args, **kwargs)
+
+        return wrapped
+
+    return decorator

@@ -1,0 +1,138 @@
+"""Every query the aggregator runs. Responses and their counters change in one transaction."""
+
+import hashlib
+import secrets
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+
+from ldpsurvey.shared import Survey, parse_manifest, strict_json
+
+from .answers import Answers
+from .db import Connection
+from .errors import ApiError
+
+
+@dataclass(frozen=True)
+class StoredSurvey:
+    manifest: bytes
+    signature: bytes
+    status: str
+
+    @property
+    def survey(self) -> Survey:
+        return _parse(self.manifest)
+
+
+@lru_cache(maxsize=1024)
+def _parse(manifest: bytes) -> Survey:
+    """Manifests are immutable, so each is parsed once per process."""
+    return parse_manifest(manifest)
+
+
+def new_id() -> str:
+    """A random opaque identifier (96 bits, URL-safe)."""
+    return secrets.token_urlsafe(12)
+
+
+def today() -> str:
+    """The UTC day, the only time stored with a response."""
+    return datetime.now(UTC).date().isoformat()
+
+
+def create_survey(db: Connection, survey: Survey, signature: bytes) -> None:
+    """Store the signed manifest, open, with a zero counter for every question and option."""
+    with db.transaction():
+        db.execute("INSERT INTO surveys (survey_id, manifest, signature, status) "
+                   "VALUES (?, ?, ?, 'open')",
+                   (survey.survey_id, survey.manifest_bytes().decode(), signature.hex()))
+        db.executemany("INSERT INTO counts (survey_id, question_id, option_index, count) "
+                       "VALUES (?, ?, ?, 0)",
+                       [(survey.survey_id, q.id, j) for q in survey.questions
+                        for j in range(len(q.options))])
+
+
+def get_survey(db: Connection, survey_id: str) -> StoredSurvey:
+    """The stored survey, or ApiError 404."""
+    rows = db.query("SELECT manifest, signature, status FROM surveys WHERE survey_id = ?",
+                    (survey_id,))
+    if not rows:
+        raise ApiError(404, "unknown_survey", f"no survey with id {survey_id[:40]!r}")
+    manifest, signature, status = rows[0]
+    return StoredSurvey(manifest.encode(), bytes.fromhex(signature), status)
+
+
+def list_surveys(db: Connection) -> list[tuple[str, str]]:
+    """(survey_id, status) of every survey."""
+    return [tuple(row) for row in db.query("SELECT survey_id, status FROM surveys ORDER BY survey_id")]
+
+
+def close_survey(db: Connection, survey_id: str) -> None:
+    """Close for good; idempotency keys are no longer needed and are deleted."""
+    get_survey(db, survey_id)
+    with db.transaction():
+        db.execute("UPDATE surveys SET status = 'closed' WHERE survey_id = ?", (survey_id,))
+        db.execute("DELETE FROM idempotency_keys WHERE survey_id = ?", (survey_id,))
+
+
+def hash_text(text: str | bytes) -> str:
+    return hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Stored:
+    accepted: int
+    replayed: bool
+
+
+def store_responses(db: Connection, survey_id: str, responses: list[Answers],
+                    idempotency_key: str | None) -> Stored:
+    """Store responses and bump their counters atomically: all or nothing.
+
+    With an idempotency key, a retry with the same body is answered as the first and counted
+    once; the same key with another body is a 409. Only SHA-256 hashes of key and body are kept.
+    """
+    body_hash = hash_text(strict_json.dumps(responses))
+    with db.transaction():
+        lock = " FOR SHARE" if db.postgres else ""  # a concurrent close waits for us
+        status = db.query(f"SELECT status FROM surveys WHERE survey_id = ?{lock}", (survey_id,))
+        if not status:
+            raise ApiError(404, "unknown_survey", f"no survey with id {survey_id[:40]!r}")
+        if status[0][0] != "open":
+            raise ApiError(409, "survey_closed", "this survey is closed and takes no answers")
+        if idempotency_key is not None:
+            key_hash = hash_text(idempotency_key)
+            inserted = db.execute(
+                "INSERT INTO idempotency_keys (survey_id, key_hash, body_hash, accepted) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (survey_id, key_hash, body_hash, len(responses)))
+            if not inserted:
+                stored_hash, accepted = db.query(
+                    "SELECT body_hash, accepted FROM idempotency_keys "
+                    "WHERE survey_id = ? AND key_hash = ?", (survey_id, key_hash))[0]
+                if stored_hash != body_hash:
+                    raise ApiError(409, "idempotency_conflict", "this Idempotency-Key was "
+                                   "already used with a different body")
+                return Stored(accepted, replayed=True)
+        day = today()
+        db.executemany("INSERT INTO responses (response_id, survey_id, answers, received_day) "
+                       "VALUES (?, ?, ?, ?)",
+                       [(new_id(), survey_id, strict_json.dumps(a).decode(), day)
+                        for a in responses])
+        deltas = Counter((qid, index) for answers in responses for qid, index in answers.items())
+        db.executemany("UPDATE counts SET count = count + ? "
+                       "WHERE survey_id = ? AND question_id = ? AND option_index = ?",
+                       [(delta, survey_id, qid, index)
+                        for (qid, index), delta in sorted(deltas.items())])
+    return Stored(len(responses), replayed=False)
+
+
+def counts(db: Connection, survey_id: str) -> dict[str, list[int]]:
+    """Per question, the count of reports of each option (from the counters, O(questions))."""
+    result: dict[str, dict[int, int]] = {}
+    for question_id, index, count in db.query(
+            "SELECT question_id, option_index, count FROM counts WHERE survey_id = ?",
+            (survey_id,)):
+        result.setdefault(question_id, {})[index] = int(count)
+    return {qid: [by_index[j] for j in sorted(by_index)] for qid, by_index in result.items()}
