@@ -80,6 +80,12 @@ def hash_text(text: str | bytes) -> str:
     return hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest()
 
 
+# Read the status and hold it: on PostgreSQL a concurrent close waits for this transaction;
+# SQLite's BEGIN IMMEDIATE already serializes writers.
+STATUS_LOCKED = {False: "SELECT status FROM surveys WHERE survey_id = ?",
+                 True: "SELECT status FROM surveys WHERE survey_id = ? FOR SHARE"}
+
+
 @dataclass(frozen=True)
 class Stored:
     accepted: int
@@ -95,8 +101,7 @@ def store_responses(db: Connection, survey_id: str, responses: list[Answers],
     """
     body_hash = hash_text(strict_json.dumps(responses))
     with db.transaction():
-        lock = " FOR SHARE" if db.postgres else ""  # a concurrent close waits for us
-        status = db.query(f"SELECT status FROM surveys WHERE survey_id = ?{lock}", (survey_id,))
+        status = db.query(STATUS_LOCKED[db.postgres], (survey_id,))
         if not status:
             raise ApiError(404, "unknown_survey", f"no survey with id {survey_id[:40]!r}")
         if status[0][0] != "open":
