@@ -24,18 +24,16 @@ class ConfigurationError(RuntimeError):
     """The aggregator cannot start safely with this configuration."""
 
 
-def create_app(test_config: dict[str, Any] | None = None,
+def create_app(config: dict[str, Any] | None = None,
                instance_path: str | Path | None = None) -> Flask:
     """The application factory. Configuration: DEFAULTS, then LDP_SURVEY_<NAME> environment
-    variables (or `test_config` instead, for tests). The instance folder (key and SQLite file in
-    development) is `instance_path`, else $LDP_SURVEY_INSTANCE, else ./instance."""
+    variables, then `config`. The instance folder (key and SQLite file in development) is
+    `instance_path`, else $LDP_SURVEY_INSTANCE, else ./instance."""
     instance_path = instance_path or os.environ.get("LDP_SURVEY_INSTANCE") or "instance"
     app = Flask(__name__, instance_path=str(Path(instance_path).resolve()))
     app.config.from_mapping(DEFAULTS)
-    if test_config is None:
-        app.config.from_prefixed_env("LDP_SURVEY")
-    else:
-        app.config.from_mapping(test_config)
+    app.config.from_prefixed_env("LDP_SURVEY")
+    app.config.from_mapping(config or {})
     instance = Path(app.instance_path)
     production = app.config["ENV"] == "production"
     if production and not (app.config["KEY_FILE"] and app.config["SECRET_KEY"]):

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from . import math_commands
+from . import math_commands, researcher, server
 
 
 class LdpSurveyGroup(click.Group):
@@ -31,5 +31,6 @@ def main() -> None:
     """Local-differential-privacy surveys: randomized response on the respondent's device."""
 
 
-for command in math_commands.COMMANDS:
-    main.add_command(command)
+for module in (math_commands, server, researcher):
+    for command in module.COMMANDS:
+        main.add_command(command)

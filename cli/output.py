@@ -31,9 +31,13 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None) ->
     return "\n".join(lines)
 
 
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2))
+
+
 def emit(record: Mapping[str, Any], as_json: bool) -> None:
     """Print one record: JSON with exactly its keys, or a key/value table."""
     if as_json:
-        click.echo(json.dumps(record, indent=2))
+        emit_json(record)
     else:
         click.echo(table(list(record.items())))

@@ -15,15 +15,36 @@ from .manifest import (
     load_definition,
     parse_definition,
     parse_manifest,
+    read_definition,
 )
 from .mechanism import Mechanism, alpha_for_epsilon, epsilon, report_probability, uniform_beta
 from .planning import n_required, n_required_central_laplace
 from .posterior import PosteriorBounds, posterior_bounds
 
 __all__ = [
-    "EPSILON_TOLERANCE", "METHODS", "Estimate", "Mechanism", "PosteriorBounds", "Question",
-    "Survey", "SurveyError", "alpha_for_epsilon", "epsilon", "estimate", "exceeds",
-    "load_definition", "n_required", "n_required_central_laplace", "parse_definition",
-    "parse_manifest", "posterior_bounds", "project_to_simplex", "report_probability",
-    "standard_error", "total_epsilon", "unbiased_estimate", "uniform_beta",
+    "EPSILON_TOLERANCE",
+    "METHODS",
+    "Estimate",
+    "Mechanism",
+    "PosteriorBounds",
+    "Question",
+    "Survey",
+    "SurveyError",
+    "alpha_for_epsilon",
+    "epsilon",
+    "estimate",
+    "exceeds",
+    "load_definition",
+    "n_required",
+    "n_required_central_laplace",
+    "parse_definition",
+    "parse_manifest",
+    "posterior_bounds",
+    "project_to_simplex",
+    "read_definition",
+    "report_probability",
+    "standard_error",
+    "total_epsilon",
+    "unbiased_estimate",
+    "uniform_beta",
 ]

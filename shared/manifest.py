@@ -227,15 +227,19 @@ def parse_definition(data: Any) -> Survey:
     return survey
 
 
-def load_definition(path: str | Path) -> Survey:
-    """Read and validate a definition file: TOML, or JSON when the name ends in .json."""
+def read_definition(path: str | Path) -> dict[str, Any]:
+    """Parse a definition file, unvalidated: TOML, or JSON when the name ends in .json."""
     path = Path(path)
     raw = path.read_bytes()
     try:
-        data = strict_json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw.decode())
+        return strict_json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw.decode())
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise SurveyError(f"{path.name}: {exc}") from None
-    return parse_definition(data)
+
+
+def load_definition(path: str | Path) -> Survey:
+    """Read and validate a definition file."""
+    return parse_definition(read_definition(path))
 
 
 def parse_manifest(raw: bytes) -> Survey:

@@ -27,7 +27,7 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except StrictJSONError:
         raise
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # syntax, encoding, over-long integers
         raise StrictJSONError(f"not valid JSON: {exc}") from None
 
 

@@ -1,0 +1,79 @@
+"""A small JSON-over-HTTP helper on the standard library, with errors explained in plain words."""
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+PLAIN_WORDS = {
+    400: "the server could not read the request",
+    401: "the server needs a valid key for this",
+    403: "this key is not allowed to do that",
+    404: "the server does not know this survey or address",
+    409: "the server refused because of a conflict",
+    413: "the request is too large for the server",
+    415: "the request was sent in a format the server does not accept",
+    422: "the server refused the content of the request",
+    429: "the server is receiving too many requests; try again later",
+}
+
+
+class ApiError(Exception):
+    """The server answered with an error status; `code` and `detail` come from its JSON body."""
+
+    def __init__(self, status: int, code: str, detail: str):
+        self.status, self.code, self.detail = status, code, detail
+        summary = PLAIN_WORDS.get(status, f"the server answered with HTTP {status}")
+        super().__init__(f"{summary}: {detail}" if detail else summary)
+
+
+class NetworkError(ConnectionError):
+    """The server could not be reached (after any retries)."""
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def request(method: str, url: str, *, json_body: Any = None, headers: dict[str, str] | None = None,
+            timeout: float = 30.0, retries: int = 0, backoff: float = 0.5) -> Response:
+    """Send one request; retry network failures (never HTTP errors) up to `retries` times with
+    the same headers, so an Idempotency-Key makes the retries safe."""
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"only http:// and https:// URLs are allowed, got {url!r}")
+    headers = dict(headers or {})
+    data = None
+    if json_body is not None:
+        data = json.dumps(json_body).encode()
+        headers["Content-Type"] = "application/json"
+    for attempt in range(retries + 1):
+        # S310: the scheme was checked above
+        req = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310
+                return Response(response.status, dict(response.headers), response.read())
+        except urllib.error.HTTPError as exc:
+            raise _api_error(exc) from None
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            if attempt == retries:
+                reason = getattr(exc, "reason", exc)
+                raise NetworkError(f"could not reach {url}: {reason}") from None
+            time.sleep(backoff * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def _api_error(exc: urllib.error.HTTPError) -> ApiError:
+    body = exc.read()
+    try:
+        payload = json.loads(body)
+        return ApiError(exc.code, str(payload.get("error", "")), str(payload.get("detail", "")))
+    except (ValueError, AttributeError):
+        return ApiError(exc.code, "", "")

@@ -1,0 +1,201 @@
+import json
+
+import pytest
+
+GOOD = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
+
+
+def post(client, survey_id, body, **kwargs):
+    data = body if isinstance(body, str | bytes) else json.dumps(body)
+    kwargs.setdefault("content_type", "application/json")
+    return client.post(f"/api/surveys/{survey_id}/responses", data=data, **kwargs)
+
+
+def stored_rows(app, survey_id):
+    from ldpsurvey.aggregator.db import get_db
+
+    with app.app_context():
+        db = get_db()
+        responses = db.query("SELECT answers, received_day FROM responses WHERE survey_id = ?",
+                             (survey_id,))
+        counts = db.query("SELECT question_id, option_index, count FROM counts "
+                          "WHERE survey_id = ? ORDER BY question_id, option_index", (survey_id,))
+    return responses, {(q, j): c for q, j, c in counts}
+
+
+def test_a_response_is_stored_with_its_counters(app, client, survey_id):
+    response = post(client, survey_id, GOOD)
+    assert response.status_code == 201
+    assert response.json == {"survey_id": survey_id, "accepted": 1}
+    rows, counts = stored_rows(app, survey_id)
+    assert [json.loads(a) for a, _ in rows] == [GOOD["answers"]]
+    assert len(rows[0][1]) == 10  # YYYY-MM-DD: the day, nothing finer
+    assert counts[("smoked", 1)] == 1 and counts[("smoked", 0)] == 0
+    assert counts[("sleep", 2)] == 1 and sum(counts.values()) == 3
+
+
+BAD_BODIES = [
+    ("not json", "{answers:", 400, "invalid_json"),
+    ("empty body", "", 400, "invalid_json"),
+    ("duplicate key", '{"answers": {"smoked": 1, "smoked": 0, "drove": 0, "sleep": 2}}', 400,
+     "invalid_json"),
+    ("NaN", '{"answers": {"smoked": NaN, "drove": 0, "sleep": 2}}', 400, "invalid_json"),
+    ("Infinity", '{"answers": {"smoked": Infinity, "drove": 0, "sleep": 2}}', 400,
+     "invalid_json"),
+    ("huge integer", '{"answers": {"smoked": ' + "9" * 5000 + ', "drove": 0, "sleep": 2}}', 400,
+     "invalid_json"),
+    ("big integer", {"answers": {"smoked": 10**30, "drove": 0, "sleep": 2}}, 422,
+     "invalid_answers"),
+    ("boolean", {"answers": {"smoked": True, "drove": 0, "sleep": 2}}, 422, "invalid_answers"),
+    ("string", {"answers": {"smoked": "1", "drove": 0, "sleep": 2}}, 422, "invalid_answers"),
+    ("float", {"answers": {"smoked": 1.0, "drove": 0, "sleep": 2}}, 422, "invalid_answers"),
+    ("null", {"answers": {"smoked": None, "drove": 0, "sleep": 2}}, 422, "invalid_answers"),
+    ("negative", {"answers": {"smoked": -1, "drove": 0, "sleep": 2}}, 422, "invalid_answers"),
+    ("out of range", {"answers": {"smoked": 2, "drove": 0, "sleep": 2}}, 422, "invalid_answers"),
+    ("missing question", {"answers": {"smoked": 1, "drove": 0}}, 422, "invalid_answers"),
+    ("extra question", {"answers": {**GOOD["answers"], "other": 0}}, 422, "invalid_answers"),
+    ("extra field", {**GOOD, "respondent": "alice"}, 422, "invalid_answers"),
+    ("answers a list", {"answers": [1, 0, 2]}, 422, "invalid_answers"),
+    ("top level list", [GOOD], 422, "invalid_answers"),
+    ("nested junk", {"answers": {"smoked": {"a": [1]}, "drove": 0, "sleep": 2}}, 422,
+     "invalid_answers"),
+]
+
+
+@pytest.mark.parametrize("name, body, status, code", BAD_BODIES, ids=[b[0] for b in BAD_BODIES])
+def test_bad_bodies_are_refused_and_nothing_is_stored(app, client, survey_id, name, body, status,
+                                                      code):
+    response = post(client, survey_id, body)
+    assert response.status_code == status, response.json
+    assert response.json["error"] == code and response.json["detail"]
+    rows, counts = stored_rows(app, survey_id)
+    assert rows == [] and sum(counts.values()) == 0
+
+
+def test_error_detail_names_the_question(client, survey_id):
+    response = post(client, survey_id, {"answers": {"smoked": 1, "drove": 7, "sleep": 2}})
+    assert "drove" in response.json["detail"]
+
+
+def test_wrong_content_type(app, client, survey_id):
+    response = post(client, survey_id, GOOD, content_type="text/plain")
+    assert response.status_code == 415 and response.json["error"] == "unsupported_media_type"
+    response = client.post(f"/api/surveys/{survey_id}/responses", data=GOOD)  # a form post
+    assert response.status_code == 415
+    assert stored_rows(app, survey_id)[0] == []
+
+
+def test_over_the_size_limit(app, client, survey_id):
+    body = '{"answers": {"smoked": 1, "drove": 0, "sleep": 2}' + " " * 70_000 + "}"
+    response = post(client, survey_id, body)
+    assert response.status_code == 413 and response.json["error"] == "body_too_large"
+    assert stored_rows(app, survey_id)[0] == []
+
+
+def test_unknown_survey(client):
+    response = post(client, "nope", GOOD)
+    assert response.status_code == 404 and response.json["error"] == "unknown_survey"
+
+
+def test_idempotent_retry_is_counted_once(app, client, survey_id):
+    headers = {"Idempotency-Key": "k-4f1d2c3b5a6e7f80"}
+    first = post(client, survey_id, GOOD, headers=headers)
+    again = post(client, survey_id, GOOD, headers=headers)
+    assert first.status_code == again.status_code == 201
+    assert first.json == again.json and again.headers["Idempotent-Replayed"] == "true"
+    # key order and spacing do not make a different body
+    reordered = '{"answers": {"sleep": 2, "drove": 0,   "smoked": 1}}'
+    assert post(client, survey_id, reordered, headers=headers).status_code == 201
+    rows, counts = stored_rows(app, survey_id)
+    assert len(rows) == 1 and counts[("smoked", 1)] == 1
+
+
+def test_same_key_with_another_body_is_a_conflict(app, client, survey_id):
+    headers = {"Idempotency-Key": "k-4f1d2c3b5a6e7f80"}
+    assert post(client, survey_id, GOOD, headers=headers).status_code == 201
+    other = {"answers": {"smoked": 0, "drove": 0, "sleep": 2}}
+    response = post(client, survey_id, other, headers=headers)
+    assert response.status_code == 409 and response.json["error"] == "idempotency_conflict"
+    assert len(stored_rows(app, survey_id)[0]) == 1
+
+
+@pytest.mark.parametrize("key", ["short", "has space in it", "x" * 129, "ünïcode-key-123"])
+def test_malformed_idempotency_keys(app, client, survey_id, key):
+    response = post(client, survey_id, GOOD, headers={"Idempotency-Key": key})
+    assert response.status_code == 400 and response.json["error"] == "invalid_idempotency_key"
+    assert stored_rows(app, survey_id)[0] == []
+
+
+def test_idempotency_keys_are_stored_hashed_and_dropped_on_close(app, client, auth, survey_id):
+    from ldpsurvey.aggregator.db import get_db
+
+    key = "k-4f1d2c3b5a6e7f80"
+    post(client, survey_id, GOOD, headers={"Idempotency-Key": key})
+    with app.app_context():
+        rows = get_db().query("SELECT key_hash FROM idempotency_keys")
+    assert len(rows) == 1 and key not in rows[0][0]
+    client.post(f"/api/surveys/{survey_id}/close", headers=auth)
+    with app.app_context():
+        assert get_db().query("SELECT key_hash FROM idempotency_keys") == []
+
+
+def batch(client, survey_id, responses, headers):
+    return client.post(f"/api/surveys/{survey_id}/responses/batch",
+                       json={"responses": responses}, headers=headers)
+
+
+def test_batch_stores_all(app, client, auth, survey_id):
+    responses = [GOOD, {"answers": {"smoked": 0, "drove": 1, "sleep": 0}}] * 50
+    response = batch(client, survey_id, responses, auth)
+    assert response.status_code == 201 and response.json["accepted"] == 100
+    rows, counts = stored_rows(app, survey_id)
+    assert len(rows) == 100
+    assert counts[("smoked", 1)] == 50 and counts[("drove", 1)] == 50
+    assert counts[("sleep", 0)] == 50 and counts[("sleep", 2)] == 50
+
+
+def test_batch_is_all_or_nothing(app, client, auth, survey_id):
+    responses = [GOOD] * 10 + [{"answers": {"smoked": 5, "drove": 0, "sleep": 0}}]
+    response = batch(client, survey_id, responses, auth)
+    assert response.status_code == 422 and "responses[10]" in response.json["detail"]
+    rows, counts = stored_rows(app, survey_id)
+    assert rows == [] and sum(counts.values()) == 0
+
+
+def test_batch_limit_and_auth(app, client, auth, survey_id):
+    app.config["MAX_BATCH_RESPONSES"] = 5
+    response = batch(client, survey_id, [GOOD] * 6, auth)
+    assert response.status_code == 413 and response.json["error"] == "batch_too_large"
+    assert batch(client, survey_id, [GOOD], {}).status_code == 401
+    assert batch(client, survey_id, [], auth).status_code == 422
+    assert stored_rows(app, survey_id)[0] == []
+
+
+def test_batch_accepts_a_relay_key_and_idempotency(app, client, survey_id):
+    from ldpsurvey.aggregator.auth import create_key
+    from ldpsurvey.aggregator.db import get_db
+
+    with app.app_context():
+        relay = {"Authorization": f"Bearer {create_key(get_db(), 'relay')}",
+                 "Idempotency-Key": "batch-0001-abcdef"}
+    assert batch(client, survey_id, [GOOD] * 3, relay).json["accepted"] == 3
+    assert batch(client, survey_id, [GOOD] * 3, relay).headers["Idempotent-Replayed"] == "true"
+    assert len(stored_rows(app, survey_id)[0]) == 3
+
+
+def test_concurrent_submissions_are_all_counted(app, live_server, survey_id):
+    """8 threads over real HTTP, half of them retrying with the same key: exact counts."""
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    def send(i):
+        request = urllib.request.Request(
+            f"{live_server}/api/surveys/{survey_id}/responses", data=json.dumps(GOOD).encode(),
+            headers={"Content-Type": "application/json", "Idempotency-Key": f"key-{i // 2:08d}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+
+    with ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(send, range(200))) == {201}
+    rows, counts = stored_rows(app, survey_id)
+    assert len(rows) == 100 and counts[("smoked", 1)] == 100

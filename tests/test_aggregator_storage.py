@@ -1,0 +1,64 @@
+"""What storage may hold, and that an acknowledged answer is on disk."""
+
+import re
+
+SENSITIVE = re.compile(r"ip|addr|agent|cookie|token|user|time|host|session|email", re.I)
+
+
+def columns(app) -> dict[str, list[str]]:
+    from ldpsurvey.aggregator.db import get_db
+
+    with app.app_context():
+        db = get_db()
+        if db.postgres:
+            rows = db.query("SELECT table_name, column_name FROM information_schema.columns "
+                            "WHERE table_schema = current_schema()")
+        else:
+            tables = [t for (t,) in db.query("SELECT name FROM sqlite_master WHERE type='table'")]
+            rows = [(t, c[1]) for t in tables for c in db.query(f"PRAGMA table_info({t})")]
+    result: dict[str, list[str]] = {}
+    for table, column in rows:
+        result.setdefault(table, []).append(column)
+    return result
+
+
+def test_no_column_can_hold_an_ip_user_agent_token_or_time(app):
+    schema = columns(app)
+    assert set(schema) == {"surveys", "responses", "counts", "idempotency_keys", "api_keys"}
+    assert sorted(schema["responses"]) == ["answers", "received_day", "response_id", "survey_id"]
+    for table, names in schema.items():
+        for name in names:
+            assert not SENSITIVE.search(name), f"{table}.{name}"
+
+
+def test_sqlite_is_durable_wal(app):
+    from ldpsurvey.aggregator.db import get_db
+
+    with app.app_context():
+        db = get_db()
+        if db.postgres:
+            assert db.query("SHOW synchronous_commit")[0][0] == "on"
+            assert db.query("SHOW fsync")[0][0] == "on"
+            return
+        assert db.query("PRAGMA journal_mode")[0][0] == "wal"
+        assert db.query("PRAGMA synchronous")[0][0] == 2  # FULL
+        assert db.query("PRAGMA secure_delete")[0][0] == 1
+
+
+def test_request_headers_are_not_stored(app, client, survey_id):
+    """Send identifying headers; none of their values appears anywhere in the database."""
+    from ldpsurvey.aggregator.db import get_db
+
+    marker = "marker-7f3e9a"
+    client.post(f"/api/surveys/{survey_id}/responses",
+                json={"answers": {"smoked": 1, "drove": 0, "sleep": 2}},
+                headers={"User-Agent": marker, "Cookie": f"c={marker}",
+                         "X-Forwarded-For": "203.0.113.9", "Idempotency-Key": f"{marker}-key"},
+                environ_base={"REMOTE_ADDR": "198.51.100.7"})
+    with app.app_context():
+        db = get_db()
+        for table in columns(app):
+            for row in db.query(f"SELECT * FROM {table}"):
+                text = " ".join(map(str, row))
+                for needle in (marker, "203.0.113.9", "198.51.100.7"):
+                    assert needle not in text, (table, row)

@@ -1,0 +1,84 @@
+"""The researcher commands against a real aggregator over HTTP."""
+
+import json
+from importlib import resources
+
+import pytest
+from click.testing import CliRunner
+
+from ldpsurvey.cli import main
+
+EXAMPLE = resources.files("ldpsurvey.shared") / "examples" / "health.toml"
+
+
+@pytest.fixture
+def runner(researcher_key, monkeypatch):
+    monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
+    return CliRunner()
+
+
+def test_create_answer_results_close(runner, live_server, client):
+    with resources.as_file(EXAMPLE) as path:
+        created = runner.invoke(main, ["survey", "create", str(path), "--url", live_server])
+    assert created.exit_code == 0, created.output
+    survey_id = created.stdout.strip()
+    answers = {"smoked": 1, "drank_and_drove": 0, "cannabis": 1, "sleep": 2}
+    assert client.post(f"/api/surveys/{survey_id}/responses",
+                       json={"answers": answers}).status_code == 201
+    shown = runner.invoke(main, ["results", "--url", live_server, "--survey", survey_id, "--json"])
+    assert shown.exit_code == 0, shown.output
+    body = json.loads(shown.stdout)
+    assert body["questions"][0]["options"][1]["reported_count"] == 1
+    table = runner.invoke(main, ["results", "--url", live_server, "--survey", survey_id])
+    assert "smoked" in table.stdout and "wilson" in table.stdout
+    closed = runner.invoke(main, ["survey", "close", survey_id, "--url", live_server])
+    assert closed.exit_code == 0
+    assert client.get(f"/api/surveys/{survey_id}/status").json["status"] == "closed"
+
+
+def test_invalid_file_is_refused_before_sending(runner, live_server, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('title = "x"\n[[questions]]\nid = "q"\ntext = "?"\ntype = "yes_no"\n'
+                   "alpha = 1.5\n")
+    result = runner.invoke(main, ["survey", "create", str(bad), "--url", live_server])
+    assert result.exit_code == 1
+    assert "question 'q'.alpha: must be in (0, 1)" in result.stderr
+
+
+def test_wrong_key_is_explained(live_server, monkeypatch):
+    monkeypatch.setenv("LDP_SURVEY_KEY", "ldp_res_wrong")
+    with resources.as_file(EXAMPLE) as path:
+        result = CliRunner().invoke(main, ["survey", "create", str(path), "--url", live_server])
+    assert result.exit_code == 1
+    assert "needs a valid key" in result.stderr
+
+
+def test_key_is_prompted_for_when_not_in_the_environment(researcher_key, live_server,
+                                                         monkeypatch):
+    monkeypatch.delenv("LDP_SURVEY_KEY", raising=False)
+    with resources.as_file(EXAMPLE) as path:
+        result = CliRunner().invoke(main, ["survey", "create", str(path), "--url", live_server],
+                                    input=f"{researcher_key}\n")
+    assert result.exit_code == 0, result.output
+    assert researcher_key not in result.stdout
+
+
+def test_unreachable_server(runner):
+    result = runner.invoke(main, ["results", "--url", "http://127.0.0.1:9", "--survey", "x"])
+    assert result.exit_code == 1 and "could not reach" in result.stderr
+
+
+def test_admin_create_key_stores_only_a_hash(tmp_path, database_url):
+    result = CliRunner().invoke(main, ["admin", "create-key", "--instance", str(tmp_path),
+                                       "--database", database_url])
+    assert result.exit_code == 0, result.output
+    key = result.stdout.strip()
+    assert key.startswith("ldp_res_")
+    from ldpsurvey.aggregator import create_app
+    from ldpsurvey.aggregator.auth import hash_key
+    from ldpsurvey.aggregator.db import get_db
+
+    app = create_app({"DATABASE_URL": database_url}, instance_path=tmp_path)
+    with app.app_context():
+        assert get_db().query("SELECT key_hash FROM api_keys") == [(hash_key(key),)]
+    app.extensions["ldp_database"].close()
