@@ -5,12 +5,13 @@ Production requires KEY_FILE, so every replica serves the same key.
 """
 
 import base64
-import hashlib
 import os
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ldpsurvey.shared.manifest import key_id
 
 
 class SigningKey:
@@ -28,11 +29,6 @@ class SigningKey:
     def public_json(self) -> dict[str, str]:
         return {"algorithm": "Ed25519", "key_id": self.key_id,
                 "public_key": base64.b64encode(self.public_bytes).decode()}
-
-
-def key_id(public_bytes: bytes) -> str:
-    """The first 16 hex digits of SHA-256 over the raw 32-byte public key."""
-    return hashlib.sha256(public_bytes).hexdigest()[:16]
 
 
 def load_key(path: Path) -> SigningKey:

@@ -10,6 +10,7 @@ epsilon per question, total_epsilon) plus survey_id and key_id, serialized canon
 Client and aggregator both read it through parse_manifest.
 """
 
+import hashlib
 import math
 import re
 import tomllib
@@ -28,6 +29,11 @@ YES_NO_OPTIONS = ("No", "Yes")
 MAX_QUESTIONS = 100
 MAX_OPTIONS = 64
 MAX_TEXT = 2000
+
+
+def key_id(public_key: bytes) -> str:
+    """A signing key's id: the first 16 hex digits of SHA-256 over the raw 32-byte public key."""
+    return hashlib.sha256(public_key).hexdigest()[:16]
 
 
 class SurveyError(ValueError):

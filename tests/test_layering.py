@@ -19,3 +19,8 @@ def loaded_modules(statement: str) -> set[str]:
 ])
 def test_import_does_not_load(statement, forbidden):
     assert not loaded_modules(statement) & forbidden
+
+
+def test_client_loads_no_server_or_simulation_code():
+    loaded = loaded_modules("import ldpsurvey.client")
+    assert not loaded & {"numpy", "flask", "werkzeug", "ldpsurvey.aggregator", "click"}

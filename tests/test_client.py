@@ -1,0 +1,146 @@
+"""The respondent client against a real aggregator over HTTP."""
+
+import base64
+import json
+import math
+import stat
+
+import pytest
+from conftest import SURVEY
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from ldpsurvey.client import (
+    Ceilings,
+    LocalState,
+    TrustError,
+    fetch_survey,
+    prepare,
+    submit,
+    unanswered,
+)
+from ldpsurvey.client.verify import verify_manifest
+from ldpsurvey.shared.randomizer import N
+
+TRUTH = {"smoked": 1, "drove": 0, "sleep": 2}
+ROOMY = Ceilings(per_question=5.0, total=10.0)  # the test survey has a question above ln 3
+
+
+@pytest.fixture
+def state(tmp_path):
+    return LocalState(tmp_path / "client" / "state.json")
+
+
+def counted(client, survey_id, auth):
+    body = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
+    return body["questions"][0]["n"]
+
+
+def test_answer_end_to_end_and_again_after_a_restart(live_server, client, auth, survey_id,
+                                                      state, tmp_path):
+    verified = fetch_survey(live_server, survey_id, state, ROOMY)
+    submission = prepare(verified, TRUTH, state)
+    assert set(submission.answers) == set(TRUTH)
+    submit(verified, submission, state)
+    assert counted(client, survey_id, auth) == 1
+    # a new process: the store on disk gives back the same randomized answers and key
+    again_state = LocalState(tmp_path / "client" / "state.json")
+    again = fetch_survey(live_server, survey_id, again_state, ROOMY)
+    assert unanswered(again, again_state) == []
+    repeat = prepare(again, {"smoked": 0, "drove": 1, "sleep": 0}, again_state)
+    assert repeat.answers == submission.answers
+    assert repeat.idempotency_key == submission.idempotency_key and repeat.already_submitted
+    submit(again, repeat, again_state)
+    assert counted(client, survey_id, auth) == 1
+
+
+def test_store_is_private_and_holds_only_what_is_sent(live_server, survey_id, state):
+    verified = fetch_survey(live_server, survey_id, state, ROOMY)
+    # draws that never keep the truth and always force the last option
+    submission = prepare(verified, {"smoked": 0, "drove": 0, "sleep": 0}, state,
+                         draw=lambda: N - 1)
+    assert submission.answers == {"smoked": 1, "drove": 1, "sleep": 2}
+    assert stat.S_IMODE(state.path.stat().st_mode) == 0o600
+    stored = json.loads(state.path.read_text())
+    memo = stored["surveys"][f"{live_server} {survey_id}"]
+    assert memo == {"answers": submission.answers, "idempotency_key": submission.idempotency_key,
+                    "submitted": False}
+
+
+def test_key_is_pinned_and_a_changed_key_is_refused(live_server, survey_id, state):
+    fetch_survey(live_server, survey_id, state, ROOMY)
+    assert state.pinned_key(live_server)
+    other = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    state.pin_key(live_server, base64.b64encode(other).decode())
+    with pytest.raises(TrustError, match="different signing key"):
+        fetch_survey(live_server, survey_id, state, ROOMY)
+
+
+def test_explicit_key_that_did_not_sign_is_refused(live_server, survey_id, state):
+    other = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    with pytest.raises(TrustError, match="signature does not verify"):
+        fetch_survey(live_server, survey_id, state, ROOMY, public_key=other)
+
+
+def signed(client, survey_id):
+    raw = client.get(f"/api/surveys/{survey_id}").data
+    signature = client.get(f"/api/surveys/{survey_id}/manifest.sig").data
+    key = base64.b64decode(client.get("/api/key").json["public_key"])
+    return raw, signature, key
+
+
+@pytest.mark.parametrize("old, new", [
+    (b'"alpha":0.5', b'"alpha":0.6'),
+    (b'"beta":[0.5,0.5]', b'"beta":[0.6,0.4]'),
+    (b'"text":"Smoked?"', b'"text":"Smoked??"'),
+    (b'"epsilon":1.0986122886681096', b'"epsilon":0.5'),
+])
+def test_tampered_manifests_are_refused(client, survey_id, old, new):
+    raw, signature, key = signed(client, survey_id)
+    assert old in raw
+    verify_manifest(raw, signature, key)  # the original verifies
+    with pytest.raises(TrustError, match="signature"):
+        verify_manifest(raw.replace(old, new), signature, key)
+
+
+def test_tampered_signature_and_foreign_signer_are_refused(client, survey_id):
+    raw, signature, key = signed(client, survey_id)
+    flipped = bytes([signature[0] ^ 1]) + signature[1:]
+    with pytest.raises(TrustError, match="signature"):
+        verify_manifest(raw, flipped, key)
+    impostor = Ed25519PrivateKey.generate()
+    impostor_key = impostor.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    with pytest.raises(TrustError, match="different signing key"):
+        verify_manifest(raw, impostor.sign(raw), impostor_key)  # valid signature, wrong key id
+
+
+def create(client, auth, survey):
+    response = client.post("/api/surveys", json=survey, headers=auth)
+    assert response.status_code == 201, response.json
+    return response.json["survey_id"]
+
+
+def one_question(**parameters):
+    return {"title": "t", "questions": [{"id": "q", "text": "?", "type": "yes_no",
+                                         **parameters}]}
+
+
+def test_ceilings(live_server, client, auth, state):
+    at_default = create(client, auth, one_question(epsilon=math.log(3)))
+    fetch_survey(live_server, at_default, state)  # exactly at the default ceiling: accepted
+    above = create(client, auth, one_question(alpha=0.51))
+    with pytest.raises(TrustError, match=r"above your ceiling of 1\.099 per question"):
+        fetch_survey(live_server, above, state)
+    at_custom = create(client, auth, one_question(epsilon=0.7))
+    fetch_survey(live_server, at_custom, state, Ceilings(per_question=0.7, total=0.7))
+    with pytest.raises(TrustError, match="per submission"):
+        fetch_survey(live_server, survey_id := create(client, auth, SURVEY), state,
+                     Ceilings(per_question=5.0, total=2.0))
+    assert survey_id
+
+
+def test_http_errors_are_plain_words(live_server, state):
+    from ldpsurvey.client import ApiError
+
+    with pytest.raises(ApiError, match="does not know this survey"):
+        fetch_survey(live_server, "nope", state)
