@@ -20,9 +20,12 @@ def researcher_key() -> str:
     return key or click.prompt("Researcher key", hide_input=True)
 
 
-def call(method: str, url: str, *, key: str | None = None, **kwargs) -> http.Response:
+def call(method: str, url: str, *, key: str | None = None, headers: dict | None = None,
+         **kwargs) -> http.Response:
     """An API call whose failure becomes one clear line and a non-zero exit."""
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    headers = dict(headers or {})
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
     try:
         return http.request(method, url, headers=headers, **kwargs)
     except (http.ApiError, http.NetworkError, ValueError) as exc:

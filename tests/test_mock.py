@@ -1,0 +1,98 @@
+"""`ldp-survey mock`, end to end."""
+
+import io
+import json
+from importlib import resources
+
+import pytest
+from click.testing import CliRunner
+from scipy import stats
+
+from ldpsurvey.cli import main
+from ldpsurvey.cli.mock import EXAMPLES, embedded_aggregator, run_mock
+from ldpsurvey.shared import read_definition
+
+KEYS = {"question", "option", "index", "true_proportion", "p_hat", "p_hat_clipped",
+        "standard_error", "ci_low", "ci_high", "ci_method", "design_consistent", "epsilon",
+        "covered"}
+
+
+def test_json_output():
+    result = CliRunner().invoke(main, ["mock", "--respondents", "3000", "--seed", "5", "--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["respondents"] == 3000 and body["seed"] == 5
+    assert len(body["results"]) == 9
+    for row in body["results"]:
+        assert set(row) == KEYS
+        assert row["ci_method"] == "wilson"
+
+
+def test_human_table():
+    result = CliRunner().invoke(main, ["mock", "--respondents", "500", "--seed", "1"])
+    assert result.exit_code == 0, result.output
+    assert "intervals cover the truth" in result.stdout and "sleep" in result.stdout
+
+
+def test_coverage_over_many_seeds():
+    """23 mock surveys of 400 respondents: 207 intervals. 95 % intervals may miss, but more
+    misses than the 99.9 % binomial quantile means the pipeline is biased or overconfident."""
+    with resources.as_file(EXAMPLES / "health.toml") as survey, \
+            resources.as_file(EXAMPLES / "health_truth.toml") as truth, \
+            embedded_aggregator() as (url, key):
+        definition = read_definition(survey)
+        rows = [row for seed in range(23)
+                for row in run_mock(url, key, definition, truth, 400, seed, 400).rows()]
+    assert len(rows) >= 200
+    misses = sum(not row["covered"] for row in rows)
+    assert misses <= stats.binom.ppf(0.999, len(rows), 0.05), misses
+
+
+def test_the_truth_never_reaches_the_server(app, live_server, researcher_key, monkeypatch):
+    """Every request body the aggregator receives holds only the survey and randomized answers."""
+    bodies = []
+    inner = app.wsgi_app
+
+    def recording(environ, start_response):
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length)
+        bodies.append(raw)
+        environ["wsgi.input"] = io.BytesIO(raw)
+        return inner(environ, start_response)
+
+    app.wsgi_app = recording
+    monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
+    result = CliRunner().invoke(main, ["mock", "--url", live_server, "--respondents", "200",
+                                       "--seed", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    posted = [json.loads(b) for b in bodies if b]
+    survey, batches = posted[0], posted[1:]
+    assert survey["title"] == "Health and habits"
+    assert sum(len(b["responses"]) for b in batches) == 200
+    for batch in batches:
+        for response in batch["responses"]:
+            assert set(response) == {"answers"}
+            assert all(isinstance(v, int) for v in response["answers"].values())
+    truth_text = (EXAMPLES / "health_truth.toml").read_text()
+    assert "0.18" in truth_text and not any(b"0.18" in b for b in bodies)
+
+
+@pytest.mark.parametrize("truth, message", [
+    ("[truth]\nsmoked = 1.5\n", "question 'smoked' needs a proportion"),
+    ("smoked = 0.1\n", "needs a [truth] table"),
+    ("[truth]\nsmoked = 0.1\ndrank_and_drove = 0.1\ncannabis = 0.2\nsleep = [0.5, 0.5]\n",
+     "question 'sleep' needs 3 proportions"),
+])
+def test_bad_truth_files(tmp_path, truth, message):
+    path = tmp_path / "truth.toml"
+    path.write_text(truth)
+    with resources.as_file(EXAMPLES / "health.toml") as survey:
+        result = CliRunner().invoke(main, ["mock", "--survey", str(survey), "--truth", str(path),
+                                           "--respondents", "10"])
+    assert result.exit_code == 1 and message in result.stderr
+
+
+def test_survey_and_truth_go_together():
+    with resources.as_file(EXAMPLES / "health.toml") as survey:
+        result = CliRunner().invoke(main, ["mock", "--survey", str(survey)])
+    assert result.exit_code == 2 and "--survey and --truth go together" in result.stderr
