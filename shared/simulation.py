@@ -8,9 +8,10 @@ The randomizer (see `randomizer`) reports option j for a true option i with prob
 exactly P(j | i) = (T*N*[i = j] + (N - T)*w_j) / N^2, N = 2^53, from its integer thresholds.
 Here the whole report is decided by one uniform V in [0, 1) against the exact cumulative
 probabilities Q_ij = (T*N*[i <= j] + (N - T)*C_j) / N^2: report the first j with V < Q_ij.
-That is the client's distribution exactly. V is built lazily: a 64-bit draw R gives its top
-64 bits, which decide unless R equals the top 64 bits of Q_ij (probability 2^-64 per
-comparison); then 42 further bits decide. One 64-bit draw per answer, instead of two 53-bit ones.
+That is the client's distribution exactly. V is built lazily: NumPy's `random()` gives its
+top 53 bits exactly (u = U / 2^53), which decide unless they equal the top 53 bits of Q_ij
+(probability 2^-53 per comparison); then 53 further bits decide. One uniform per answer,
+instead of two.
 """
 
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ import numpy as np
 
 from .randomizer import N, Thresholds
 
-EXTRA_BITS = 106 - 64  # Q_ij has 106 bits of precision; R supplies the top 64
+EXTRA_BITS = 53  # Q_ij * N^2 has 106 bits: u supplies the top 53, a tie needs 53 more
 
 
 def true_answers(proportions: Sequence[float], size: int,
@@ -41,14 +42,15 @@ def randomize_many(true_options: np.ndarray, t: Thresholds,
                    rng: np.random.Generator) -> np.ndarray:
     """Randomized reports for an array of true option indices, with the client's distribution."""
     exact = report_cumulative(t)
-    high = np.array([[q >> EXTRA_BITS for q in row] for row in exact], dtype=np.uint64)
-    r = rng.bit_generator.random_raw(true_options.size)
+    k = len(exact)
+    u = rng.random(true_options.size)
+    is_true = [true_options == i for i in range(k)]
     output = np.zeros(true_options.size, dtype=np.int8)
-    for j in range(high.shape[1]):  # report = number of j with V >= Q_ij
-        bound = np.take(high[:, j], true_options)
-        output += r >= bound
-        for index in np.flatnonzero(r == bound):  # a tie on the top 64 bits: 42 more decide
-            low = int(rng.integers(0, 2**EXTRA_BITS))
-            row = exact[true_options[index]][j]
-            output[index] -= low < row & (2**EXTRA_BITS - 1)
+    for i, row in enumerate(exact):
+        for q in row:  # report = the number of j with V >= Q_ij
+            top = q >> EXTRA_BITS  # < 2^53, so top / N is exact
+            output += (u >= top / N) & is_true[i]
+            for index in np.flatnonzero((u == top / N) & is_true[i]):  # a tie: 53 more bits
+                rest = int(rng.integers(0, N))
+                output[index] -= rest < q & (N - 1)
     return output

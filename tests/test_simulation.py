@@ -36,21 +36,20 @@ def test_report_cumulative_is_the_exact_client_distribution():
 
 
 class ScriptedGenerator:
-    """Stands in for numpy's Generator: raw 64-bit draws and extra low bits from lists."""
+    """Stands in for numpy's Generator: uniforms U / 2^53 and extra low bits from lists."""
 
-    def __init__(self, raw, low):
-        self.bit_generator = self
-        self._raw, self._low = raw, iter(low)
+    def __init__(self, top, low):
+        self._top, self._low = top, iter(low)
 
-    def random_raw(self, size):
-        return np.array(self._raw[:size], dtype=np.uint64)
+    def random(self, size):
+        return np.array(self._top[:size], dtype=np.int64) / N
 
     def integers(self, low, high):
         return next(self._low)
 
 
-def test_ties_on_the_top_64_bits_are_decided_exactly():
-    t = thresholds(0.1, (0.1, 0.9))  # odd thresholds: Q_00 is not a multiple of 2^42
+def test_ties_on_the_top_53_bits_are_decided_exactly():
+    t = thresholds(0.1, (0.1, 0.9))  # odd thresholds: Q_00 is not a multiple of 2^53
     q = report_cumulative(t)[0][0]  # true = No: report Yes iff V >= Q_00
     top, rest = q >> EXTRA_BITS, q & (2**EXTRA_BITS - 1)
     assert rest > 0  # a real tie case: Q is not a multiple of 2^42
