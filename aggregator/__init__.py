@@ -1,12 +1,14 @@
 """The ldp-survey aggregator: a Flask service that only ever holds randomized answers."""
 
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
 from flask import Flask
 
-from . import db, errors, researchers, respondents, signing
+from . import db, errors, researchers, respondents, security, signing
+from .instance import private_file
 
 DEFAULTS: dict[str, Any] = {
     "ENV": "development",               # "production" demands KEY_FILE and SECRET_KEY
@@ -17,6 +19,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_CONTENT_LENGTH": 16 * 2**20,   # any request body, bytes
     "MAX_RESPONSE_BYTES": 64 * 2**10,   # one response, bytes
     "MAX_BATCH_RESPONSES": 10_000,      # responses in one batch
+    "MAX_TOKENS_PER_REQUEST": 10_000,   # invitation tokens minted at once
+    "PROXY_HOPS": None,                 # reverse proxies in front (default: 1 in production)
 }
 
 
@@ -39,6 +43,11 @@ def create_app(config: dict[str, Any] | None = None,
     if production and not (app.config["KEY_FILE"] and app.config["SECRET_KEY"]):
         raise ConfigurationError("production needs LDP_SURVEY_KEY_FILE (the shared signing key) "
                                  "and LDP_SURVEY_SECRET_KEY, so every replica serves the same key")
+    if not app.config["SECRET_KEY"]:
+        app.config["SECRET_KEY"] = private_file(instance / "secret-key",
+                                                lambda: secrets.token_hex(32).encode()).decode()
+    if app.config["PROXY_HOPS"] is None:
+        app.config["PROXY_HOPS"] = 1 if production else 0
     if app.config["KEY_FILE"]:
         key = signing.load_key(Path(app.config["KEY_FILE"]))
     else:
@@ -48,6 +57,7 @@ def create_app(config: dict[str, Any] | None = None,
         app.config["DATABASE_URL"] = f"sqlite:///{instance / 'ldp-survey.sqlite3'}"
     db.init_app(app)
     errors.init_app(app)
+    security.init_app(app)
     app.register_blueprint(respondents.bp)
     app.register_blueprint(researchers.bp)
     return app

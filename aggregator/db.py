@@ -14,8 +14,9 @@ from typing import Any
 from flask import Flask, current_app, g
 
 # Columns hold only: surveys and their signed manifests, randomized answers with the day they
-# arrived, per-option counters, hashes of idempotency keys and of researcher keys. There is no
-# column for an IP address, user agent, cookie, token or precise time.
+# arrived, per-option counters, hashes of idempotency keys, of unspent invitation tokens and of
+# researcher keys. There is no column for an IP address, user agent, cookie, token or precise
+# time, and nothing links a token to a response: spending a token deletes its hash.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS surveys (
     survey_id TEXT PRIMARY KEY,
@@ -43,6 +44,11 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     body_hash TEXT NOT NULL,
     accepted INTEGER NOT NULL,
     PRIMARY KEY (survey_id, key_hash)
+);
+CREATE TABLE IF NOT EXISTS invitation_tokens (
+    survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+    token_hash TEXT NOT NULL,
+    PRIMARY KEY (survey_id, token_hash)
 );
 CREATE TABLE IF NOT EXISTS api_keys (
     key_hash TEXT PRIMARY KEY,

@@ -10,6 +10,7 @@ from ldpsurvey.shared import strict_json
 from .errors import ApiError
 
 IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9_.:-]{8,128}")
+TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
 
 
 def json_body(limit_config: str | None = None) -> Any:
@@ -38,3 +39,15 @@ def idempotency_key() -> str | None:
         raise ApiError(400, "invalid_idempotency_key",
                        "Idempotency-Key must be 8 to 128 characters of A-Z a-z 0-9 _ . : -")
     return key
+
+
+def invitation_token() -> str:
+    """The Survey-Token header an invitation-only survey requires (sent as a header, never in
+    a URL, so it cannot reach access logs)."""
+    token = request.headers.get("Survey-Token")
+    if token is None:
+        raise ApiError(401, "token_required", "this survey is by invitation only: send the "
+                       "invitation token in the Survey-Token header")
+    if not TOKEN.fullmatch(token):
+        raise ApiError(403, "invalid_token", "this invitation token is unknown or already used")
+    return token

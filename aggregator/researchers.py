@@ -2,12 +2,12 @@
 
 from dataclasses import fields
 
-from flask import Blueprint, current_app, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from ldpsurvey.shared import METHODS, Estimate, Survey, SurveyError, estimate, parse_definition
 from ldpsurvey.shared.budget import exceeds
 
-from . import store
+from . import exports, store
 from .answers import parse_batch
 from .auth import request_role, require_key
 from .db import get_db
@@ -68,6 +68,46 @@ def submit_batch(survey_id: str):
     responses = parse_batch(store.get_survey(db, survey_id).survey, body,
                             current_app.config["MAX_BATCH_RESPONSES"])
     return accepted(survey_id, store.store_responses(db, survey_id, responses, key))
+
+
+@bp.post("/api/surveys/<survey_id>/tokens")
+@require_key("researcher")
+def mint_tokens(survey_id: str):
+    """Single-use invitation tokens and links carrying them in the URL fragment."""
+    db = get_db()
+    stored = store.get_survey(db, survey_id)
+    if not stored.survey.invitation_only:
+        raise ApiError(409, "not_invitation_only", "this survey is open to anyone; tokens are "
+                       "for invitation-only surveys")
+    if stored.status != "open":
+        raise ApiError(409, "survey_closed", "this survey is closed")
+    body = json_body()
+    count = body.get("count") if isinstance(body, dict) and set(body) == {"count"} else None
+    limit = current_app.config["MAX_TOKENS_PER_REQUEST"]
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= limit:
+        raise ApiError(422, "invalid_count", f"send {{\"count\": N}} with N from 1 to {limit}")
+    tokens = store.mint_tokens(db, survey_id, count)
+    link = f"{request.url_root}s/{survey_id}"
+    response = jsonify(survey_id=survey_id, tokens=tokens,
+                       links=[f"{link}#t={token}" for token in tokens])
+    response.status_code = 201
+    return response
+
+
+@bp.get("/api/surveys/<survey_id>/export.<any(csv, jsonl):kind>")
+@require_key("researcher")
+def export(survey_id: str, kind: str):
+    """Every response, one per row in random order, with the manifest and design parameters."""
+    db = get_db()
+    stored = store.get_survey(db, survey_id)
+    rows = store.shuffled_answers(db, survey_id)
+    if kind == "csv":
+        body, mimetype = exports.to_csv(stored.survey, stored.manifest, rows), "text/csv"
+    else:
+        body, mimetype = exports.to_jsonl(stored.survey, stored.manifest, rows), \
+            "application/jsonl"
+    return Response(body, mimetype=mimetype, headers={
+        "Content-Disposition": f'attachment; filename="{survey_id}.{kind}"'})
 
 
 @bp.get("/api/surveys/<survey_id>/estimates")

@@ -5,7 +5,7 @@ from flask import Blueprint, Response, current_app, jsonify
 from . import store
 from .answers import parse_answers
 from .db import get_db
-from .requests import idempotency_key, json_body
+from .requests import idempotency_key, invitation_token, json_body
 
 bp = Blueprint("respondents", __name__)
 
@@ -48,8 +48,10 @@ def submit(survey_id: str):
     body = json_body("MAX_RESPONSE_BYTES")
     key = idempotency_key()
     db = get_db()
-    answers = parse_answers(store.get_survey(db, survey_id).survey, body)
-    result = store.store_responses(db, survey_id, [answers], key)
+    survey = store.get_survey(db, survey_id).survey
+    answers = parse_answers(survey, body)
+    token = invitation_token() if survey.invitation_only else None
+    result = store.store_responses(db, survey_id, [answers], key, token)
     return accepted(survey_id, result)
 
 

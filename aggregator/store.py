@@ -69,11 +69,12 @@ def list_surveys(db: Connection) -> list[tuple[str, str]]:
 
 
 def close_survey(db: Connection, survey_id: str) -> None:
-    """Close for good; idempotency keys are no longer needed and are deleted."""
+    """Close for good; idempotency keys and unspent tokens are no longer needed: deleted."""
     get_survey(db, survey_id)
     with db.transaction():
         db.execute("UPDATE surveys SET status = 'closed' WHERE survey_id = ?", (survey_id,))
         db.execute("DELETE FROM idempotency_keys WHERE survey_id = ?", (survey_id,))
+        db.execute("DELETE FROM invitation_tokens WHERE survey_id = ?", (survey_id,))
 
 
 def hash_text(text: str | bytes) -> str:
@@ -93,11 +94,13 @@ class Stored:
 
 
 def store_responses(db: Connection, survey_id: str, responses: list[Answers],
-                    idempotency_key: str | None) -> Stored:
+                    idempotency_key: str | None, token: str | None = None) -> Stored:
     """Store responses and bump their counters atomically: all or nothing.
 
     With an idempotency key, a retry with the same body is answered as the first and counted
     once; the same key with another body is a 409. Only SHA-256 hashes of key and body are kept.
+    A token, when given, is spent (its hash deleted) in the same transaction; an unknown or
+    spent token is a 403.
     """
     body_hash = hash_text(strict_json.dumps(responses))
     with db.transaction():
@@ -120,6 +123,11 @@ def store_responses(db: Connection, survey_id: str, responses: list[Answers],
                     raise ApiError(409, "idempotency_conflict", "this Idempotency-Key was "
                                    "already used with a different body")
                 return Stored(accepted, replayed=True)
+        if token is not None and not db.execute(
+                "DELETE FROM invitation_tokens WHERE survey_id = ? AND token_hash = ?",
+                (survey_id, hash_text(token))):
+            raise ApiError(403, "invalid_token", "this invitation token is unknown or already "
+                           "used")
         day = today()
         db.executemany("INSERT INTO responses (response_id, survey_id, answers, received_day) "
                        "VALUES (?, ?, ?, ?)",
@@ -131,6 +139,23 @@ def store_responses(db: Connection, survey_id: str, responses: list[Answers],
                        [(delta, survey_id, qid, index)
                         for (qid, index), delta in sorted(deltas.items())])
     return Stored(len(responses), replayed=False)
+
+
+def mint_tokens(db: Connection, survey_id: str, count: int) -> list[str]:
+    """Create `count` single-use invitation tokens (128-bit random); only their hashes are kept."""
+    tokens = [secrets.token_urlsafe(16) for _ in range(count)]
+    with db.transaction():
+        db.executemany("INSERT INTO invitation_tokens (survey_id, token_hash) VALUES (?, ?)",
+                       [(survey_id, hash_text(token)) for token in tokens])
+    return tokens
+
+
+def shuffled_answers(db: Connection, survey_id: str) -> list[dict[str, int]]:
+    """Every stored response's answers, in a random order (from the OS's CSPRNG)."""
+    rows = [strict_json.loads(answers) for (answers,) in db.query(
+        "SELECT answers FROM responses WHERE survey_id = ?", (survey_id,))]
+    secrets.SystemRandom().shuffle(rows)
+    return rows
 
 
 def counts(db: Connection, survey_id: str) -> dict[str, list[int]]:

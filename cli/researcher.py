@@ -63,6 +63,20 @@ def close(survey_id: str, url: str) -> None:
     click.echo(f"survey {survey_id} closed", err=True)
 
 
+@survey.command("tokens")
+@click.argument("survey_id")
+@click.option("--count", type=click.IntRange(1, 10_000), required=True,
+              help="How many single-use invitation tokens.")
+@url_option
+def tokens(survey_id: str, count: int, url: str) -> None:
+    """Mint invitation links for an invitation-only survey, one per line. Each carries its
+    token in the URL fragment (#t=...), which browsers never send to a server or its logs."""
+    result = call("POST", f"{url.rstrip('/')}/api/surveys/{survey_id}/tokens",
+                  key=researcher_key(), json_body={"count": count}).json()
+    for link in result["links"]:
+        click.echo(link)
+
+
 @click.command()
 @url_option
 @click.option("--survey", "survey_id", required=True, help="The survey id.")
@@ -70,8 +84,17 @@ def close(survey_id: str, url: str) -> None:
               default=0.95, show_default=True)
 @click.option("--method", type=click.Choice(list(METHODS)), default="wilson", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
-def results(url: str, survey_id: str, confidence: float, method: str, as_json: bool) -> None:
-    """Print a survey's estimates (public surveys need no key)."""
+@click.option("--csv", "export", flag_value="csv",
+              help="Print the raw randomized responses as CSV (with the design parameters).")
+@click.option("--jsonl", "export", flag_value="jsonl", help="The same as JSON lines.")
+def results(url: str, survey_id: str, confidence: float, method: str, as_json: bool,
+            export: str | None) -> None:
+    """Print a survey's estimates (public surveys need no key), or export its responses."""
+    if export:
+        body = call("GET", f"{url.rstrip('/')}/api/surveys/{survey_id}/export.{export}",
+                    key=researcher_key()).body
+        click.echo(body.decode(), nl=False)
+        return
     address = (f"{url.rstrip('/')}/api/surveys/{survey_id}/estimates"
                f"?confidence={confidence}&method={method}")
     try:

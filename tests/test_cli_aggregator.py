@@ -82,3 +82,23 @@ def test_admin_create_key_stores_only_a_hash(tmp_path, database_url):
     with app.app_context():
         assert get_db().query("SELECT key_hash FROM api_keys") == [(hash_key(key),)]
     app.extensions["ldp_database"].close()
+
+
+def test_tokens_and_csv_export(runner, live_server, client, auth):
+    from conftest import SURVEY
+
+    survey_id = client.post("/api/surveys", json={**SURVEY, "invitation_only": True},
+                            headers=auth).json["survey_id"]
+    minted = runner.invoke(main, ["survey", "tokens", survey_id, "--count", "2", "--url",
+                                  live_server])
+    assert minted.exit_code == 0, minted.output
+    links = minted.stdout.split()
+    assert len(links) == 2 and all(f"/s/{survey_id}#t=" in link for link in links)
+    token = links[0].split("#t=")[1]
+    response = client.post(f"/api/surveys/{survey_id}/responses", headers={"Survey-Token": token},
+                           json={"answers": {"smoked": 1, "drove": 0, "sleep": 2}})
+    assert response.status_code == 201
+    exported = runner.invoke(main, ["results", "--url", live_server, "--survey", survey_id,
+                                    "--csv"])
+    assert exported.exit_code == 0
+    assert exported.stdout.splitlines()[-2:] == ["smoked,drove,sleep", "1,0,2"]

@@ -1,0 +1,50 @@
+"""Exports for other tools: one row per response in random order, no metadata, plus the
+manifest and each question's design parameters in the forms other software expects."""
+
+import csv
+import io
+import json
+
+from ldpsurvey.shared import Question, Survey
+
+
+def design_parameters(question: Question) -> dict:
+    """alpha, beta, epsilon, the report matrix P[i][j] = P(report j | true i), and for yes/no
+    R's rr package forced-known design: p = alpha, p1 = (1-alpha)*beta_yes, p0 = (1-alpha)*beta_no."""
+    m = question.mechanism
+    parameters = {
+        "alpha": m.alpha, "beta": list(m.beta), "epsilon": question.epsilon,
+        "options": list(question.options),
+        "report_matrix": [[m.probability(i, j) for j in range(m.k)] for i in range(m.k)],
+    }
+    if question.type == "yes_no":
+        parameters["rr_forced_known"] = {"p": m.alpha, "p1": (1 - m.alpha) * m.beta[1],
+                                         "p0": (1 - m.alpha) * m.beta[0]}
+    return parameters
+
+
+def parameters(survey: Survey) -> dict[str, dict]:
+    return {q.id: design_parameters(q) for q in survey.questions}
+
+
+def to_csv(survey: Survey, manifest: bytes, rows: list[dict[str, int]]) -> str:
+    """`#` comment lines with the manifest and parameters (read.csv(comment.char = "#"),
+    pandas.read_csv(comment="#")), then a header of question ids and one row per response."""
+    out = io.StringIO()
+    out.write(f"# ldp-survey export of survey {survey.survey_id}: one row per response, random "
+              "order; each value is the randomized option index\n")
+    out.write(f"# manifest: {manifest.decode()}\n")
+    out.write(f"# parameters: {json.dumps(parameters(survey), separators=(',', ':'))}\n")
+    ids = [q.id for q in survey.questions]
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(ids)
+    writer.writerows([row[qid] for qid in ids] for row in rows)
+    return out.getvalue()
+
+
+def to_jsonl(survey: Survey, manifest: bytes, rows: list[dict[str, int]]) -> str:
+    """A first line {"manifest", "parameters"}, then one {"answers": {...}} per response."""
+    head = {"manifest": json.loads(manifest), "parameters": parameters(survey)}
+    lines = [json.dumps(head, separators=(",", ":"))]
+    lines += [json.dumps({"answers": row}, separators=(",", ":")) for row in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,132 @@
+"""Security headers, cookies, the reverse proxy and the production gunicorn configuration."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import SURVEY
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def assert_hardened(response):
+    csp = response.headers["Content-Security-Policy"]
+    for directive in ("default-src 'self'", "form-action 'self'", "frame-ancestors 'none'"):
+        assert directive in csp
+    assert "http" not in csp  # no third-party origin
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert response.headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_headers_on_every_kind_of_response(client, auth, survey_id):
+    for response in (client.get("/healthz"), client.get("/api/key"),
+                     client.get(f"/api/surveys/{survey_id}"),
+                     client.get(f"/api/surveys/{survey_id}/manifest.sig"),
+                     client.get("/api/surveys/nope"), client.delete("/api/key"),
+                     client.post("/api/surveys", json=SURVEY),
+                     client.post(f"/api/surveys/{survey_id}/responses", data="x",
+                                 content_type="application/json")):
+        assert_hardened(response)
+        assert "Set-Cookie" not in response.headers
+
+
+def test_session_cookie_settings(app):
+    assert app.config["SESSION_COOKIE_HTTPONLY"] is True
+    assert app.config["SESSION_COOKIE_SAMESITE"] == "Strict"
+    assert app.config["SESSION_COOKIE_SECURE"] is False  # development; production: True
+
+
+def production_app(tmp_path, database_url, **extra):
+    from ldpsurvey.aggregator import create_app
+    from ldpsurvey.aggregator.signing import new_key_pem
+
+    key_file = tmp_path / "key.pem"
+    key_file.write_bytes(new_key_pem())
+    return create_app({"ENV": "production", "KEY_FILE": str(key_file), "SECRET_KEY": "s" * 64,
+                       "DATABASE_URL": database_url, **extra}, instance_path=tmp_path / "i")
+
+
+def test_production_cookie_is_secure_and_one_proxy_is_trusted(tmp_path, database_url):
+    from ldpsurvey.aggregator.auth import create_key
+    from ldpsurvey.aggregator.db import get_db
+
+    app = production_app(tmp_path, database_url)
+    assert app.config["SESSION_COOKIE_SECURE"] is True
+    with app.app_context():
+        key = create_key(get_db())
+    client = app.test_client()
+    headers = {"Authorization": f"Bearer {key}"}
+    survey_id = client.post("/api/surveys", json={**SURVEY, "invitation_only": True},
+                            headers=headers).json["survey_id"]
+    response = client.post(f"/api/surveys/{survey_id}/tokens", json={"count": 1},
+                           headers={**headers, "X-Forwarded-Proto": "https",
+                                    "X-Forwarded-Host": "survey.example.org"})
+    assert response.json["links"][0].startswith(f"https://survey.example.org/s/{survey_id}#t=")
+    app.extensions["ldp_database"].close()
+
+
+def test_body_limit(app, client, auth, survey_id):
+    app.config["MAX_CONTENT_LENGTH"] = 1000
+    response = client.post(f"/api/surveys/{survey_id}/responses/batch", data="x" * 2000,
+                           content_type="application/json", headers=auth)
+    assert response.status_code == 413 and response.json["error"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_gunicorn_production_config_logs_no_address_or_query(tmp_path):
+    from ldpsurvey.aggregator.signing import new_key_pem
+
+    gunicorn = shutil.which("gunicorn", path=os.path.dirname(sys.executable))
+    assert gunicorn, "gunicorn comes with the server extra"
+    key_file = tmp_path / "key.pem"
+    key_file.write_bytes(new_key_pem())
+    port = free_port()
+    env = {**os.environ, "LDP_SURVEY_KEY_FILE": str(key_file), "LDP_SURVEY_SECRET_KEY": "x" * 64,
+           "LDP_SURVEY_DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+           "LDP_SURVEY_BIND": f"127.0.0.1:{port}", "LDP_SURVEY_WORKERS": "1"}
+    log = tmp_path / "gunicorn.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([gunicorn, "-c", str(ROOT / "deploy" / "gunicorn.conf.py")],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        url = f"http://127.0.0.1:{port}/healthz?secret-query=42"
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    assert response.status == 200
+                    assert response.headers["Referrer-Policy"] == "no-referrer"
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail(f"gunicorn did not start: {log.read_text()}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    text = log.read_text()
+    assert '"GET /healthz" 200' in text
+    assert "secret-query" not in text and "127.0.0.1 " not in text.replace(
+        f"127.0.0.1:{port}", "")
+
+
+def test_gunicorn_refuses_production_without_key(tmp_path):
+    gunicorn = shutil.which("gunicorn", path=os.path.dirname(sys.executable))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_SURVEY_")}
+    env["LDP_SURVEY_BIND"] = f"127.0.0.1:{free_port()}"
+    env["LDP_SURVEY_WORKERS"] = "1"
+    proc = subprocess.run([gunicorn, "-c", str(ROOT / "deploy" / "gunicorn.conf.py")], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "LDP_SURVEY_KEY_FILE" in proc.stdout + proc.stderr

@@ -1,0 +1,163 @@
+"""Invitation tokens and exports."""
+
+import csv
+import io
+import json
+
+import pytest
+from conftest import SURVEY
+
+ANSWERS = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
+
+
+@pytest.fixture
+def invited_id(client, auth):
+    response = client.post("/api/surveys", json={**SURVEY, "invitation_only": True},
+                           headers=auth)
+    return response.json["survey_id"]
+
+
+def mint(client, auth, survey_id, count):
+    return client.post(f"/api/surveys/{survey_id}/tokens", json={"count": count}, headers=auth)
+
+
+def answer(client, survey_id, token=None, key=None):
+    headers = {}
+    if token is not None:
+        headers["Survey-Token"] = token
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    return client.post(f"/api/surveys/{survey_id}/responses", json=ANSWERS, headers=headers)
+
+
+def table(app, name):
+    from ldpsurvey.aggregator.db import get_db
+
+    with app.app_context():
+        return get_db().query(f"SELECT * FROM {name}")
+
+
+def test_mint_spend_and_replay(app, client, auth, invited_id):
+    response = mint(client, auth, invited_id, 3)
+    assert response.status_code == 201
+    tokens, links = response.json["tokens"], response.json["links"]
+    assert len(set(tokens)) == 3
+    assert links[0].endswith(f"/s/{invited_id}#t={tokens[0]}") and "?" not in links[0]
+    stored = {row[1] for row in table(app, "invitation_tokens")}
+    assert len(stored) == 3 and not stored & set(tokens)  # only hashes
+    assert answer(client, invited_id, tokens[0]).status_code == 201
+    replay = answer(client, invited_id, tokens[0])
+    assert replay.status_code == 403 and replay.json["error"] == "invalid_token"
+    assert len(table(app, "invitation_tokens")) == 2  # the spent hash is gone
+    assert len(table(app, "responses")) == 1
+
+
+def test_token_required_and_checked(app, client, auth, invited_id):
+    mint(client, auth, invited_id, 1)
+    missing = answer(client, invited_id)
+    assert missing.status_code == 401 and missing.json["error"] == "token_required"
+    for bad in ("not-a-token-but-long-enough", "short", "x" * 100):
+        response = answer(client, invited_id, bad)
+        assert response.status_code == 403 and response.json["error"] == "invalid_token"
+    assert table(app, "responses") == []
+    assert len(table(app, "invitation_tokens")) == 1
+
+
+def test_a_rejected_response_does_not_spend_the_token(app, client, auth, invited_id):
+    token = mint(client, auth, invited_id, 1).json["tokens"][0]
+    bad = client.post(f"/api/surveys/{invited_id}/responses",
+                      json={"answers": {"smoked": 9, "drove": 0, "sleep": 2}},
+                      headers={"Survey-Token": token})
+    assert bad.status_code == 422
+    assert answer(client, invited_id, token).status_code == 201
+
+
+def test_idempotent_retry_with_a_spent_token_is_answered_as_the_first(app, client, auth,
+                                                                     invited_id):
+    token = mint(client, auth, invited_id, 1).json["tokens"][0]
+    first = answer(client, invited_id, token, key="retry-key-0001")
+    again = answer(client, invited_id, token, key="retry-key-0001")
+    assert first.status_code == again.status_code == 201
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert len(table(app, "responses")) == 1
+
+
+def test_nothing_links_a_token_to_a_response(app, client, auth, invited_id):
+    tokens = mint(client, auth, invited_id, 2).json["tokens"]
+    answer(client, invited_id, tokens[0])
+    from ldpsurvey.aggregator.store import hash_text
+
+    everything = " ".join(str(row) for name in ("responses", "counts", "idempotency_keys",
+                                                "invitation_tokens", "surveys")
+                          for row in table(app, name))
+    assert tokens[0] not in everything and hash_text(tokens[0]) not in everything
+    assert sorted(c for (c,) in [(row[1],) for row in table(app, "invitation_tokens")]) == \
+        [hash_text(tokens[1])]
+
+
+@pytest.mark.parametrize("body", [{"count": 0}, {"count": 10_001}, {"count": "3"},
+                                  {"count": True}, {"n": 3}, [3]])
+def test_mint_refuses_bad_counts(client, auth, invited_id, body):
+    response = client.post(f"/api/surveys/{invited_id}/tokens", json=body, headers=auth)
+    assert response.status_code == 422 and response.json["error"] == "invalid_count"
+
+
+def test_mint_needs_key_and_an_invitation_survey(client, auth, invited_id, survey_id):
+    assert client.post(f"/api/surveys/{invited_id}/tokens", json={"count": 1}).status_code == 401
+    response = mint(client, auth, survey_id, 1)
+    assert response.status_code == 409 and response.json["error"] == "not_invitation_only"
+
+
+def test_closing_deletes_unspent_tokens(app, client, auth, invited_id):
+    mint(client, auth, invited_id, 5)
+    client.post(f"/api/surveys/{invited_id}/close", headers=auth)
+    assert table(app, "invitation_tokens") == []
+
+
+def submit_many(client, auth, survey_id, n):
+    responses = [{"answers": {"smoked": i % 2, "drove": (i // 2) % 2, "sleep": i % 3}}
+                 for i in range(n)]
+    client.post(f"/api/surveys/{survey_id}/responses/batch", json={"responses": responses},
+                headers=auth)
+    return [r["answers"] for r in responses]
+
+
+def canon(rows):
+    return sorted(tuple(sorted(row.items())) for row in rows)
+
+
+def test_csv_export(client, auth, survey_id):
+    sent = submit_many(client, auth, survey_id, 60)
+    response = client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth)
+    assert response.status_code == 200 and response.mimetype == "text/csv"
+    lines = response.text.splitlines()
+    comments = [line for line in lines if line.startswith("#")]
+    manifest = json.loads(comments[1].removeprefix("# manifest: "))
+    parameters = json.loads(comments[2].removeprefix("# parameters: "))
+    assert manifest["survey_id"] == survey_id
+    assert parameters["smoked"]["rr_forced_known"] == {"p": 0.5, "p1": 0.25, "p0": 0.25}
+    drove = parameters["drove"]["rr_forced_known"]
+    assert drove["p"] == 0.75 and drove["p1"] == pytest.approx(0.25 * 0.3)
+    assert drove["p0"] == pytest.approx(0.25 * 0.7)
+    assert "rr_forced_known" not in parameters["sleep"]
+    assert parameters["sleep"]["report_matrix"][0][0] == pytest.approx(
+        parameters["sleep"]["alpha"] + (1 - parameters["sleep"]["alpha"]) / 3)
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines[len(comments):]))))
+    got = [{k: int(v) for k, v in row.items()} for row in rows]
+    assert canon(got) == canon(sent)
+    assert got != sent  # random order (60! orders: the same one by chance is impossible)
+
+
+def test_jsonl_export(client, auth, survey_id):
+    sent = submit_many(client, auth, survey_id, 30)
+    response = client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth)
+    head, *rows = [json.loads(line) for line in response.text.splitlines()]
+    assert set(head) == {"manifest", "parameters"}
+    assert canon(r["answers"] for r in rows) == canon(sent)
+    assert all(set(r) == {"answers"} for r in rows)
+
+
+def test_export_needs_a_researcher_key(client, survey_id):
+    for kind in ("csv", "jsonl"):
+        assert client.get(f"/api/surveys/{survey_id}/export.{kind}").status_code == 401
+    assert client.get(f"/api/surveys/{survey_id}/export.xml").status_code == 404
