@@ -65,11 +65,36 @@ def database_url(request, tmp_path):
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+# Every API response any test receives through the test client, with a body-less copy of its
+# request, for the OpenAPI conformance check in test_openapi.py.
+RECORDED_RESPONSES: list = []
+
+
+def recording_client_class():
+    from flask.testing import FlaskClient
+    from werkzeug.test import EnvironBuilder
+    from werkzeug.wrappers import Request
+
+    class RecordingClient(FlaskClient):
+        def open(self, *args, **kwargs):
+            response = super().open(*args, **kwargs)
+            sent = response.request
+            if sent.path.startswith("/api/") or sent.path == "/healthz":
+                copy = EnvironBuilder(method=sent.method, path=sent.path,
+                                      query_string=sent.query_string.decode(),
+                                      headers=dict(sent.headers)).get_environ()
+                RECORDED_RESPONSES.append((Request(copy), response))
+            return response
+
+    return RecordingClient
+
+
 @pytest.fixture
 def app(database_url, tmp_path):
     from ldpsurvey.aggregator import create_app
 
     application = create_app({"DATABASE_URL": database_url}, instance_path=tmp_path / "instance")
+    application.test_client_class = recording_client_class()
     yield application
     application.extensions["ldp_database"].close()
 

@@ -1,0 +1,236 @@
+"""The OpenAPI 3 description of the HTTP API, served at /api/openapi.json."""
+
+from typing import Any
+
+from flask import Blueprint, jsonify
+
+bp = Blueprint("openapi", __name__)
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict, description: str) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+ERRORS = {
+    "400": "Malformed request: not JSON, bad header or query parameter",
+    "401": "A key or invitation token is required",
+    "403": "The key may not do this, or the invitation token is unknown or spent",
+    "404": "No such survey",
+    "409": "Conflict: survey closed, or Idempotency-Key reused with another body",
+    "413": "Body or batch too large",
+    "415": "Body is not application/json",
+    "422": "The content is invalid; detail says what",
+}
+
+
+def _errors(*codes: str) -> dict:
+    return {code: {"$ref": f"#/components/responses/Error{code}"} for code in codes}
+
+
+SURVEY_ID = {"name": "survey_id", "in": "path", "required": True, "schema": {"type": "string"}}
+BEARER = [{"researcherKey": []}]
+
+NUMBER_OR_NULL = {"type": "number", "nullable": True}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {"type": "object", "required": ["error", "detail"], "additionalProperties": False,
+              "properties": {"error": {"type": "string"}, "detail": {"type": "string"}}},
+    "Key": {"type": "object", "required": ["algorithm", "key_id", "public_key"],
+            "properties": {"algorithm": {"type": "string", "enum": ["Ed25519"]},
+                           "key_id": {"type": "string"},
+                           "public_key": {"type": "string", "format": "byte"}}},
+    "SurveyDefinition": {
+        "type": "object", "required": ["title", "questions"],
+        "description": "A survey definition (see README: The survey file).",
+        "properties": {
+            "title": {"type": "string"}, "description": {"type": "string"},
+            "max_epsilon": {"type": "number"}, "invitation_only": {"type": "boolean"},
+            "public_results": {"type": "boolean"},
+            "questions": {"type": "array", "items": {
+                "type": "object", "required": ["id", "text", "type"],
+                "properties": {
+                    "id": {"type": "string"}, "text": {"type": "string"},
+                    "type": {"type": "string", "enum": ["yes_no", "choice"]},
+                    "options": {"type": "array", "items": {"type": "string"}},
+                    "alpha": {"type": "number"}, "epsilon": {"type": "number"},
+                    "beta": {"oneOf": [{"type": "number"},
+                                       {"type": "array", "items": {"type": "number"}}]}}}}}},
+    "Created": {"type": "object", "required": ["survey_id", "status", "total_epsilon",
+                                               "manifest_url"],
+                "properties": {"survey_id": {"type": "string"}, "status": {"type": "string"},
+                               "total_epsilon": {"type": "number"},
+                               "manifest_url": {"type": "string"}}},
+    "SurveyList": {"type": "object", "required": ["surveys"], "properties": {"surveys": {
+        "type": "array", "items": _ref("Status")}}},
+    "Status": {"type": "object", "required": ["survey_id", "status"],
+               "properties": {"survey_id": {"type": "string"},
+                              "status": {"type": "string", "enum": ["open", "closed"]}}},
+    "Manifest": {"type": "object", "description": "The signed manifest (bytes as signed).",
+                 "required": ["format", "survey_id", "key_id", "title", "questions",
+                              "total_epsilon"]},
+    "Answers": {"type": "object", "required": ["answers"], "additionalProperties": False,
+                "properties": {"answers": {"type": "object", "description":
+                                           "question id -> randomized option index",
+                                           "additionalProperties": {"type": "integer",
+                                                                    "minimum": 0}}}},
+    "Batch": {"type": "object", "required": ["responses"], "additionalProperties": False,
+              "properties": {"responses": {"type": "array", "minItems": 1, "maxItems": 10000,
+                                           "items": _ref("Answers")}}},
+    "Accepted": {"type": "object", "required": ["survey_id", "accepted"],
+                 "properties": {"survey_id": {"type": "string"},
+                                "accepted": {"type": "integer", "minimum": 1}}},
+    "TokenRequest": {"type": "object", "required": ["count"], "additionalProperties": False,
+                     "properties": {"count": {"type": "integer", "minimum": 1,
+                                              "maximum": 10000}}},
+    "Tokens": {"type": "object", "required": ["survey_id", "tokens", "links"],
+               "properties": {"survey_id": {"type": "string"},
+                              "tokens": {"type": "array", "items": {"type": "string"}},
+                              "links": {"type": "array", "items": {"type": "string"}}}},
+    "OptionEstimate": {
+        "type": "object",
+        "required": ["index", "option", "n", "reported_count", "p_hat", "p_hat_clipped",
+                     "standard_error", "ci_low", "ci_high", "ci_method", "confidence",
+                     "design_consistent", "epsilon"],
+        "properties": {"index": {"type": "integer"}, "option": {"type": "string"},
+                       "n": {"type": "integer"}, "reported_count": {"type": "integer"},
+                       "reported_rate": NUMBER_OR_NULL, "p_hat": NUMBER_OR_NULL,
+                       "p_hat_clipped": NUMBER_OR_NULL, "standard_error": NUMBER_OR_NULL,
+                       "ci_low": NUMBER_OR_NULL, "ci_high": NUMBER_OR_NULL,
+                       "ci_method": {"type": "string"}, "confidence": {"type": "number"},
+                       "design_consistent": {"type": "boolean", "nullable": True},
+                       "epsilon": {"type": "number"}}},
+    "Estimates": {
+        "type": "object",
+        "required": ["survey_id", "title", "status", "total_epsilon", "confidence",
+                     "ci_method", "questions"],
+        "properties": {
+            "survey_id": {"type": "string"}, "title": {"type": "string"},
+            "status": {"type": "string"}, "total_epsilon": {"type": "number"},
+            "confidence": {"type": "number"}, "ci_method": {"type": "string"},
+            "questions": {"type": "array", "items": {
+                "type": "object", "required": ["id", "n", "epsilon", "alpha", "beta", "options"],
+                "properties": {"id": {"type": "string"}, "text": {"type": "string"},
+                               "type": {"type": "string"}, "n": {"type": "integer"},
+                               "alpha": {"type": "number"}, "epsilon": {"type": "number"},
+                               "beta": {"type": "array", "items": {"type": "number"}},
+                               "options": {"type": "array",
+                                           "items": _ref("OptionEstimate")}}}}}},
+}
+
+
+def _operation(summary: str, responses: dict, *, security: list | None = None,
+               parameters: list | None = None, body: str | None = None) -> dict:
+    operation: dict[str, Any] = {"summary": summary, "responses": responses}
+    if security is not None:
+        operation["security"] = security
+    if parameters:
+        operation["parameters"] = parameters
+    if body:
+        operation["requestBody"] = {"required": True, "content": {
+            "application/json": {"schema": _ref(body)}}}
+    return operation
+
+
+IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": False,
+               "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{8,128}$"},
+               "description": "Random per submission: a retry with the same key and body is "
+                              "counted once."}
+SURVEY_TOKEN = {"name": "Survey-Token", "in": "header", "required": False,
+                "schema": {"type": "string"},
+                "description": "The invitation token, for invitation-only surveys."}
+EXPORT = {"description": "One row per response, random order",
+          "content": {"text/csv": {"schema": {"type": "string", "format": "binary"}}}}
+
+PATHS = {
+    "/healthz": {"get": _operation("Health check", {"200": _json(
+        {"type": "object", "properties": {"status": {"type": "string"}}}, "Healthy")})},
+    "/api/openapi.json": {"get": _operation("This description", {"200": _json(
+        {"type": "object"}, "OpenAPI document")})},
+    "/api/key": {"get": _operation("The aggregator's Ed25519 public key",
+                                   {"200": _json(_ref("Key"), "The key")})},
+    "/api/surveys": {
+        "post": _operation("Publish a survey", {"201": _json(_ref("Created"), "Published"),
+                                                **_errors("400", "401", "403", "413", "415",
+                                                          "422")},
+                           security=BEARER, body="SurveyDefinition"),
+        "get": _operation("List surveys", {"200": _json(_ref("SurveyList"), "Surveys"),
+                                           **_errors("401", "403")}, security=BEARER)},
+    "/api/surveys/{survey_id}": {"get": _operation(
+        "The signed manifest, byte for byte", {"200": _json(_ref("Manifest"), "Manifest"),
+                                               **_errors("404")}, parameters=[SURVEY_ID])},
+    "/api/surveys/{survey_id}/manifest.sig": {"get": _operation(
+        "Ed25519 signature over the manifest bytes",
+        {"200": {"description": "64 bytes", "content": {"application/octet-stream": {
+            "schema": {"type": "string", "format": "binary"}}}}, **_errors("404")},
+        parameters=[SURVEY_ID])},
+    "/api/surveys/{survey_id}/status": {"get": _operation(
+        "Open or closed", {"200": _json(_ref("Status"), "Status"), **_errors("404")},
+        parameters=[SURVEY_ID])},
+    "/api/surveys/{survey_id}/responses": {"post": _operation(
+        "Submit one respondent's randomized answers",
+        {"201": _json(_ref("Accepted"), "Stored (or an idempotent replay)"),
+         **_errors("400", "401", "403", "404", "409", "413", "415", "422")},
+        parameters=[SURVEY_ID, IDEMPOTENCY, SURVEY_TOKEN], body="Answers")},
+    "/api/surveys/{survey_id}/responses/batch": {"post": _operation(
+        "Submit many responses, all or none",
+        {"201": _json(_ref("Accepted"), "Stored"),
+         **_errors("400", "401", "403", "404", "409", "413", "415", "422")},
+        security=[{"researcherKey": []}, {"relayKey": []}],
+        parameters=[SURVEY_ID, IDEMPOTENCY], body="Batch")},
+    "/api/surveys/{survey_id}/close": {"post": _operation(
+        "Close a survey for good", {"200": _json(_ref("Status"), "Closed"),
+                                    **_errors("401", "403", "404")},
+        security=BEARER, parameters=[SURVEY_ID])},
+    "/api/surveys/{survey_id}/tokens": {"post": _operation(
+        "Mint single-use invitation tokens",
+        {"201": _json(_ref("Tokens"), "Tokens and links"),
+         **_errors("400", "401", "403", "404", "409", "413", "415", "422")},
+        security=BEARER, parameters=[SURVEY_ID], body="TokenRequest")},
+    "/api/surveys/{survey_id}/estimates": {"get": _operation(
+        "Estimates per question and option",
+        {"200": _json(_ref("Estimates"), "Estimates"), **_errors("400", "401", "404")},
+        security=[{}, {"researcherKey": []}],
+        parameters=[SURVEY_ID,
+                    {"name": "confidence", "in": "query", "required": False,
+                     "schema": {"type": "number", "exclusiveMinimum": True, "minimum": 0,
+                                "exclusiveMaximum": True, "maximum": 1}},
+                    {"name": "method", "in": "query", "required": False,
+                     "schema": {"type": "string",
+                                "enum": ["wilson", "clopper-pearson", "wald"]}}])},
+    "/api/surveys/{survey_id}/export.csv": {"get": _operation(
+        "Export as CSV", {"200": EXPORT, **_errors("401", "403", "404")}, security=BEARER,
+        parameters=[SURVEY_ID])},
+    "/api/surveys/{survey_id}/export.jsonl": {"get": _operation(
+        "Export as JSON lines", {"200": {"description": "Manifest line, then one per response",
+                                         "content": {"application/jsonl": {
+                                             "schema": {"type": "string",
+                                                        "format": "binary"}}}},
+                                 **_errors("401", "403", "404")},
+        security=BEARER, parameters=[SURVEY_ID])},
+}
+
+DOCUMENT = {
+    "openapi": "3.0.3",
+    "info": {"title": "ldp-survey aggregator", "version": "1",
+             "description": "Holds only randomized answers. Errors are "
+                            "{\"error\": code, \"detail\": text}."},
+    "paths": PATHS,
+    "components": {
+        "schemas": SCHEMAS,
+        "responses": {f"Error{code}": _json(_ref("Error"), text) for code, text in ERRORS.items()},
+        "securitySchemes": {
+            "researcherKey": {"type": "http", "scheme": "bearer",
+                              "description": "A researcher key from `ldp-survey admin create-key`"},
+            "relayKey": {"type": "http", "scheme": "bearer",
+                         "description": "A relay key: may only submit batches"}},
+    },
+}
+
+
+@bp.get("/api/openapi.json")
+def document():
+    return jsonify(DOCUMENT)

@@ -1,0 +1,101 @@
+"""/api/openapi.json describes the API: real responses conform to it."""
+
+import pytest
+from conftest import RECORDED_RESPONSES, SURVEY
+from openapi_core import OpenAPI
+from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+
+ANSWERS = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
+
+
+def exercise(client, auth):
+    """One request, or more, to every operation, with successes and failures."""
+    client.get("/healthz")
+    client.get("/api/key")
+    client.get("/api/openapi.json")
+    client.post("/api/surveys", json=SURVEY)
+    client.post("/api/surveys", json={"title": "x"}, headers=auth)
+    client.post("/api/surveys", data="x", content_type="text/plain", headers=auth)
+    client.post("/api/surveys", data="{", content_type="application/json", headers=auth)
+    survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
+    invited = client.post("/api/surveys", json={**SURVEY, "invitation_only": True},
+                          headers=auth).json["survey_id"]
+    client.get("/api/surveys", headers=auth)
+    client.get("/api/surveys")
+    for sid in (survey_id, "nope"):
+        client.get(f"/api/surveys/{sid}")
+        client.get(f"/api/surveys/{sid}/manifest.sig")
+        client.get(f"/api/surveys/{sid}/status")
+    url = f"/api/surveys/{survey_id}/responses"
+    client.post(url, json=ANSWERS, headers={"Idempotency-Key": "openapi-key-1"})
+    client.post(url, json=ANSWERS, headers={"Idempotency-Key": "openapi-key-1"})
+    client.post(url, json={"answers": {"smoked": 0, "drove": 0, "sleep": 2}},
+                headers={"Idempotency-Key": "openapi-key-1"})
+    client.post(url, json={"answers": {"smoked": 5}})
+    client.post(url, data="x" * 70_000, content_type="application/json")
+    client.post(url, json=ANSWERS, headers={"Idempotency-Key": "bad key"})
+    client.post(f"/api/surveys/{invited}/responses", json=ANSWERS)
+    client.post(f"/api/surveys/{invited}/responses", json=ANSWERS,
+                headers={"Survey-Token": "A" * 22})
+    client.post(f"/api/surveys/{invited}/tokens", json={"count": 2}, headers=auth)
+    client.post(f"/api/surveys/{invited}/tokens", json={"count": 0}, headers=auth)
+    client.post(f"/api/surveys/{survey_id}/tokens", json={"count": 1}, headers=auth)
+    batch = f"/api/surveys/{survey_id}/responses/batch"
+    client.post(batch, json={"responses": [ANSWERS] * 3}, headers=auth)
+    client.post(batch, json={"responses": [ANSWERS]})
+    for query in ("", "?confidence=0.9&method=wald", "?method=nope"):
+        client.get(f"/api/surveys/{survey_id}/estimates{query}", headers=auth)
+    client.get(f"/api/surveys/{survey_id}/estimates")
+    client.get(f"/api/surveys/{invited}/estimates", headers=auth)  # no answers yet: nulls
+    client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth)
+    client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth)
+    client.get(f"/api/surveys/{survey_id}/export.csv")
+    client.post(f"/api/surveys/{survey_id}/close", headers=auth)
+    client.post(f"/api/surveys/{survey_id}/close")
+    client.post("/api/surveys/nope/close", headers=auth)
+    client.post(url, json=ANSWERS)  # closed
+
+
+def test_every_response_conforms_to_the_description(client, auth):
+    document = client.get("/api/openapi.json").json
+    exercise(client, auth)
+    api = OpenAPI.from_dict(document)
+    operations = {(method, path) for path, item in document["paths"].items() for method in item}
+    seen = set()
+    for sent, response in RECORDED_RESPONSES:
+        request = WerkzeugOpenAPIRequest(sent)
+        if (request.method, _template(request.path, document)) not in operations:
+            # an undocumented path or method: a 404/405 with the documented error body
+            assert response.status_code in (404, 405)
+            assert set(response.json) == {"error", "detail"}
+            continue
+        api.validate_response(request, WerkzeugOpenAPIResponse(response))
+        seen.add((request.method, request.path, response.status_code))
+    # every documented operation was exercised (so the check is never vacuous)
+    exercised = {(method, _template(path, document)) for method, path, _ in seen}
+    assert operations <= exercised, operations - exercised
+    assert len({status for *_, status in seen}) >= 9  # 200 201 400 401 403 404 409 413 415 422
+
+
+def _template(path: str, document: dict) -> str:
+    parts = path.split("/")
+    for template in document["paths"]:
+        pieces = template.split("/")
+        if len(pieces) == len(parts) and all(
+                p.startswith("{") or p == q for p, q in zip(pieces, parts, strict=True)):
+            return template
+    return path
+
+
+@pytest.mark.parametrize("bad_status", [200])
+def test_a_nonconforming_response_is_caught(client, bad_status):
+    """The checker itself: an error body where the description promises a key is refused."""
+    from openapi_core.exceptions import OpenAPIError
+
+    document = client.get("/api/openapi.json").json
+    document["paths"]["/healthz"]["get"]["responses"]["200"]["content"]["application/json"][
+        "schema"] = {"type": "object", "required": ["nothing_like_this"]}
+    response = client.get("/healthz")
+    with pytest.raises(OpenAPIError):
+        OpenAPI.from_dict(document).validate_response(WerkzeugOpenAPIRequest(response.request),
+                                                      WerkzeugOpenAPIResponse(response))
