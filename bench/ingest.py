@@ -1,0 +1,211 @@
+"""Intake throughput and estimate latency of the aggregator under gunicorn on loopback, side by
+side with a do-nothing Flask endpoint in the same run.
+
+    apt-get install wrk            # the load generator (C, so it does not steal the server's CPU)
+    pip install -e '.[server]'
+    python bench/ingest.py [--seconds 10] [--postgres postgresql://postgres@127.0.0.1/test]
+
+Reports: requests/s of a do-nothing endpoint; single-response intake responses/s (durable
+commits) on SQLite and PostgreSQL; batch intake responses/s; estimates latency at 10^3 and
+10^6 stored responses.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSWERS = {"smoked": 1, "drank_and_drove": 0, "cannabis": 1, "sleep": 2}
+NOOP_APP = """
+from flask import Flask
+app = Flask(__name__)
+@app.route("/", methods=["GET", "POST"])
+def noop():
+    return "ok"
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def gunicorn(app: str, env: dict, folder: Path, workers: int, threads: int):
+    """gunicorn with deploy/gunicorn.conf.py on a free loopback port; yields the base URL."""
+    port = free_port()
+    env = {**os.environ, **env, "LDP_SURVEY_BIND": f"127.0.0.1:{port}",
+           "LDP_SURVEY_WORKERS": str(workers), "LDP_SURVEY_THREADS": str(threads)}
+    command = [shutil.which("gunicorn", path=os.path.dirname(sys.executable)), "-c",
+               str(ROOT / "deploy" / "gunicorn.conf.py"), "--access-logfile", "/dev/null", app]
+    proc = subprocess.Popen(command, env=env, cwd=folder, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(url + "/", timeout=1)
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def wrk(url: str, seconds: int, connections: int, body: dict | None = None,
+        headers: dict | None = None) -> float:
+    """Requests per second that wrk measured (POSTing `body` as JSON when given)."""
+    script = None
+    args = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    if body is not None:
+        lines = ['wrk.method = "POST"', f"wrk.body = {json.dumps(json.dumps(body))}",
+                 'wrk.headers["Content-Type"] = "application/json"']
+        lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in (headers or {}).items()]
+        script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)  # noqa: SIM115
+        script.write("\n".join(lines))
+        script.close()
+        args += ["-s", script.name]
+    out = subprocess.run([*args, url], capture_output=True, text=True, check=True).stdout
+    if script:
+        os.unlink(script.name)
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if errors:
+        raise RuntimeError(f"{errors.group(1)} failed requests:\n{out}")
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+
+def call(method: str, url: str, key: str | None = None, body=None) -> dict:
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.loads(response.read())
+
+
+def median_ms(url: str, key: str, repeats: int = 50) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call("GET", url, key)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def aggregator_env(folder: Path, database_url: str) -> tuple[dict, str]:
+    """Production settings with a fresh key file; returns (environment, researcher key)."""
+    from ldpsurvey.aggregator import create_app
+    from ldpsurvey.aggregator.auth import create_key
+    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.signing import new_key_pem
+
+    (folder / "key.pem").write_bytes(new_key_pem())
+    env = {"LDP_SURVEY_KEY_FILE": str(folder / "key.pem"),
+           "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
+           "LDP_SURVEY_DATABASE_URL": database_url}
+    app = create_app({"ENV": "production", "KEY_FILE": env["LDP_SURVEY_KEY_FILE"],
+                      "SECRET_KEY": env["LDP_SURVEY_SECRET_KEY"], "DATABASE_URL": database_url},
+                     instance_path=folder)
+    with app.app_context():
+        key = create_key(get_db())
+    app.extensions["ldp_database"].close()
+    return env, key
+
+
+def new_survey(url: str, key: str) -> str:
+    from ldpsurvey.shared import read_definition
+
+    definition = read_definition(ROOT / "shared" / "examples" / "health.toml")
+    return call("POST", f"{url}/api/surveys", key, definition)["survey_id"]
+
+
+@contextlib.contextmanager
+def postgres_schema(base_url: str):
+    import psycopg
+
+    schema = f"bench_{secrets.token_hex(4)}"
+    with psycopg.connect(base_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{base_url}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(base_url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=2 * (os.cpu_count() or 1) + 1)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--fill", type=int, default=10**6, help="responses for the big estimate")
+    args = parser.parse_args()
+    results: list[tuple[str, str]] = []
+
+    def report(name: str, value: str) -> None:
+        results.append((name, value))
+        print(f"{name:<58} {value}", flush=True)
+
+    print(f"gunicorn: {args.workers} workers x {args.threads} threads; wrk: 2 threads, "
+          f"{args.connections} connections, {args.seconds} s per run\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "noop_app.py").write_text(NOOP_APP)
+        with gunicorn("noop_app:app", {"PYTHONPATH": tmp}, folder, args.workers,
+                      args.threads) as url:
+            noop = wrk(url + "/", args.seconds, args.connections, body={"answers": ANSWERS})
+        report("do-nothing Flask endpoint (POST), requests/s", f"{noop:,.0f}")
+
+        with contextlib.ExitStack() as stack:
+            backends = [("SQLite", f"sqlite:///{folder}/bench.sqlite3"),
+                        ("PostgreSQL", stack.enter_context(postgres_schema(args.postgres)))]
+            for name, database_url in backends:
+                env, key = aggregator_env(folder, database_url)
+                with gunicorn("ldpsurvey.aggregator:create_app()", env, folder, args.workers,
+                              args.threads) as url:
+                    survey_id = new_survey(url, key)
+                    single = wrk(f"{url}/api/surveys/{survey_id}/responses", args.seconds,
+                                 args.connections, body={"answers": ANSWERS})
+                    report(f"single-response intake, {name}, responses/s",
+                           f"{single:,.0f} ({single / noop:.0%} of do-nothing)")
+                    batch_body = {"responses": [{"answers": ANSWERS}] * 5000}
+                    batch = wrk(f"{url}/api/surveys/{survey_id}/responses/batch", args.seconds,
+                                4, body=batch_body, headers={"Authorization": f"Bearer {key}"})
+                    report(f"batch intake (5,000 per request), {name}, responses/s",
+                           f"{batch * 5000:,.0f}")
+                    fresh = new_survey(url, key)
+                    call("POST", f"{url}/api/surveys/{fresh}/responses/batch", key,
+                         {"responses": [{"answers": ANSWERS}] * 1000})
+                    estimates = f"{url}/api/surveys/{fresh}/estimates"
+                    small = median_ms(estimates, key)
+                    for _ in range((args.fill - 1000) // 5000):
+                        call("POST", f"{url}/api/surveys/{fresh}/responses/batch", key,
+                             batch_body)
+                    n = call("GET", estimates, key)["questions"][0]["n"]
+                    large = median_ms(estimates, key)
+                    report(f"estimates latency, {name}, median ms at 10^3 / {n:,}",
+                           f"{small:.2f} / {large:.2f} ({large / small:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
