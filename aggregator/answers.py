@@ -10,7 +10,7 @@ from ldpsurvey.shared import Survey
 
 from .errors import ApiError
 
-Answers = dict[str, int]
+Answers = tuple[int, ...]  # randomized option indices, in the survey's question order
 
 
 def _invalid(detail: str) -> ApiError:
@@ -18,33 +18,34 @@ def _invalid(detail: str) -> ApiError:
 
 
 def parse_answers(survey: Survey, body: Any, where: str = "body") -> Answers:
-    """Validate one response against the survey; raise ApiError 422 naming the problem."""
-    if not isinstance(body, dict) or set(body) != {"answers"}:
+    """Validate one response against the survey; raise ApiError 422 naming the problem.
+    (`type(x) is int` refuses booleans, which are ints in Python.)"""
+    if type(body) is not dict or body.keys() != {"answers"}:
         raise _invalid(f"{where} must be an object with exactly one field, 'answers'")
     answers = body["answers"]
-    if not isinstance(answers, dict):
+    if type(answers) is not dict:
         raise _invalid(f"{where}.answers must be an object mapping question id to option index")
     expected = [q.id for q in survey.questions]
-    missing = [qid for qid in expected if qid not in answers]
-    if missing:
-        raise _invalid(f"{where}.answers is missing question {missing[0]!r}")
-    extra = sorted(set(answers) - set(expected))
-    if extra:
+    if answers.keys() != set(expected):
+        missing = [qid for qid in expected if qid not in answers]
+        if missing:
+            raise _invalid(f"{where}.answers is missing question {missing[0]!r}")
+        extra = sorted(set(answers) - set(expected))
         raise _invalid(f"{where}.answers has unknown question {extra[0][:60]!r}")
-    for question in survey.questions:
-        value = answers[question.id]
-        if isinstance(value, bool) or not isinstance(value, int):
+    values = tuple(answers[qid] for qid in expected)
+    for question, value in zip(survey.questions, values, strict=True):
+        if type(value) is not int:
             raise _invalid(f"{where}.answers.{question.id} must be an integer option index, "
                            f"got {type(value).__name__}")
         if not 0 <= value < len(question.options):
             raise _invalid(f"{where}.answers.{question.id} must be an option index from 0 to "
                            f"{len(question.options) - 1}")
-    return {qid: answers[qid] for qid in expected}
+    return values
 
 
 def parse_batch(survey: Survey, body: Any, limit: int) -> list[Answers]:
     """{"responses": [<response>, ...]} with 1 to `limit` responses, each as parse_answers."""
-    if not isinstance(body, dict) or set(body) != {"responses"}:
+    if type(body) is not dict or body.keys() != {"responses"}:
         raise _invalid("body must be an object with exactly one field, 'responses'")
     responses = body["responses"]
     if not isinstance(responses, list) or not responses:

@@ -65,9 +65,9 @@ def submit_batch(survey_id: str):
     body = json_body()
     key = idempotency_key()
     db = get_db()
-    responses = parse_batch(store.get_survey(db, survey_id).survey, body,
-                            current_app.config["MAX_BATCH_RESPONSES"])
-    return accepted(survey_id, store.store_responses(db, survey_id, responses, key))
+    survey = store.get_survey(db, survey_id).survey
+    responses = parse_batch(survey, body, current_app.config["MAX_BATCH_RESPONSES"])
+    return accepted(survey_id, store.store_responses(db, survey, responses, key))
 
 
 @bp.post("/api/surveys/<survey_id>/tokens")

@@ -51,7 +51,7 @@ def submit(survey_id: str):
     survey = store.get_survey(db, survey_id).survey
     answers = parse_answers(survey, body)
     token = invitation_token() if survey.invitation_only else None
-    result = store.store_responses(db, survey_id, [answers], key, token)
+    result = store.store_responses(db, survey, [answers], key, token)
     return accepted(survey_id, result)
 
 

@@ -1,5 +1,6 @@
 """Every query the aggregator runs. Responses and their counters change in one transaction."""
 
+import base64
 import hashlib
 import secrets
 from collections import Counter
@@ -34,6 +35,21 @@ def _parse(manifest: bytes) -> Survey:
 def new_id() -> str:
     """A random opaque identifier (96 bits, URL-safe)."""
     return secrets.token_urlsafe(12)
+
+
+def new_ids(count: int) -> list[str]:
+    """`count` identifiers like new_id(), from one call to the CSPRNG."""
+    random = secrets.token_bytes(12 * count)
+    return [base64.urlsafe_b64encode(random[i:i + 12]).decode() for i in range(0, 12 * count, 12)]
+
+
+def answers_json(survey: Survey, responses: list[Answers]) -> list[str]:
+    """Each response as canonical JSON {"<question id>": index, ...} with sorted keys (question
+    ids are [a-z0-9_], so they need no escaping)."""
+    ids = [q.id for q in survey.questions]
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    template = "{" + ",".join(f'"{ids[i]}":%d' for i in order) + "}"
+    return [template % tuple(values[i] for i in order) for values in responses]
 
 
 def today() -> str:
@@ -93,7 +109,7 @@ class Stored:
     replayed: bool
 
 
-def store_responses(db: Connection, survey_id: str, responses: list[Answers],
+def store_responses(db: Connection, survey: Survey, responses: list[Answers],
                     idempotency_key: str | None, token: str | None = None) -> Stored:
     """Store responses and bump their counters atomically: all or nothing.
 
@@ -102,7 +118,9 @@ def store_responses(db: Connection, survey_id: str, responses: list[Answers],
     A token, when given, is spent (its hash deleted) in the same transaction; an unknown or
     spent token is a 403.
     """
-    body_hash = hash_text(strict_json.dumps(responses))
+    survey_id = survey.survey_id
+    rows = answers_json(survey, responses)
+    body_hash = hash_text("\n".join(rows))
     with db.transaction():
         status = db.query(STATUS_LOCKED[db.postgres], (survey_id,))
         if not status:
@@ -131,9 +149,11 @@ def store_responses(db: Connection, survey_id: str, responses: list[Answers],
         day = today()
         db.executemany("INSERT INTO responses (response_id, survey_id, answers, received_day) "
                        "VALUES (?, ?, ?, ?)",
-                       [(new_id(), survey_id, strict_json.dumps(a).decode(), day)
-                        for a in responses])
-        deltas = Counter((qid, index) for answers in responses for qid, index in answers.items())
+                       [(response_id, survey_id, row, day)
+                        for response_id, row in zip(new_ids(len(rows)), rows, strict=True)])
+        ids = [q.id for q in survey.questions]
+        deltas = Counter((qid, index) for values in responses
+                         for qid, index in zip(ids, values, strict=True))
         db.executemany("UPDATE counts SET count = count + ? "
                        "WHERE survey_id = ? AND question_id = ? AND option_index = ?",
                        [(delta, survey_id, qid, index)

@@ -66,3 +66,23 @@ def test_request_headers_are_not_stored(app, client, survey_id):
                 text = " ".join(map(str, row))
                 for needle in (marker, "203.0.113.9", "198.51.100.7"):
                     assert needle not in text, (table, row)
+
+
+def test_stored_answers_are_canonical_json():
+    from conftest import SURVEY
+
+    from ldpsurvey.aggregator.store import answers_json
+    from ldpsurvey.shared import parse_definition, strict_json
+
+    survey = parse_definition(SURVEY)
+    responses = [(1, 0, 2), (0, 1, 0)]
+    ids = [q.id for q in survey.questions]
+    assert answers_json(survey, responses) == [
+        strict_json.dumps(dict(zip(ids, r, strict=True))).decode() for r in responses]
+
+
+def test_response_ids_are_random_and_distinct():
+    from ldpsurvey.aggregator.store import new_ids
+
+    ids = new_ids(1000)
+    assert len(set(ids)) == 1000 and all(len(i) == 16 for i in ids)
