@@ -6,6 +6,7 @@ Everything else asks `get_db()` for a `Connection` and writes SQL with `?` place
 """
 
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -94,27 +95,34 @@ class Connection:
 
 
 class SQLiteDatabase:
-    """A SQLite file: one connection per request (cheap), WAL and synchronous=FULL."""
+    """A SQLite file in WAL mode with synchronous=FULL. Each thread keeps one open connection:
+    opening one costs the PRAGMAs, and closing the last one checkpoints the WAL."""
 
     postgres = False
 
     def __init__(self, path: str):
         self.path = path
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
 
     def connect(self) -> Connection:
-        raw = sqlite3.connect(self.path, isolation_level=None, timeout=30,
-                              check_same_thread=False)
-        for pragma in ("journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON",
-                       "secure_delete = ON"):
-            raw.execute(f"PRAGMA {pragma}")
-        return Connection(raw, postgres=False)
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            raw = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            for pragma in ("journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON",
+                           "secure_delete = ON"):
+                raw.execute(f"PRAGMA {pragma}")
+            connection = self._local.connection = Connection(raw, postgres=False)
+        return connection
 
     def release(self, connection: Connection) -> None:
-        connection.raw.close()
+        pass  # kept for this thread's next request
 
     def close(self) -> None:
-        pass
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.raw.close()
+            self._local.connection = None
 
 
 class PostgresDatabase:

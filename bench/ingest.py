@@ -151,6 +151,25 @@ def postgres_schema(base_url: str):
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+def sqlite_commits_per_second(folder: Path, synchronous: str, seconds: float = 3.0) -> float:
+    """One-row transactions per second on a WAL SQLite file: the ceiling that fsync puts on
+    durable single-response intake."""
+    import sqlite3
+
+    db = sqlite3.connect(folder / f"commits-{synchronous}.sqlite3", isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(f"PRAGMA synchronous = {synchronous}")
+    db.execute("CREATE TABLE t (x TEXT)")
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO t VALUES ('{}')")
+        db.execute("COMMIT")
+        count += 1
+    db.close()
+    return count / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10)
@@ -175,6 +194,9 @@ def main() -> None:
                       args.threads) as url:
             noop = wrk(url + "/", args.seconds, args.connections, body={"answers": ANSWERS})
         report("do-nothing Flask endpoint (POST), requests/s", f"{noop:,.0f}")
+        for synchronous in ("FULL", "OFF"):
+            report(f"bare SQLite one-row commits/s, synchronous={synchronous}",
+                   f"{sqlite_commits_per_second(folder, synchronous):,.0f}")
 
         with contextlib.ExitStack() as stack:
             backends = [("SQLite", f"sqlite:///{folder}/bench.sqlite3"),
