@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Flask
 
-from . import db, errors, openapi, researchers, respondents, security, signing
+from . import db, errors, openapi, pages, researchers, respondents, security, signing
 from .instance import private_file
 
 DEFAULTS: dict[str, Any] = {
@@ -61,4 +61,5 @@ def create_app(config: dict[str, Any] | None = None,
     app.register_blueprint(respondents.bp)
     app.register_blueprint(researchers.bp)
     app.register_blueprint(openapi.bp)
+    app.register_blueprint(pages.bp)
     return app

@@ -8,7 +8,7 @@ import secrets
 from collections.abc import Callable
 from functools import wraps
 
-from flask import request
+from flask import request, session
 
 from .db import Connection, get_db
 from .errors import ApiError
@@ -31,14 +31,22 @@ def create_key(db: Connection, role: str = "researcher") -> str:
     return key
 
 
-def request_role() -> str | None:
-    """The role of the bearer key on this request, or None without a valid key."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, key = header.partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
+def role_of_key(key: str) -> str | None:
+    """The role of an API key, or None if it is unknown."""
+    if not key:
         return None
-    rows = get_db().query("SELECT role FROM api_keys WHERE key_hash = ?", (hash_key(key.strip()),))
+    rows = get_db().query("SELECT role FROM api_keys WHERE key_hash = ?", (hash_key(key),))
     return rows[0][0] if rows else None
+
+
+def request_role() -> str | None:
+    """The role of this request: its bearer key's, or, for reading (GET) only, that of the
+    researcher session the results page's login set. None without either."""
+    header = request.headers.get("Authorization")
+    if header is None:
+        return session.get("role") if request.method == "GET" else None
+    scheme, _, key = header.partition(" ")
+    return role_of_key(key.strip()) if scheme.lower() == "bearer" else None
 
 
 def require_key(*roles: str) -> Callable:

@@ -1,6 +1,6 @@
 """API errors: every failure is a 4xx/5xx with a JSON body {"error": code, "detail": text}."""
 
-from flask import Flask, current_app, jsonify
+from flask import Flask, current_app, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 
 
@@ -21,13 +21,24 @@ def _api_error(exc: ApiError):
 
 
 def _http_error(exc: HTTPException):
+    if not _wants_json():
+        return render_template("unavailable.html", heading=exc.name,
+                               message=exc.description), exc.code or 500
     code = (exc.name or "error").lower().replace(" ", "_")
     return error_response(exc.code or 500, code, exc.description or exc.name)
+
+
+def _wants_json() -> bool:
+    """The API and health check answer JSON; pages for people answer HTML."""
+    return request.path.startswith("/api/") or request.path == "/healthz"
 
 
 def _unexpected(exc: Exception):
     # The traceback goes to the server log; request bodies never do.
     current_app.logger.error("unhandled %s", type(exc).__name__, exc_info=exc)
+    if not _wants_json():
+        return render_template("unavailable.html", heading="Something went wrong",
+                               message="The server failed. Nothing was stored."), 500
     return error_response(500, "internal_error", "the server failed; nothing was stored")
 
 

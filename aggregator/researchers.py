@@ -87,7 +87,7 @@ def mint_tokens(survey_id: str):
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= limit:
         raise ApiError(422, "invalid_count", f"send {{\"count\": N}} with N from 1 to {limit}")
     tokens = store.mint_tokens(db, survey_id, count)
-    link = f"{request.url_root}s/{survey_id}"
+    link = url_for("pages.survey_form", survey_id=survey_id, _external=True)
     response = jsonify(survey_id=survey_id, tokens=tokens,
                        links=[f"{link}#t={token}" for token in tokens])
     response.status_code = 201
@@ -119,11 +119,17 @@ def estimates(survey_id: str):
     """
     db = get_db()
     stored = store.get_survey(db, survey_id)
-    survey = stored.survey
-    if not survey.public_results and request_role() != "researcher":
+    if not stored.survey.public_results and request_role() != "researcher":
         raise ApiError(401, "unauthorized", "this survey's results need a researcher key")
     confidence, method = _estimate_options()
-    counts = store.counts(db, survey_id)
+    return jsonify(estimates_body(db, stored, confidence, method))
+
+
+def estimates_body(db, stored: store.StoredSurvey, confidence: float, method: str) -> dict:
+    """The estimates document: per question its parameters and, per option, the estimate keys
+    (null before the first answer)."""
+    survey = stored.survey
+    counts = store.counts(db, survey.survey_id)
     questions = []
     for question in survey.questions:
         options = [{"index": j, "option": text} for j, text in enumerate(question.options)]
@@ -142,9 +148,9 @@ def estimates(survey_id: str):
                           "beta": list(question.mechanism.beta),
                           "epsilon": question.epsilon, "n": sum(question_counts),
                           "options": options})
-    return jsonify(survey_id=survey_id, title=survey.title, status=stored.status,
-                   total_epsilon=survey.total_epsilon, confidence=confidence, ci_method=method,
-                   questions=questions)
+    return {"survey_id": survey.survey_id, "title": survey.title, "status": stored.status,
+            "total_epsilon": survey.total_epsilon, "confidence": confidence, "ci_method": method,
+            "questions": questions}
 
 
 def _estimate_options() -> tuple[float, str]:

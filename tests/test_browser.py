@@ -1,0 +1,233 @@
+"""The respondent form and the results page in real headless Chromium (Debian's), driven by
+Playwright. Screenshots go to test-artifacts/."""
+
+import json
+import math
+import shutil
+from importlib import resources
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from conftest import require
+
+from ldpsurvey.shared import Mechanism, read_definition
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+HEALTH = read_definition(resources.files("ldpsurvey.shared") / "examples" / "health.toml")
+VECTORS = json.loads((resources.files("ldpsurvey.shared") / "testvectors.json").read_text())
+TRUE_ANSWERS = {"smoked": "Yes", "drank_and_drove": "No", "cannabis": "No", "sleep": "6 to 8"}
+
+
+@pytest.fixture
+def database_url(tmp_path):
+    """Browser tests need one engine; the storage suite covers both."""
+    return f"sqlite:///{tmp_path / 'browser.sqlite3'}"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    require(Path(CHROMIUM).exists(),
+            "Chromium is not installed (apt-get install chromium chromium-driver)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "playwright is not installed (pip install 'ldp-survey[test]')")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 420, "height": 900})
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def create(client, auth, definition):
+    response = client.post("/api/surveys", json=definition, headers=auth)
+    assert response.status_code == 201, response.json
+    return response.json["survey_id"]
+
+
+def record(page) -> list:
+    requests = []
+    page.on("request", lambda request: requests.append(request))
+    return requests
+
+
+def answer_all(page, answers=TRUE_ANSWERS):
+    for qid, option in answers.items():
+        page.locator(f'fieldset[data-question="{qid}"] label', has_text=option).click()
+
+
+def screenshot(page, name):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def count(client, auth, survey_id):
+    return client.get(f"/api/surveys/{survey_id}/estimates",
+                      headers=auth).json["questions"][0]["n"]
+
+
+def test_form_sends_only_the_randomized_payload(page, live_server, client, auth):
+    survey_id = create(client, auth, HEALTH)
+    requests = record(page)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    assert page.evaluate("document.querySelectorAll('form').length") == 0
+    assert page.evaluate("[...document.querySelectorAll('input')].every(i => !i.name)")
+    assert page.locator("noscript").count() == 1
+    note = page.locator("#q-smoked-note").inner_text()
+    assert "If you answer Yes, the server receives Yes with 75 % probability" in note
+    answer_all(page)
+    screenshot(page, "form")
+    page.click("#review")
+    page.wait_for_selector("#confirm:not([hidden])")
+    page.locator("details summary").click()
+    screenshot(page, "privacy-note")
+    payload = json.loads(page.locator("#payload").inner_text())
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    screenshot(page, "thanks")
+
+    origin = urlparse(live_server).netloc
+    assert all(urlparse(r.url).netloc == origin for r in requests), [r.url for r in requests]
+    posts = [r for r in requests if r.method != "GET"]
+    assert len(posts) == 1
+    post = posts[0]
+    assert urlparse(post.url).path == f"/api/surveys/{survey_id}/responses"
+    assert not urlparse(post.url).query
+    body = json.loads(post.post_data)
+    assert body == payload and set(body) == {"answers"}
+    assert set(body["answers"]) == set(TRUE_ANSWERS)
+    assert all(isinstance(v, int) for v in body["answers"].values())
+    assert post.headers["idempotency-key"] and "cookie" not in post.headers
+    for r in requests:
+        assert r.method == "GET" or r is post
+        assert not urlparse(r.url).query
+    assert count(client, auth, survey_id) == 1
+
+
+def test_reload_resends_the_same_answers_and_key(page, live_server, client, auth):
+    survey_id = create(client, auth, HEALTH)
+    requests = record(page)
+    page.goto(f"{live_server}/s/{survey_id}")
+    answer_all(page)
+    page.click("#review")
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    page.reload()
+    page.wait_for_selector("#confirm:not([hidden])")
+    assert page.locator("#again").is_visible()
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    posts = [r for r in requests if r.method == "POST"]
+    assert len(posts) == 2
+    assert posts[0].post_data == posts[1].post_data
+    assert posts[0].headers["idempotency-key"] == posts[1].headers["idempotency-key"]
+    assert count(client, auth, survey_id) == 1
+
+
+def test_a_survey_above_the_ceiling_is_refused_in_the_page(page, live_server, client, auth):
+    greedy = {"title": "Too revealing", "questions": [
+        {"id": "q", "text": "Tell us everything?", "type": "yes_no", "alpha": 0.9}]}
+    survey_id = create(client, auth, greedy)
+    requests = record(page)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#refused:not([hidden])")
+    text = page.locator("#refused-text").inner_text()
+    assert "above this page's limit of 1.099 per question" in text
+    screenshot(page, "refused")
+    assert page.locator("#questions").is_hidden()
+    assert not [r for r in requests if r.method != "GET" or "/responses" in r.url]
+
+
+def test_js_randomizer_matches_the_shared_test_vectors(page, live_server, client, auth):
+    survey_id = create(client, auth, HEALTH)
+    page.goto(f"{live_server}/s/{survey_id}")
+    results = page.evaluate("""async (cases) => {
+        const r = await import('/web/randomizer.js');
+        return cases.map(c => {
+            const t = r.thresholds(c.alpha, c.beta);
+            return {keep: t.keep, cumulative: t.cumulative, eps: r.realizedEpsilon(t),
+                    outputs: c.draws.map(d => { const u = [...d.u];
+                                                 return r.randomize(d.true, t, () => u.shift()); })};
+        });
+    }""", VECTORS["cases"])
+    for case, got in zip(VECTORS["cases"], results, strict=True):
+        assert got["keep"] == case["keep_threshold"]
+        assert got["cumulative"] == case["cumulative_thresholds"]
+        assert math.isclose(got["eps"], case["realized_epsilon"], rel_tol=1e-12)
+        assert got["outputs"] == [d["output"] for d in case["draws"]]
+    constants = page.evaluate("""async () => { const r = await import('/web/randomizer.js');
+        return [r.DEFAULT_MAX_EPSILON, r.DEFAULT_MAX_TOTAL_EPSILON, r.EPSILON_TOLERANCE]; }""")
+    from ldpsurvey.client.verify import DEFAULT_MAX_EPSILON, DEFAULT_MAX_TOTAL_EPSILON
+    from ldpsurvey.shared import EPSILON_TOLERANCE
+
+    assert constants == [DEFAULT_MAX_EPSILON, DEFAULT_MAX_TOTAL_EPSILON, EPSILON_TOLERANCE]
+
+
+def test_in_browser_frequencies_match_the_mechanism(page, live_server, client, auth):
+    """10^5 randomizations per true option with crypto.getRandomValues (which cannot be seeded:
+    the 5-SE tolerance makes a false failure about a one-in-a-million event)."""
+    survey_id = create(client, auth, HEALTH)
+    page.goto(f"{live_server}/s/{survey_id}")
+    alpha, beta, draws = 0.4, [0.5, 0.3, 0.2], 100_000
+    counts = page.evaluate("""async ([alpha, beta, draws]) => {
+        const r = await import('/web/randomizer.js');
+        const t = r.thresholds(alpha, beta);
+        return beta.map((_, truth) => {
+            const c = beta.map(() => 0);
+            for (let i = 0; i < draws; i++) c[r.randomize(truth, t)] += 1;
+            return c;
+        });
+    }""", [alpha, beta, draws])
+    m = Mechanism(alpha, beta)
+    for truth, row in enumerate(counts):
+        for j, observed in enumerate(row):
+            p = m.probability(truth, j)
+            assert abs(observed / draws - p) < 5 * math.sqrt(p * (1 - p) / draws)
+
+
+def test_results_page_with_login(page, live_server, client, auth, researcher_key):
+    survey_id = create(client, auth, {**HEALTH, "public_results": False})
+    responses = [{"answers": {"smoked": i % 2, "drank_and_drove": int(i % 7 == 0),
+                              "cannabis": int(i % 3 == 0), "sleep": i % 3}} for i in range(400)]
+    client.post(f"/api/surveys/{survey_id}/responses/batch", json={"responses": responses},
+                headers=auth)
+    page.goto(f"{live_server}/s/{survey_id}/results")
+    page.fill("#key", "wrong-key")
+    page.click("button[type=submit]")
+    assert page.locator(".error").is_visible()
+    page.fill("#key", researcher_key)
+    page.click("button[type=submit]")
+    page.wait_for_selector("svg.chart")
+    assert page.locator("svg.chart").count() == 4
+    assert page.locator("table tbody tr").count() == 9
+    cookie = next(c for c in page.context.cookies() if c["name"] == "ldp_researcher")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    screenshot(page, "results")
+    page.emulate_media(media="print")
+    screenshot(page, "results-print")
+    export = page.request.get(f"{live_server}/api/surveys/{survey_id}/export.csv")
+    assert export.status == 200 and export.text().count("\n") > 400
+
+
+def test_closed_and_unknown_surveys_get_a_friendly_page(page, live_server, client, auth):
+    survey_id = create(client, auth, HEALTH)
+    client.post(f"/api/surveys/{survey_id}/close", headers=auth)
+    response = page.goto(f"{live_server}/s/{survey_id}")
+    assert response.status == 410 and "This survey is closed" in page.content()
+    response = page.goto(f"{live_server}/s/does-not-exist")
+    assert response.status == 404 and "Survey not found" in page.content()
+    screenshot(page, "unknown")
