@@ -14,7 +14,8 @@ DEFAULTS: dict[str, Any] = {
     "ENV": "development",               # "production" demands KEY_FILE and SECRET_KEY
     "DATABASE_URL": None,               # default: sqlite:///<instance>/ldp-survey.sqlite3
     "KEY_FILE": None,                   # default (development only): <instance>/signing-key.pem
-    "SECRET_KEY": None,
+    # No secret here: production must set one; development keeps one in the instance folder.
+    "SECRET_KEY": None,  # nosec B105
     "EPSILON_CAP": 5.0,                 # no question may exceed this epsilon
     "MAX_CONTENT_LENGTH": 16 * 2**20,   # any request body, bytes
     "MAX_RESPONSE_BYTES": 64 * 2**10,   # one response, bytes

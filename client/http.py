@@ -58,7 +58,7 @@ def request(method: str, url: str, *, json_body: Any = None, headers: dict[str, 
         # S310: the scheme was checked above
         req = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310
+            with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310  # nosec B310
                 return Response(response.status, dict(response.headers), response.read())
         except urllib.error.HTTPError as exc:
             raise _api_error(exc) from None

@@ -1,0 +1,135 @@
+"""Real server processes for the deployment tests: gunicorn with deploy/gunicorn.conf.py, and
+Debian's nginx with deploy/nginx/ldp-survey.conf."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+INSECURE = ssl.create_default_context()
+INSECURE.check_hostname = False
+INSECURE.verify_mode = ssl.CERT_NONE  # our own self-signed test certificate
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_up(url: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2, context=INSECURE)
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"{url} did not come up")
+
+
+def start_gunicorn(env: dict, port: int, log: Path, workers: int = 2) -> subprocess.Popen:
+    """gunicorn in its own process group (so kill -9 reaches master and workers)."""
+    gunicorn = shutil.which("gunicorn", path=os.path.dirname(sys.executable))
+    full_env = {**os.environ, **env, "LDP_SURVEY_BIND": f"127.0.0.1:{port}",
+                "LDP_SURVEY_WORKERS": str(workers), "LDP_SURVEY_THREADS": "4"}
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([gunicorn, "-c", str(ROOT / "deploy" / "gunicorn.conf.py")],
+                                env=full_env, stdout=out, stderr=subprocess.STDOUT,
+                                cwd=log.parent, start_new_session=True)
+    wait_until_up(f"http://127.0.0.1:{port}/healthz")
+    return proc
+
+
+def kill(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        return
+    proc.wait(timeout=30)
+
+
+def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "survey.example.org")])
+    now = datetime.now(UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=2))
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def start_nginx(folder: Path, upstreams: list[int], rate: str | None = None
+                ) -> tuple[subprocess.Popen, str]:
+    """The shipped site config with only ports, certificate and log paths (and, if given, the
+    rate) replaced, inside a minimal nginx.conf; returns (process, https base URL)."""
+    cert, key = self_signed_certificate(folder)
+    port, plain_port = free_port(), free_port()
+    site = (ROOT / "deploy" / "nginx" / "ldp-survey.conf").read_text()
+    replacements = {
+        "server 127.0.0.1:8001;": f"server 127.0.0.1:{upstreams[0]};",
+        "server 127.0.0.1:8002;": f"server 127.0.0.1:{upstreams[1]};",
+        "listen 443 ssl http2;": f"listen 127.0.0.1:{port} ssl http2;",
+        "listen 80;": f"listen 127.0.0.1:{plain_port};",
+        "/etc/letsencrypt/live/survey.example.org/fullchain.pem": str(cert),
+        "/etc/letsencrypt/live/survey.example.org/privkey.pem": str(key),
+        "/var/log/nginx/": f"{folder}/",
+    }
+    if rate:
+        replacements["rate=10r/s"] = f"rate={rate}"
+    for old, new in replacements.items():
+        assert old in site, old
+        site = site.replace(old, new)
+    (folder / "site.conf").write_text(site)
+    temp = "".join(f"{kind}_temp_path {folder}/{kind}_temp;\n"
+                   for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    (folder / "nginx.conf").write_text(
+        f"daemon off;\npid {folder}/nginx.pid;\nerror_log {folder}/nginx-error.log;\n"
+        f"events {{ worker_connections 256; }}\n"
+        f"http {{\n{temp}include {folder}/site.conf;\n}}\n")
+    proc = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"https://127.0.0.1:{port}"
+    wait_until_up(url + "/healthz")
+    return proc, url
+
+
+def request(method: str, url: str, body=None, headers=None, timeout: float = 10):
+    """(status, parsed JSON or None). Raises OSError when the server cannot be reached."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=INSECURE) as response:
+            raw = response.read()
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        raw, status = exc.read(), exc.code
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, None

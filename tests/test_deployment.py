@@ -1,0 +1,228 @@
+"""Proof of reliability with the real parts: gunicorn killed with SIGKILL mid-stream, two
+replicas behind Debian's nginx on one PostgreSQL, and nginx's rate limit."""
+
+import random
+import secrets
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import postgres_available, require
+from processes import (
+    NGINX,
+    free_port,
+    kill,
+    request,
+    start_gunicorn,
+    start_nginx,
+)
+
+from ldpsurvey.shared import read_definition
+
+HEALTH = read_definition(Path(__file__).resolve().parents[1] / "shared" / "examples" /
+                         "health.toml")
+SIZES = {"smoked": 2, "drank_and_drove": 2, "cannabis": 2, "sleep": 3}
+
+
+def production(tmp_path: Path, database_url: str):
+    """Environment for production replicas sharing one key file and secret; a researcher key;
+    and a direct handle on the database for checking."""
+    from ldpsurvey.aggregator import create_app
+    from ldpsurvey.aggregator.auth import create_key
+    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.signing import new_key_pem
+
+    (tmp_path / "signing-key.pem").write_bytes(new_key_pem())
+    env = {"LDP_SURVEY_KEY_FILE": str(tmp_path / "signing-key.pem"),
+           "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
+           "LDP_SURVEY_DATABASE_URL": database_url, "LDP_SURVEY_INSTANCE": str(tmp_path)}
+    app = create_app({"DATABASE_URL": database_url}, instance_path=tmp_path / "checker")
+    with app.app_context():
+        key = create_key(get_db())
+    return env, key, app
+
+
+def random_answers(rng: random.Random) -> dict:
+    return {"answers": {qid: rng.randrange(k) for qid, k in SIZES.items()}}
+
+
+def stored_state(app, survey_id):
+    """(number of responses, counters == recount from the rows, idempotency key hashes)."""
+    import json
+
+    from ldpsurvey.aggregator.db import get_db
+
+    with app.app_context():
+        db = get_db()
+        rows = [json.loads(a) for (a,) in db.query(
+            "SELECT answers FROM responses WHERE survey_id = ?", (survey_id,))]
+        counters = {(q, j): int(c) for q, j, c in db.query(
+            "SELECT question_id, option_index, count FROM counts WHERE survey_id = ?",
+            (survey_id,))}
+        keys = {h for (h,) in db.query(
+            "SELECT key_hash FROM idempotency_keys WHERE survey_id = ?", (survey_id,))}
+        integrity = None if db.postgres else db.query("PRAGMA integrity_check")[0][0]
+    recount = Counter((q, j) for row in rows for q, j in row.items())
+    consistent = all(counters[k] == recount.get(k, 0) for k in counters)
+    return len(rows), consistent, keys, integrity
+
+
+def test_kill_9_mid_stream_loses_no_acknowledged_answer(tmp_path, database_url):
+    from ldpsurvey.aggregator.store import hash_text
+
+    env, key, app = production(tmp_path, database_url)
+    port = free_port()
+    server = start_gunicorn(env, port, tmp_path / "gunicorn.log")
+    base = f"http://127.0.0.1:{port}"
+    status, created = request("POST", f"{base}/api/surveys", HEALTH,
+                              {"Authorization": f"Bearer {key}"})
+    assert status == 201
+    survey_id = created["survey_id"]
+    sent: list[tuple[str, dict, bool]] = []
+    lock, stop = threading.Lock(), threading.Event()
+
+    def client(number: int) -> None:
+        rng = random.Random(number)
+        for n in range(100_000):
+            if stop.is_set():
+                return
+            body, idempotency_key = random_answers(rng), f"crash-{number}-{n:06d}"
+            try:
+                status, _ = request("POST", f"{base}/api/surveys/{survey_id}/responses", body,
+                                    {"Idempotency-Key": idempotency_key}, timeout=5)
+                acknowledged = status == 201
+            except OSError:
+                acknowledged = False
+            with lock:
+                sent.append((idempotency_key, body, acknowledged))
+            if not acknowledged:
+                return
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    time.sleep(2.0)
+    kill(server, signal.SIGKILL)  # master and workers, mid-stream
+    stop.set()
+    for thread in threads:
+        thread.join()
+    acknowledged = [(k, b) for k, b, ok in sent if ok]
+    unacknowledged = [(k, b) for k, b, ok in sent if not ok]
+    assert len(acknowledged) >= 100 and unacknowledged
+
+    server = start_gunicorn(env, port, tmp_path / "gunicorn.log")
+    try:
+        stored, consistent, key_hashes, integrity = stored_state(app, survey_id)
+        assert {hash_text(k) for k, _ in acknowledged} <= key_hashes  # every ack is stored
+        assert stored == len(key_hashes) and consistent
+        assert integrity in (None, "ok")
+        # Retrying every unacknowledged submission with its key never double counts.
+        for idempotency_key, body in unacknowledged + acknowledged[:20]:
+            status, _ = request("POST", f"{base}/api/surveys/{survey_id}/responses", body,
+                                {"Idempotency-Key": idempotency_key})
+            assert status == 201
+        stored, consistent, key_hashes, integrity = stored_state(app, survey_id)
+        assert stored == len(sent) == len(key_hashes) and consistent
+        assert integrity in (None, "ok")
+    finally:
+        kill(server)
+        app.extensions["ldp_database"].close()
+    print(f"\nkill -9 on {database_url.split(':')[0]}: {len(acknowledged)} acknowledged, "
+          f"all stored; {len(unacknowledged)} unacknowledged retried; {stored} stored in all")
+
+
+@pytest.fixture
+def postgres_url(tmp_path):
+    require(postgres_available(), "no PostgreSQL server for the scale-out test")
+    import psycopg
+    from conftest import POSTGRES_URL
+
+    schema = f"ldp_deploy_{secrets.token_hex(6)}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def nginx_available():
+    require(Path(NGINX).exists(), "nginx is not installed (apt-get install nginx-light)")
+
+
+def test_two_replicas_behind_nginx_on_postgresql(tmp_path, postgres_url, nginx_available):
+    env, key, app = production(tmp_path, postgres_url)
+    ports = [free_port(), free_port()]
+    replicas = [start_gunicorn(env, p, tmp_path / f"replica-{p}.log") for p in ports]
+    proxy, base = start_nginx(tmp_path, ports, rate="100000r/s")
+    try:
+        auth = {"Authorization": f"Bearer {key}"}
+        _, created = request("POST", f"{base}/api/surveys", HEALTH, auth)
+        survey_id = created["survey_id"]
+        keys = {str(request("GET", f"{base}/api/key")[1]) for _ in range(10)}
+        assert len(keys) == 1  # both replicas serve the same signing key
+        per_client = 60
+        answers = [random_answers(random.Random(i)) for i in range(8 * per_client)]
+
+        def client(number: int) -> None:
+            for n in range(per_client):
+                index = number * per_client + n
+                status, _ = request("POST", f"{base}/api/surveys/{survey_id}/responses",
+                                    answers[index], {"Idempotency-Key": f"scale-{index:06d}"})
+                assert status == 201
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        _, estimates = request("GET", f"{base}/api/surveys/{survey_id}/estimates",
+                               headers=auth)
+        expected = Counter((q, j) for a in answers for q, j in a["answers"].items())
+        for question in estimates["questions"]:
+            assert question["n"] == len(answers)
+            for option in question["options"]:
+                assert option["reported_count"] == expected[(question["id"], option["index"])]
+        # a single process given the same answers estimates exactly the same
+        single = app.test_client()
+        single_id = single.post("/api/surveys", json=HEALTH, headers=auth).json["survey_id"]
+        single.post(f"/api/surveys/{single_id}/responses/batch",
+                    json={"responses": answers}, headers=auth)
+        reference = single.get(f"/api/surveys/{single_id}/estimates", headers=auth).json
+        assert [q["options"] for q in estimates["questions"]] == \
+            [q["options"] for q in reference["questions"]]
+        for port in ports:  # both replicas took part
+            log = (tmp_path / f"replica-{port}.log").read_text()
+            assert log.count(f'"POST /api/surveys/{survey_id}/responses" 201') > 10
+        request("GET", f"{base}/healthz?who=secret-query-value")
+        access = (tmp_path / "ldp-survey.access.log").read_text()
+        assert "secret-query-value" not in access and "127.0.0.1" not in access
+        assert '"POST /api/surveys/' in access
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=10)
+        for replica in replicas:
+            kill(replica)
+        app.extensions["ldp_database"].close()
+
+
+def test_nginx_rate_limits_per_client(tmp_path, nginx_available):
+    env, _, app = production(tmp_path, f"sqlite:///{tmp_path}/rate.sqlite3")
+    ports = [free_port(), free_port()]
+    replicas = [start_gunicorn(env, p, tmp_path / f"replica-{p}.log", workers=1) for p in ports]
+    proxy, base = start_nginx(tmp_path, ports)  # the shipped 10 r/s, burst 20
+    try:
+        statuses = Counter(request("GET", f"{base}/healthz")[0] for _ in range(80))
+        assert statuses[429] > 20 and statuses[200] >= 20, statuses
+        status, _ = request("POST", f"{base}/api/surveys/x/responses/batch",
+                            {"pad": "x" * (17 * 2**20)})
+        assert status == 413  # nginx's client_max_body_size, before any replica
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=10)
+        for replica in replicas:
+            kill(replica)
+        app.extensions["ldp_database"].close()
