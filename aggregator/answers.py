@@ -51,6 +51,6 @@ def parse_batch(survey: Survey, body: Any, limit: int) -> list[Answers]:
     if not isinstance(responses, list) or not responses:
         raise _invalid("responses must be a non-empty list")
     if len(responses) > limit:
-        raise ApiError(413, "batch_too_large",
+        raise ApiError(422, "batch_too_large",
                        f"a batch holds at most {limit} responses, got {len(responses)}")
     return [parse_answers(survey, item, f"responses[{i}]") for i, item in enumerate(responses)]

@@ -25,7 +25,11 @@ def _http_error(exc: HTTPException):
         return render_template("unavailable.html", heading=exc.name,
                                message=exc.description), exc.code or 500
     code = (exc.name or "error").lower().replace(" ", "_")
-    return error_response(exc.code or 500, code, exc.description or exc.name)
+    body, status = error_response(exc.code or 500, code, exc.description or exc.name)
+    for name, value in exc.get_headers():  # e.g. Allow on a 405
+        if name.lower() != "content-type":
+            body.headers[name] = value
+    return body, status
 
 
 def _wants_json() -> bool:

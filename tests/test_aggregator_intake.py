@@ -165,7 +165,7 @@ def test_batch_is_all_or_nothing(app, client, auth, survey_id):
 def test_batch_limit_and_auth(app, client, auth, survey_id):
     app.config["MAX_BATCH_RESPONSES"] = 5
     response = batch(client, survey_id, [GOOD] * 6, auth)
-    assert response.status_code == 413 and response.json["error"] == "batch_too_large"
+    assert response.status_code == 422 and response.json["error"] == "batch_too_large"
     assert batch(client, survey_id, [GOOD], {}).status_code == 401
     assert batch(client, survey_id, [], auth).status_code == 422
     assert stored_rows(app, survey_id)[0] == []
