@@ -1,0 +1,117 @@
+"""A catalogue of malformed inputs: each is answered 4xx with a JSON error naming the problem,
+and nothing is stored."""
+
+import json
+
+import pytest
+from conftest import SURVEY
+
+GOOD = {"smoked": 1, "drove": 0, "sleep": 2}
+
+
+def answers(**changes):
+    return {"answers": {**GOOD, **changes}}
+
+
+# (name, path under the survey, headers beyond the researcher key, body, status, error code)
+# `body` is sent as is when bytes or str, else as JSON; `{sid}`/`{invited}` are filled in.
+R = "responses"
+CATALOGUE = [
+    ("not JSON", R, {}, "{answers:", 400, "invalid_json"),
+    ("empty body", R, {}, "", 400, "invalid_json"),
+    ("duplicate JSON key", R, {}, '{"answers": {"smoked": 1, "smoked": 0, "drove": 0, '
+     '"sleep": 2}}', 400, "invalid_json"),
+    ("NaN", R, {}, '{"answers": {"smoked": NaN, "drove": 0, "sleep": 2}}', 400, "invalid_json"),
+    ("Infinity", R, {}, '{"answers": {"smoked": Infinity, "drove": 0, "sleep": 2}}', 400,
+     "invalid_json"),
+    ("-Infinity", R, {}, '{"answers": {"smoked": -Infinity, "drove": 0, "sleep": 2}}', 400,
+     "invalid_json"),
+    ("5,000-digit integer", R, {}, '{"answers": {"smoked": ' + "9" * 5000 +
+     ', "drove": 0, "sleep": 2}}', 400, "invalid_json"),
+    ("deeply nested arrays", R, {}, "[" * 30_000 + "]" * 30_000, 400, "invalid_json"),
+    ("invalid UTF-8", R, {}, b'{"answers": {"smoked": "\xff\xfe"}}', 400, "invalid_json"),
+    ("integer 10^30", R, {}, answers(smoked=10**30), 422, "invalid_answers"),
+    ("boolean", R, {}, answers(smoked=True), 422, "invalid_answers"),
+    ("string digit", R, {}, answers(smoked="1"), 422, "invalid_answers"),
+    ("float 1.0", R, {}, answers(smoked=1.0), 422, "invalid_answers"),
+    ("float 0.5", R, {}, answers(smoked=0.5), 422, "invalid_answers"),
+    ("null", R, {}, answers(smoked=None), 422, "invalid_answers"),
+    ("negative index", R, {}, answers(smoked=-1), 422, "invalid_answers"),
+    ("index out of range", R, {}, answers(sleep=3), 422, "invalid_answers"),
+    ("missing question", R, {}, {"answers": {"smoked": 1, "drove": 0}}, 422, "invalid_answers"),
+    ("extra question", R, {}, answers(other=0), 422, "invalid_answers"),
+    ("unicode question id", R, {}, answers(**{"smökéd": 1}), 422, "invalid_answers"),
+    ("over-long question id", R, {}, answers(**{"q" * 10_000: 1}), 422, "invalid_answers"),
+    ("extra top-level field", R, {}, {**answers(), "respondent": "alice"}, 422,
+     "invalid_answers"),
+    ("answers as a list", R, {}, {"answers": [1, 0, 2]}, 422, "invalid_answers"),
+    ("top-level list", R, {}, [answers()], 422, "invalid_answers"),
+    ("top-level string", R, {}, '"answers"', 422, "invalid_answers"),
+    ("nested junk", R, {}, answers(smoked={"a": [1, {"b": None}]}), 422, "invalid_answers"),
+    ("wrong content type", R, {"Content-Type": "text/plain"}, json.dumps(answers()), 415,
+     "unsupported_media_type"),
+    ("form encoded", R, {"Content-Type": "application/x-www-form-urlencoded"},
+     "smoked=1&drove=0&sleep=2", 415, "unsupported_media_type"),
+    ("over the size limit", R, {}, json.dumps(answers()) + " " * 70_000, 413, "body_too_large"),
+    ("malformed Idempotency-Key", R, {"Idempotency-Key": "has spaces in it"}, answers(), 400,
+     "invalid_idempotency_key"),
+    ("unicode Idempotency-Key", R, {"Idempotency-Key": "ключ-12345678"}, answers(), 400,
+     "invalid_idempotency_key"),
+    ("unknown survey", "@nope/responses", {}, answers(), 404, "unknown_survey"),
+    ("over-long unicode survey id", "@" + "é" * 3000 + "/responses", {}, answers(), 404,
+     "unknown_survey"),
+    ("invitation survey without token", "@{invited}/responses", {}, answers(), 401,
+     "token_required"),
+    ("invitation survey, forged token", "@{invited}/responses", {"Survey-Token": "A" * 22},
+     answers(), 403, "invalid_token"),
+    ("oversized batch", "responses/batch", {}, {"responses": [answers()] * 10_001}, 422,
+     "batch_too_large"),
+    ("empty batch", "responses/batch", {}, {"responses": []}, 422, "invalid_answers"),
+    ("batch with one bad response", "responses/batch", {},
+     {"responses": [answers()] * 5 + [answers(sleep=9)]}, 422, "invalid_answers"),
+    ("batch of the wrong shape", "responses/batch", {}, {"responses": {"a": answers()}}, 422,
+     "invalid_answers"),
+    ("tokens: negative count", "@{invited}/tokens", {}, {"count": -5}, 422, "invalid_count"),
+    ("tokens: count as float", "@{invited}/tokens", {}, {"count": 2.0}, 422, "invalid_count"),
+    ("survey: NaN alpha", "@/surveys", {}, '{"title": "t", "questions": [{"id": "q", '
+     '"text": "?", "type": "yes_no", "alpha": NaN}]}', 400, "invalid_json"),
+    ("survey: alpha as text", "@/surveys", {}, {"title": "t", "questions": [
+        {"id": "q", "text": "?", "type": "yes_no", "alpha": "0.5"}]}, 422, "invalid_survey"),
+    ("survey: unicode id", "@/surveys", {}, {"title": "t", "questions": [
+        {"id": "ünï", "text": "?", "type": "yes_no", "alpha": 0.5}]}, 422, "invalid_survey"),
+]
+
+
+def test_the_catalogue_is_large_enough():
+    assert len(CATALOGUE) >= 30
+
+
+def snapshot(app):
+    from ldpsurvey.aggregator.db import get_db
+
+    with app.app_context():
+        db = get_db()
+        return {table: db.query(f"SELECT * FROM {table} ORDER BY 1")
+                for table in ("surveys", "responses", "counts", "idempotency_keys",
+                              "invitation_tokens")}
+
+
+@pytest.mark.parametrize("name, path, headers, body, status, code", CATALOGUE,
+                         ids=[case[0] for case in CATALOGUE])
+def test_malformed_input(app, client, auth, survey_id, name, path, headers, body, status, code):
+    invited = client.post("/api/surveys", json={**SURVEY, "invitation_only": True},
+                          headers=auth).json["survey_id"]
+    client.post(f"/api/surveys/{invited}/tokens", json={"count": 1}, headers=auth)
+    before = snapshot(app)
+    if path.startswith("@/"):
+        url = "/api" + path[1:]
+    elif path.startswith("@"):
+        url = "/api/surveys/" + path[1:].format(invited=invited)
+    else:
+        url = f"/api/surveys/{survey_id}/{path}"
+    data = body if isinstance(body, str | bytes) else json.dumps(body)
+    response = client.post(url, data=data, headers={"Content-Type": "application/json",
+                                                    **auth, **headers})
+    assert response.status_code == status, response.get_data(as_text=True)[:300]
+    assert response.json["error"] == code and response.json["detail"]
+    assert snapshot(app) == before
