@@ -1,6 +1,7 @@
 """Proof of reliability with the real parts: gunicorn killed with SIGKILL mid-stream, two
 replicas behind Debian's nginx on one PostgreSQL, and nginx's rate limit."""
 
+import contextlib
 import random
 import secrets
 import signal
@@ -153,12 +154,27 @@ def nginx_available():
     require(Path(NGINX).exists(), "nginx is not installed (apt-get install nginx-light)")
 
 
-def test_two_replicas_behind_nginx_on_postgresql(tmp_path, postgres_url, nginx_available):
-    env, key, app = production(tmp_path, postgres_url)
+@contextlib.contextmanager
+def replicas_behind_nginx(tmp_path, database_url, rate=None):
+    """Two production replicas on one database behind nginx with the shipped config; yields
+    (https base URL, researcher key, checker app, replica ports)."""
+    env, key, app = production(tmp_path, database_url)
     ports = [free_port(), free_port()]
     replicas = [start_gunicorn(env, p, tmp_path / f"replica-{p}.log") for p in ports]
-    proxy, base = start_nginx(tmp_path, ports, rate="100000r/s")
+    proxy, base = start_nginx(tmp_path, ports, rate=rate)
     try:
+        yield base, key, app, ports
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=10)
+        for replica in replicas:
+            kill(replica)
+        app.extensions["ldp_database"].close()
+
+
+def test_two_replicas_behind_nginx_on_postgresql(tmp_path, postgres_url, nginx_available):
+    with replicas_behind_nginx(tmp_path, postgres_url, rate="100000r/s") as (base, key, app,
+                                                                             ports):
         auth = {"Authorization": f"Bearer {key}"}
         _, created = request("POST", f"{base}/api/surveys", HEALTH, auth)
         survey_id = created["survey_id"]
@@ -201,28 +217,13 @@ def test_two_replicas_behind_nginx_on_postgresql(tmp_path, postgres_url, nginx_a
         access = (tmp_path / "ldp-survey.access.log").read_text()
         assert "secret-query-value" not in access and "127.0.0.1" not in access
         assert '"POST /api/surveys/' in access
-    finally:
-        proxy.terminate()
-        proxy.wait(timeout=10)
-        for replica in replicas:
-            kill(replica)
-        app.extensions["ldp_database"].close()
 
 
 def test_nginx_rate_limits_per_client(tmp_path, nginx_available):
-    env, _, app = production(tmp_path, f"sqlite:///{tmp_path}/rate.sqlite3")
-    ports = [free_port(), free_port()]
-    replicas = [start_gunicorn(env, p, tmp_path / f"replica-{p}.log", workers=1) for p in ports]
-    proxy, base = start_nginx(tmp_path, ports)  # the shipped 10 r/s, burst 20
-    try:
+    # the shipped limit: 10 requests/s per client address, bursts of 20
+    with replicas_behind_nginx(tmp_path, f"sqlite:///{tmp_path}/rate.sqlite3") as (base, *_):
         statuses = Counter(request("GET", f"{base}/healthz")[0] for _ in range(80))
         assert statuses[429] > 20 and statuses[200] >= 20, statuses
         status, _ = request("POST", f"{base}/api/surveys/x/responses/batch",
                             {"pad": "x" * (17 * 2**20)})
         assert status == 413  # nginx's client_max_body_size, before any replica
-    finally:
-        proxy.terminate()
-        proxy.wait(timeout=10)
-        for replica in replicas:
-            kill(replica)
-        app.extensions["ldp_database"].close()
