@@ -1,6 +1,6 @@
 """The `ldp-survey` command: the one place where client and aggregator code meet.
 
-Commands that need an optional extra import it lazily (see `extras.require`).
+Commands that need an optional extra import it lazily (see `extras.load`).
 """
 
 import sys

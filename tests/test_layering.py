@@ -24,3 +24,17 @@ def test_import_does_not_load(statement, forbidden):
 def test_client_loads_no_server_or_simulation_code():
     loaded = loaded_modules("import ldpsurvey.client")
     assert not loaded & {"numpy", "flask", "werkzeug", "ldpsurvey.aggregator", "click"}
+
+
+@pytest.mark.parametrize("blocked, args, extra", [
+    ("flask", ["serve"], "server"),
+    ("numpy", ["mock", "--respondents", "10"], "sim"),
+])
+def test_a_missing_extra_is_named(blocked, args, extra):
+    """With the extra's package unimportable, the command says which extra to install."""
+    code = (f"import sys; sys.modules[{blocked!r}] = None\n"
+            f"from ldpsurvey.cli import main\nmain({args!r})")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert f"pip install 'ldp-survey[{extra}]'" in proc.stderr
+    assert "Traceback" not in proc.stderr
