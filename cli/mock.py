@@ -186,15 +186,16 @@ def print_report(result: MockResult) -> None:
     survey, body = result.survey, result.estimates
     click.echo(f"\n{survey.title}: {result.respondents:,} simulated respondents (seed "
                f"{result.seed}); the server saw only randomized answers.\n")
+    results = result.rows()
     rows = [(r["question"], r["option"], r["true_proportion"],
              "-" if r["p_hat"] is None else f"{r['p_hat']:.4f} ± {r['standard_error']:.4f}",
              "no fit" if not r["design_consistent"] else f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}]",
-             "yes" if r["covered"] else "NO", r["epsilon"]) for r in result.rows()]
+             "yes" if r["covered"] else "NO", r["epsilon"]) for r in results]
     click.echo(table(rows, ["question", "option", "truth", "estimate ± SE",
                             f"{body['confidence']:.0%} CI ({body['ci_method']})", "covers",
                             "eps"]))
-    covered = sum(r["covered"] for r in result.rows())
-    click.echo(f"\n{covered} of {len(result.rows())} intervals cover the truth. Epsilon per "
+    covered = sum(r["covered"] for r in results)
+    click.echo(f"\n{covered} of {len(results)} intervals cover the truth. Epsilon per "
                f"respondent (sum over questions): {body['total_epsilon']:.4f}.")
 
 
