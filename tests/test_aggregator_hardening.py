@@ -130,3 +130,12 @@ def test_gunicorn_refuses_production_without_key(tmp_path):
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode != 0
     assert "LDP_SURVEY_KEY_FILE" in proc.stdout + proc.stderr
+
+
+def test_respondent_pages_set_no_cookies(client, survey_id):
+    for path in (f"/s/{survey_id}", "/web/form.js", "/web/randomizer.js", "/s/unknown",
+                 "/static/style.css"):
+        response = client.get(path)
+        assert response.status_code in (200, 404)
+        assert "Set-Cookie" not in response.headers, path
+        assert_hardened(response)

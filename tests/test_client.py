@@ -144,3 +144,40 @@ def test_http_errors_are_plain_words(live_server, state):
 
     with pytest.raises(ApiError, match="does not know this survey"):
         fetch_survey(live_server, "nope", state)
+
+
+def test_network_failures_are_retried_with_the_same_key():
+    """A server that drops the first connection: the retry carries the same Idempotency-Key."""
+    import http.server
+    import threading
+
+    from ldpsurvey.client import http as client_http
+
+    seen = []
+
+    class Flaky(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(self.headers["Idempotency-Key"])
+            if len(seen) == 1:
+                self.close_connection = True
+                self.connection.shutdown(2)  # drop it without an answer
+                return
+            self.send_response(201)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"accepted": 1}')
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Flaky)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        response = client_http.request(
+            "POST", f"http://127.0.0.1:{server.server_port}/x", json_body={"answers": {}},
+            headers={"Idempotency-Key": "same-key-123"}, retries=2, backoff=0.01)
+    finally:
+        server.shutdown()
+    assert response.status == 201 and seen == ["same-key-123", "same-key-123"]
