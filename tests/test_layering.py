@@ -38,3 +38,17 @@ def test_a_missing_extra_is_named(blocked, args, extra):
     assert proc.returncode == 1
     assert f"pip install 'ldp-survey[{extra}]'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_respondent_code_uses_only_a_csprng():
+    """No `random` module in the packages and no Math.random in the browser code."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for folder in ("shared", "client", "aggregator"):
+        for path in (root / folder).rglob("*.py"):
+            text = path.read_text()
+            assert "import random" not in text and "from random" not in text, path
+    for path in (root / "shared" / "web").glob("*.js"):
+        assert "Math.random" not in path.read_text(), path
+        assert "crypto.getRandomValues" in (root / "shared" / "web" / "randomizer.js").read_text()

@@ -6,7 +6,7 @@
 //   T   = floor(alpha * 2^53)
 //   C_j = floor(S_j * 2^53), S_j the left-to-right double sum of beta_0..beta_j; the last is 2^53.
 // Every one of these numbers is an integer below 2^53 + 1, exact in a JavaScript number.
-// Never Math.random: only the operating system's CSPRNG.
+// Randomness comes only from the operating system's CSPRNG, never a non-cryptographic generator.
 
 export const N = 2 ** 53;
 export const EPSILON_TOLERANCE = 1e-9; // ldpsurvey.shared.budget.EPSILON_TOLERANCE
