@@ -3,7 +3,6 @@
 Requests carry it as `Authorization: Bearer <key>`.
 """
 
-import hashlib
 import secrets
 from collections.abc import Callable
 from functools import wraps
@@ -12,13 +11,9 @@ from flask import request, session
 
 from .db import Connection, get_db
 from .errors import ApiError
+from .store import hash_text  # keys are 256-bit random: no salt or stretching needed
 
 ROLES = ("researcher", "relay")
-
-
-def hash_key(key: str) -> str:
-    """SHA-256 hex digest; keys are 256-bit random, so no salt or stretching is needed."""
-    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def create_key(db: Connection, role: str = "researcher") -> str:
@@ -27,7 +22,7 @@ def create_key(db: Connection, role: str = "researcher") -> str:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     key = f"ldp_{role[:3]}_{secrets.token_urlsafe(32)}"
     with db.transaction():
-        db.execute("INSERT INTO api_keys (key_hash, role) VALUES (?, ?)", (hash_key(key), role))
+        db.execute("INSERT INTO api_keys (key_hash, role) VALUES (?, ?)", (hash_text(key), role))
     return key
 
 
@@ -35,7 +30,7 @@ def role_of_key(key: str) -> str | None:
     """The role of an API key, or None if it is unknown."""
     if not key:
         return None
-    rows = get_db().query("SELECT role FROM api_keys WHERE key_hash = ?", (hash_key(key),))
+    rows = get_db().query("SELECT role FROM api_keys WHERE key_hash = ?", (hash_text(key),))
     return rows[0][0] if rows else None
 
 

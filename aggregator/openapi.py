@@ -4,6 +4,8 @@ from typing import Any
 
 from flask import Blueprint, jsonify
 
+from ldpsurvey.shared import METHODS
+
 bp = Blueprint("openapi", __name__)
 
 
@@ -200,7 +202,7 @@ PATHS = {
                                 "exclusiveMaximum": True, "maximum": 1}},
                     {"name": "method", "in": "query", "required": False,
                      "schema": {"type": "string",
-                                "enum": ["wilson", "clopper-pearson", "wald"]}}])},
+                                "enum": list(METHODS)}}])},
     "/api/surveys/{survey_id}/export.csv": {"get": _operation(
         "Export as CSV", {"200": EXPORT, **_errors("401", "403", "404")}, security=BEARER,
         parameters=[SURVEY_ID])},

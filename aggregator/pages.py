@@ -15,6 +15,8 @@ from flask import (
     url_for,
 )
 
+from ldpsurvey.shared import DEFAULT_CONFIDENCE, DEFAULT_METHOD
+
 from . import store
 from .auth import role_of_key
 from .charts import estimate_chart
@@ -73,7 +75,7 @@ def results(survey_id: str):
     if not (stored.survey.public_results or researcher):
         return render_template("login.html", survey=stored.survey, csrf=_csrf_token(),
                                error=request.args.get("error"))
-    body = estimates_body(get_db(), stored, 0.95, "wilson")
+    body = estimates_body(get_db(), stored, DEFAULT_CONFIDENCE, DEFAULT_METHOD)
     charts = {q["id"]: estimate_chart(q) for q in body["questions"]}
     return render_template("results.html", survey=stored.survey, body=body, charts=charts,
                            researcher=researcher, csrf=_csrf_token() if researcher else None)

@@ -1,10 +1,18 @@
 """What researchers call: create and close surveys, batch intake, estimates."""
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
-from ldpsurvey.shared import METHODS, Estimate, Survey, SurveyError, estimate, parse_definition
+from ldpsurvey.shared import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_METHOD,
+    METHODS,
+    Estimate,
+    SurveyError,
+    estimate,
+    parse_definition,
+)
 from ldpsurvey.shared.budget import exceeds
 
 from . import exports, store
@@ -33,7 +41,7 @@ def create_survey():
             raise ApiError(422, "epsilon_above_cap", f"question {question.id!r}: epsilon "
                            f"{question.epsilon:.6g} is above this server's cap {cap:g}")
     key = current_app.extensions["ldp_signing_key"]
-    survey = Survey(**{**survey.__dict__, "survey_id": store.new_id(), "key_id": key.key_id})
+    survey = replace(survey, survey_id=store.new_ids(1)[0], key_id=key.key_id)
     store.create_survey(get_db(), survey, key.sign(survey.manifest_bytes()))
     response = jsonify(survey_id=survey.survey_id, status="open",
                        total_epsilon=survey.total_epsilon,
@@ -114,7 +122,7 @@ def export(survey_id: str, kind: str):
 def estimates(survey_id: str):
     """Per question and option, the shared estimator applied to the stored counts.
 
-    Query: confidence (default 0.95), method (wilson, clopper-pearson, wald).
+    Query: confidence (default 0.95), method (default wilson; clopper-pearson, wald).
     Public-results surveys need no key; others need a researcher key.
     """
     db = get_db()
@@ -134,7 +142,8 @@ def estimates_body(db, stored: store.StoredSurvey, confidence: float, method: st
     for question in survey.questions:
         options = [{"index": j, "option": text} for j, text in enumerate(question.options)]
         question_counts = counts[question.id]
-        if sum(question_counts):
+        n = sum(question_counts)
+        if n:
             for entry, result in zip(options, estimate(question.mechanism, question_counts,
                                                        confidence=confidence, method=method),
                                      strict=True):
@@ -146,7 +155,7 @@ def estimates_body(db, stored: store.StoredSurvey, confidence: float, method: st
         questions.append({"id": question.id, "text": question.text, "type": question.type,
                           "alpha": question.mechanism.alpha,
                           "beta": list(question.mechanism.beta),
-                          "epsilon": question.epsilon, "n": sum(question_counts),
+                          "epsilon": question.epsilon, "n": n,
                           "options": options})
     return {"survey_id": survey.survey_id, "title": survey.title, "status": stored.status,
             "total_epsilon": survey.total_epsilon, "confidence": confidence, "ci_method": method,
@@ -154,11 +163,11 @@ def estimates_body(db, stored: store.StoredSurvey, confidence: float, method: st
 
 
 def _estimate_options() -> tuple[float, str]:
-    method = request.args.get("method", "wilson")
+    method = request.args.get("method", DEFAULT_METHOD)
     if method not in METHODS:
         raise ApiError(400, "invalid_parameter", f"method must be one of {', '.join(METHODS)}")
     try:
-        confidence = float(request.args.get("confidence", "0.95"))
+        confidence = float(request.args.get("confidence", DEFAULT_CONFIDENCE))
     except ValueError:
         confidence = -1.0
     if not 0.0 < confidence < 1.0:

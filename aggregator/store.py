@@ -32,13 +32,8 @@ def _parse(manifest: bytes) -> Survey:
     return parse_manifest(manifest)
 
 
-def new_id() -> str:
-    """A random opaque identifier (96 bits, URL-safe)."""
-    return secrets.token_urlsafe(12)
-
-
 def new_ids(count: int) -> list[str]:
-    """`count` identifiers like new_id(), from one call to the CSPRNG."""
+    """`count` random opaque identifiers (96 bits each, URL-safe), from one CSPRNG call."""
     random = secrets.token_bytes(12 * count)
     return [base64.urlsafe_b64encode(random[i:i + 12]).decode() for i in range(0, 12 * count, 12)]
 

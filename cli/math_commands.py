@@ -5,7 +5,6 @@ import math
 import click
 
 from ldpsurvey.shared import (
-    METHODS,
     Mechanism,
     estimate,
     n_required,
@@ -13,6 +12,7 @@ from ldpsurvey.shared import (
     posterior_bounds,
 )
 
+from .options import confidence_option, json_option, method_option
 from .output import emit
 
 ALPHA = click.FloatRange(0.0, 1.0, max_open=True)
@@ -20,9 +20,6 @@ BETA = click.FloatRange(0.0, 1.0, min_open=True, max_open=True)
 UNIT_OPEN = click.FloatRange(0.0, 1.0, min_open=True, max_open=True)
 POSITIVE = click.FloatRange(0.0, min_open=True)
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-confidence_option = click.option("--confidence", type=UNIT_OPEN, default=0.95, show_default=True,
-                                 help="Confidence level of the interval.")
 
 
 def _mechanism(alpha: float, beta: float) -> Mechanism:
@@ -69,8 +66,7 @@ def alpha_command(eps: float, beta: float, as_json: bool) -> None:
 @click.option("--yes", "yes", type=click.IntRange(min=0), required=True,
               help="Number of reports that said yes.")
 @confidence_option
-@click.option("--method", type=click.Choice(list(METHODS)), default="wilson", show_default=True,
-              help="Confidence interval for the reported rate.")
+@method_option
 @json_option
 def estimate_command(alpha: float, beta: float, n: int, yes: int, confidence: float,
                      method: str, as_json: bool) -> None:

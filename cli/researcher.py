@@ -5,12 +5,10 @@ import os
 import click
 
 from ldpsurvey.client import http
-from ldpsurvey.shared import METHODS, SurveyError, parse_definition, read_definition
+from ldpsurvey.shared import SurveyError, parse_definition, read_definition
 
+from .options import confidence_option, method_option, url_option
 from .output import emit_json, table
-
-url_option = click.option("--url", required=True, envvar="LDP_SURVEY_URL",
-                          help="The aggregator's base URL, e.g. http://127.0.0.1:8000.")
 
 
 def researcher_key() -> str:
@@ -47,11 +45,11 @@ def create(file: str, url: str) -> None:
         parse_definition(definition)  # validate here first: errors name the question and field
     except (SurveyError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
-    result = call("POST", f"{url.rstrip('/')}/api/surveys", key=researcher_key(),
+    result = call("POST", f"{url}/api/surveys", key=researcher_key(),
                   json_body=definition).json()
     click.echo(result["survey_id"])
     click.echo(f"published; total epsilon per respondent {result['total_epsilon']:.4g}; "
-               f"respondents answer at {url.rstrip('/')}/s/{result['survey_id']}", err=True)
+               f"respondents answer at {url}/s/{result['survey_id']}", err=True)
 
 
 @survey.command("close")
@@ -59,7 +57,7 @@ def create(file: str, url: str) -> None:
 @url_option
 def close(survey_id: str, url: str) -> None:
     """Close a survey for good: it refuses answers from now on."""
-    call("POST", f"{url.rstrip('/')}/api/surveys/{survey_id}/close", key=researcher_key())
+    call("POST", f"{url}/api/surveys/{survey_id}/close", key=researcher_key())
     click.echo(f"survey {survey_id} closed", err=True)
 
 
@@ -71,7 +69,7 @@ def close(survey_id: str, url: str) -> None:
 def tokens(survey_id: str, count: int, url: str) -> None:
     """Mint invitation links for an invitation-only survey, one per line. Each carries its
     token in the URL fragment (#t=...), which browsers never send to a server or its logs."""
-    result = call("POST", f"{url.rstrip('/')}/api/surveys/{survey_id}/tokens",
+    result = call("POST", f"{url}/api/surveys/{survey_id}/tokens",
                   key=researcher_key(), json_body={"count": count}).json()
     for link in result["links"]:
         click.echo(link)
@@ -80,9 +78,8 @@ def tokens(survey_id: str, count: int, url: str) -> None:
 @click.command()
 @url_option
 @click.option("--survey", "survey_id", required=True, help="The survey id.")
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              default=0.95, show_default=True)
-@click.option("--method", type=click.Choice(list(METHODS)), default="wilson", show_default=True)
+@confidence_option
+@method_option
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
 @click.option("--csv", "export", flag_value="csv",
               help="Print the raw randomized responses as CSV (with the design parameters).")
@@ -91,11 +88,11 @@ def results(url: str, survey_id: str, confidence: float, method: str, as_json: b
             export: str | None) -> None:
     """Print a survey's estimates (public surveys need no key), or export its responses."""
     if export:
-        body = call("GET", f"{url.rstrip('/')}/api/surveys/{survey_id}/export.{export}",
+        body = call("GET", f"{url}/api/surveys/{survey_id}/export.{export}",
                     key=researcher_key()).body
         click.echo(body.decode(), nl=False)
         return
-    address = (f"{url.rstrip('/')}/api/surveys/{survey_id}/estimates"
+    address = (f"{url}/api/surveys/{survey_id}/estimates"
                f"?confidence={confidence}&method={method}")
     try:
         body = http.request("GET", address, headers=_optional_auth()).json()

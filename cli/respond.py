@@ -19,6 +19,8 @@ from ldpsurvey.client import (
 from ldpsurvey.client.verify import DEFAULT_MAX_EPSILON, DEFAULT_MAX_TOTAL_EPSILON
 from ldpsurvey.shared import Question
 
+from .options import url_option
+
 YES = {"yes", "y", "1", "true"}
 NO = {"no", "n", "0", "false"}
 
@@ -54,7 +56,7 @@ def parse_answers_option(text: str | None) -> dict[str, str]:
 
 
 @click.command()
-@click.option("--url", required=True, envvar="LDP_SURVEY_URL", help="The aggregator's base URL.")
+@url_option
 @click.option("--survey", "survey_id", required=True, help="The survey id.")
 @click.option("--token", help="Invitation token, for invitation-only surveys.")
 @click.option("--max-epsilon", type=click.FloatRange(0, min_open=True),

@@ -6,7 +6,15 @@
 """
 
 from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
-from .estimate import Estimate, estimate, project_to_simplex, standard_error, unbiased_estimate
+from .estimate import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_METHOD,
+    Estimate,
+    estimate,
+    project_to_simplex,
+    standard_error,
+    unbiased_estimate,
+)
 from .intervals import METHODS
 from .manifest import (
     Question,
@@ -22,6 +30,8 @@ from .planning import n_required, n_required_central_laplace
 from .posterior import PosteriorBounds, posterior_bounds
 
 __all__ = [
+    "DEFAULT_CONFIDENCE",
+    "DEFAULT_METHOD",
     "EPSILON_TOLERANCE",
     "METHODS",
     "Estimate",

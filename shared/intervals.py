@@ -12,10 +12,14 @@ from statistics import NormalDist
 Interval = tuple[float, float]
 
 
-def z_value(confidence: float) -> float:
-    """Two-sided standard-normal quantile z = Phi^-1(1 - (1 - confidence)/2)."""
+def check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+
+
+def z_value(confidence: float) -> float:
+    """Two-sided standard-normal quantile z = Phi^-1(1 - (1 - confidence)/2)."""
+    check_confidence(confidence)
     return NormalDist().inv_cdf(1.0 - (1.0 - confidence) / 2.0)
 
 
@@ -44,8 +48,8 @@ def clopper_pearson(successes: int, n: int, confidence: float) -> Interval:
     [B(a/2; x, n-x+1), B(1-a/2; x+1, n-x)] with a = 1 - confidence, x = successes
     (0 for x = 0, 1 for x = n).
     """
+    check_confidence(confidence)
     a = 1.0 - confidence
-    z_value(confidence)  # validates confidence
     low = 0.0 if successes == 0 else beta_quantile(a / 2, successes, n - successes + 1)
     high = 1.0 if successes == n else beta_quantile(1 - a / 2, successes + 1, n - successes)
     return low, high

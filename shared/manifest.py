@@ -15,7 +15,7 @@ import math
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -281,7 +281,7 @@ def parse_manifest(raw: bytes) -> Survey:
         raise _fail("manifest.total_epsilon", "does not equal the sum of the questions' epsilon")
     for key in ("survey_id", "key_id"):
         _text(data[key], f"manifest.{key}")
-    return Survey(**{**survey.__dict__, "survey_id": data["survey_id"], "key_id": data["key_id"]})
+    return replace(survey, survey_id=data["survey_id"], key_id=data["key_id"])
 
 
 def _disagree(stated: float, computed: float) -> bool:

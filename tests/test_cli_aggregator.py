@@ -75,12 +75,12 @@ def test_admin_create_key_stores_only_a_hash(tmp_path, database_url):
     key = result.stdout.strip()
     assert key.startswith("ldp_res_")
     from ldpsurvey.aggregator import create_app
-    from ldpsurvey.aggregator.auth import hash_key
     from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.store import hash_text
 
     app = create_app({"DATABASE_URL": database_url}, instance_path=tmp_path)
     with app.app_context():
-        assert get_db().query("SELECT key_hash FROM api_keys") == [(hash_key(key),)]
+        assert get_db().query("SELECT key_hash FROM api_keys") == [(hash_text(key),)]
     app.extensions["ldp_database"].close()
 
 
