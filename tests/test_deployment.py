@@ -2,6 +2,7 @@
 replicas behind Debian's nginx on one PostgreSQL, and nginx's rate limit."""
 
 import contextlib
+import http.client
 import random
 import secrets
 import signal
@@ -95,7 +96,7 @@ def test_kill_9_mid_stream_loses_no_acknowledged_answer(tmp_path, database_url):
                 status, _ = request("POST", f"{base}/api/surveys/{survey_id}/responses", body,
                                     {"Idempotency-Key": idempotency_key}, timeout=5)
                 acknowledged = status == 201
-            except OSError:
+            except (OSError, http.client.HTTPException):  # e.g. a response cut off mid-way
                 acknowledged = False
             with lock:
                 sent.append((idempotency_key, body, acknowledged))
