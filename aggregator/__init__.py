@@ -1,4 +1,8 @@
-"""The ldp-survey aggregator: a Flask service that only ever holds randomized answers."""
+"""The ldp-survey aggregator: a Flask service that only ever holds randomized answers.
+
+Its life cycle: `create_app()` configures it and brings the database schema up to date,
+`create_api_key(app)` mints a researcher (or relay) key, `close_app(app)` closes its database.
+"""
 
 import os
 import secrets
@@ -7,43 +11,26 @@ from typing import Any
 
 from flask import Flask
 
-from . import db, errors, openapi, pages, researchers, respondents, security, signing
+from . import auth, db, errors, openapi, pages, researchers, respondents, security, settings, signing
+from .db import close_app
+from .exceptions import ConfigurationError
 from .instance import private_file
+from .settings import DEFAULTS
 
-DEFAULTS: dict[str, Any] = {
-    "ENV": "development",               # "production" demands KEY_FILE and SECRET_KEY
-    "DATABASE_URL": None,               # default: sqlite:///<instance>/ldp-survey.sqlite3
-    "KEY_FILE": None,                   # default (development only): <instance>/signing-key.pem
-    # No secret here: production must set one; development keeps one in the instance folder.
-    "SECRET_KEY": None,  # nosec B105
-    "EPSILON_CAP": 5.0,                 # no question may exceed this epsilon
-    "MAX_CONTENT_LENGTH": 16 * 2**20,   # any request body, bytes
-    "MAX_RESPONSE_BYTES": 64 * 2**10,   # one response, bytes
-    "MAX_BATCH_RESPONSES": 10_000,      # responses in one batch
-    "MAX_TOKENS_PER_REQUEST": 10_000,   # invitation tokens minted at once
-    "PROXY_HOPS": None,                 # reverse proxies in front (default: 1 in production)
-}
-
-
-class ConfigurationError(RuntimeError):
-    """The aggregator cannot start safely with this configuration."""
+__all__ = ["DEFAULTS", "ConfigurationError", "close_app", "create_api_key", "create_app"]
 
 
 def create_app(config: dict[str, Any] | None = None,
                instance_path: str | Path | None = None) -> Flask:
     """The application factory. Configuration: DEFAULTS, then LDP_SURVEY_<NAME> environment
-    variables, then `config`. The instance folder (key and SQLite file in development) is
-    `instance_path`, else $LDP_SURVEY_INSTANCE, else ./instance."""
+    variables, then `config` (see settings.py); a bad value is a ConfigurationError. The
+    instance folder (key and SQLite file in development) is `instance_path`, else
+    $LDP_SURVEY_INSTANCE, else ./instance."""
     instance_path = instance_path or os.environ.get("LDP_SURVEY_INSTANCE") or "instance"
     app = Flask(__name__, instance_path=str(Path(instance_path).resolve()))
-    app.config.from_mapping(DEFAULTS)
-    app.config.from_prefixed_env("LDP_SURVEY")
-    app.config.from_mapping(config or {})
+    settings.load(app.config, config)
     instance = Path(app.instance_path)
-    production = app.config["ENV"] == "production"
-    if production and not (app.config["KEY_FILE"] and app.config["SECRET_KEY"]):
-        raise ConfigurationError("production needs LDP_SURVEY_KEY_FILE (the shared signing key) "
-                                 "and LDP_SURVEY_SECRET_KEY, so every replica serves the same key")
+    production = app.config["DEPLOYMENT"] == "production"
     if not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = private_file(instance / "secret-key",
                                                 lambda: secrets.token_hex(32).encode()).decode()
@@ -64,3 +51,11 @@ def create_app(config: dict[str, Any] | None = None,
     app.register_blueprint(openapi.bp)
     app.register_blueprint(pages.bp)
     return app
+
+
+def create_api_key(app: Flask, role: str = "researcher") -> str:
+    """A new API key for `role` in the app's database; returned once, only its hash is kept."""
+    with app.app_context():
+        return auth.create_key(db.get_db(), role)
+
+

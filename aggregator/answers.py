@@ -8,37 +8,33 @@ from typing import Any
 
 from ldpsurvey.shared import Survey
 
-from .errors import ApiError
+from .exceptions import BatchTooLarge, InvalidAnswers
 
 Answers = tuple[int, ...]  # randomized option indices, in the survey's question order
 
 
-def _invalid(detail: str) -> ApiError:
-    return ApiError(422, "invalid_answers", detail)
-
-
 def parse_answers(survey: Survey, body: Any, where: str = "body") -> Answers:
-    """Validate one response against the survey; raise ApiError 422 naming the problem.
+    """Validate one response against the survey; raise InvalidAnswers naming the problem.
     (`type(x) is int` refuses booleans, which are ints in Python.)"""
     if type(body) is not dict or body.keys() != {"answers"}:
-        raise _invalid(f"{where} must be an object with exactly one field, 'answers'")
+        raise InvalidAnswers(f"{where} must be an object with exactly one field, 'answers'")
     answers = body["answers"]
     if type(answers) is not dict:
-        raise _invalid(f"{where}.answers must be an object mapping question id to option index")
+        raise InvalidAnswers(f"{where}.answers must be an object mapping question id to option index")
     expected = [q.id for q in survey.questions]
     if answers.keys() != set(expected):
         missing = [qid for qid in expected if qid not in answers]
         if missing:
-            raise _invalid(f"{where}.answers is missing question {missing[0]!r}")
+            raise InvalidAnswers(f"{where}.answers is missing question {missing[0]!r}")
         extra = sorted(set(answers) - set(expected))
-        raise _invalid(f"{where}.answers has unknown question {extra[0][:60]!r}")
+        raise InvalidAnswers(f"{where}.answers has unknown question {extra[0][:60]!r}")
     values = tuple(answers[qid] for qid in expected)
     for question, value in zip(survey.questions, values, strict=True):
         if type(value) is not int:
-            raise _invalid(f"{where}.answers.{question.id} must be an integer option index, "
+            raise InvalidAnswers(f"{where}.answers.{question.id} must be an integer option index, "
                            f"got {type(value).__name__}")
         if not 0 <= value < len(question.options):
-            raise _invalid(f"{where}.answers.{question.id} must be an option index from 0 to "
+            raise InvalidAnswers(f"{where}.answers.{question.id} must be an option index from 0 to "
                            f"{len(question.options) - 1}")
     return values
 
@@ -46,11 +42,10 @@ def parse_answers(survey: Survey, body: Any, where: str = "body") -> Answers:
 def parse_batch(survey: Survey, body: Any, limit: int) -> list[Answers]:
     """{"responses": [<response>, ...]} with 1 to `limit` responses, each as parse_answers."""
     if type(body) is not dict or body.keys() != {"responses"}:
-        raise _invalid("body must be an object with exactly one field, 'responses'")
+        raise InvalidAnswers("body must be an object with exactly one field, 'responses'")
     responses = body["responses"]
     if not isinstance(responses, list) or not responses:
-        raise _invalid("responses must be a non-empty list")
+        raise InvalidAnswers("responses must be a non-empty list")
     if len(responses) > limit:
-        raise ApiError(422, "batch_too_large",
-                       f"a batch holds at most {limit} responses, got {len(responses)}")
+        raise BatchTooLarge(f"a batch holds at most {limit} responses, got {len(responses)}")
     return [parse_answers(survey, item, f"responses[{i}]") for i, item in enumerate(responses)]

@@ -1,6 +1,7 @@
 """Researcher and relay API keys. A key is shown once when created; only its SHA-256 is stored.
 
-Requests carry it as `Authorization: Bearer <key>`.
+Requests carry it as `Authorization: Bearer <key>`; the results page's login keeps the role in
+a session cookie instead.
 """
 
 import secrets
@@ -9,11 +10,11 @@ from functools import wraps
 
 from flask import request, session
 
-from .db import Connection, get_db
-from .errors import ApiError
-from .store import hash_text  # keys are 256-bit random: no salt or stretching needed
+from ldpsurvey.shared.protocol import ROLES
 
-ROLES = ("researcher", "relay")
+from . import store
+from .db import Connection, get_db
+from .exceptions import Forbidden, Unauthorized
 
 
 def create_key(db: Connection, role: str = "researcher") -> str:
@@ -21,17 +22,13 @@ def create_key(db: Connection, role: str = "researcher") -> str:
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     key = f"ldp_{role[:3]}_{secrets.token_urlsafe(32)}"
-    with db.transaction():
-        db.execute("INSERT INTO api_keys (key_hash, role) VALUES (?, ?)", (hash_text(key), role))
+    store.insert_api_key(db, key, role)
     return key
 
 
 def role_of_key(key: str) -> str | None:
     """The role of an API key, or None if it is unknown."""
-    if not key:
-        return None
-    rows = get_db().query("SELECT role FROM api_keys WHERE key_hash = ?", (hash_text(key),))
-    return rows[0][0] if rows else None
+    return store.role_of_key(get_db(), key) if key else None
 
 
 def request_role() -> str | None:
@@ -45,17 +42,16 @@ def request_role() -> str | None:
 
 
 def require_key(*roles: str) -> Callable:
-    """Decorator: 401 without a key, 403 with a key of another role."""
+    """Decorator: Unauthorized (401) without a key, Forbidden (403) with a key of another role."""
 
     def decorator(view: Callable) -> Callable:
         @wraps(view)
         def wrapped(*args, **kwargs):
             role = request_role()
             if role is None:
-                raise ApiError(401, "unauthorized", "a valid API key is required "
-                               "(Authorization: Bearer <key>)")
+                raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
             if role not in roles:
-                raise ApiError(403, "forbidden", f"this needs a {' or '.join(roles)} key")
+                raise Forbidden(f"this needs a {' or '.join(roles)} key")
             return view(*args, **kwargs)
 
         return wrapped

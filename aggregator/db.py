@@ -2,71 +2,34 @@
 
 SQLite (a file in the instance folder, WAL, synchronous=FULL, so a 2xx means the answer is on
 disk) is the embedded default; PostgreSQL is used when DATABASE_URL starts with postgresql://.
-Everything else asks `get_db()` for a `Connection` and writes SQL with `?` placeholders.
+Everything else asks `get_db()` for a `Connection` and writes SQL with `?` placeholders; what
+the two dialects spell differently (locking reads, serializing migrations) is a method here.
+The tables are created and changed by numbered steps in `migrations.py`.
 """
 
 import sqlite3
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from flask import Flask, current_app, g
 
-# Columns hold only: surveys and their signed manifests, randomized answers with the day they
-# arrived, per-option counters, hashes of idempotency keys, of unspent invitation tokens and of
-# researcher keys. There is no column for an IP address, user agent, cookie, token or precise
-# time, and nothing links a token to a response: spending a token deletes its hash.
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS surveys (
-    survey_id TEXT PRIMARY KEY,
-    manifest TEXT NOT NULL,
-    signature TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('open', 'closed'))
-);
-CREATE TABLE IF NOT EXISTS responses (
-    response_id TEXT PRIMARY KEY,
-    survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
-    answers TEXT NOT NULL,
-    received_day TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS responses_by_survey ON responses (survey_id);
-CREATE TABLE IF NOT EXISTS counts (
-    survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
-    question_id TEXT NOT NULL,
-    option_index INTEGER NOT NULL,
-    count BIGINT NOT NULL DEFAULT 0 CHECK (count >= 0),
-    PRIMARY KEY (survey_id, question_id, option_index)
-);
-CREATE TABLE IF NOT EXISTS idempotency_keys (
-    survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
-    key_hash TEXT NOT NULL,
-    body_hash TEXT NOT NULL,
-    accepted INTEGER NOT NULL,
-    PRIMARY KEY (survey_id, key_hash)
-);
-CREATE TABLE IF NOT EXISTS invitation_tokens (
-    survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
-    token_hash TEXT NOT NULL,
-    PRIMARY KEY (survey_id, token_hash)
-);
-CREATE TABLE IF NOT EXISTS api_keys (
-    key_hash TEXT PRIMARY KEY,
-    role TEXT NOT NULL CHECK (role IN ('researcher', 'relay'))
-);
-"""
+from . import migrations
 
 
-class Connection:
+class Connection(ABC):
     """One database connection with the few operations the store needs."""
 
-    def __init__(self, raw: Any, postgres: bool):
+    dialect: str  # "sqlite" or "postgresql", for tools that inspect the files or catalog
+
+    def __init__(self, raw: Any):
         self.raw = raw
-        self.postgres = postgres
 
     def _sql(self, sql: str) -> str:
-        return sql.replace("?", "%s") if self.postgres else sql
+        return sql
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; return the number of rows it changed."""
@@ -78,13 +41,30 @@ class Connection:
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         return list(self.raw.execute(self._sql(sql), params).fetchall())
 
-    @contextmanager
-    def transaction(self) -> Iterator["Connection"]:
+    @abstractmethod
+    def query_locked(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """A SELECT whose rows no other transaction may change until this one ends."""
+
+    @abstractmethod
+    def lock_database(self) -> None:
+        """Inside a transaction: wait until no other connection runs a migration step."""
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager["Connection"]:
         """All or nothing: commit on success (durably), roll back on any exception."""
-        if self.postgres:
-            with self.raw.transaction():
-                yield self
-            return
+
+
+class SQLiteConnection(Connection):
+    dialect = "sqlite"
+
+    def query_locked(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return self.query(sql, params)  # BEGIN IMMEDIATE already holds the write lock
+
+    def lock_database(self) -> None:
+        pass  # BEGIN IMMEDIATE already serializes writers
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
         self.raw.execute("BEGIN IMMEDIATE")  # take the write lock now: no upgrade deadlocks
         try:
             yield self
@@ -94,11 +74,28 @@ class Connection:
         self.raw.execute("COMMIT")
 
 
+class PostgresConnection(Connection):
+    dialect = "postgresql"
+    MIGRATION_LOCK = 0x6C64705F  # any constant shared by every replica ("ldp_")
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s")
+
+    def query_locked(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return self.query(sql + " FOR SHARE", params)  # a concurrent UPDATE waits for us
+
+    def lock_database(self) -> None:
+        self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (self.MIGRATION_LOCK,))
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        with self.raw.transaction():
+            yield self
+
+
 class SQLiteDatabase:
     """A SQLite file in WAL mode with synchronous=FULL. Each thread keeps one open connection:
     opening one costs the PRAGMAs, and closing the last one checkpoints the WAL."""
-
-    postgres = False
 
     def __init__(self, path: str):
         self.path = path
@@ -112,7 +109,7 @@ class SQLiteDatabase:
             for pragma in ("journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON",
                            "secure_delete = ON"):
                 raw.execute(f"PRAGMA {pragma}")
-            connection = self._local.connection = Connection(raw, postgres=False)
+            connection = self._local.connection = SQLiteConnection(raw)
         return connection
 
     def release(self, connection: Connection) -> None:
@@ -128,8 +125,6 @@ class SQLiteDatabase:
 class PostgresDatabase:
     """A PostgreSQL server, through a connection pool shared by the app's threads."""
 
-    postgres = True
-
     def __init__(self, url: str, max_size: int = 16):
         from psycopg_pool import ConnectionPool
 
@@ -138,7 +133,7 @@ class PostgresDatabase:
         self.pool.wait(timeout=10)
 
     def connect(self) -> Connection:
-        return Connection(self.pool.getconn(), postgres=True)
+        return PostgresConnection(self.pool.getconn())
 
     def release(self, connection: Connection) -> None:
         self.pool.putconn(connection.raw)
@@ -147,7 +142,10 @@ class PostgresDatabase:
         self.pool.close()
 
 
-def open_database(url: str) -> SQLiteDatabase | PostgresDatabase:
+Database = SQLiteDatabase | PostgresDatabase
+
+
+def open_database(url: str) -> Database:
     """sqlite:///path/to/file or postgresql://user@host/db."""
     if url.startswith(("postgresql://", "postgres://")):
         return PostgresDatabase(url)
@@ -156,14 +154,12 @@ def open_database(url: str) -> SQLiteDatabase | PostgresDatabase:
     raise ValueError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://...")
 
 
-def init_schema(database: SQLiteDatabase | PostgresDatabase) -> None:
-    """Create the tables if they do not exist (idempotent)."""
+@contextmanager
+def connection_to(database: Database) -> Iterator[Connection]:
+    """A connection outside any request, released afterwards."""
     connection = database.connect()
     try:
-        with connection.transaction():
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
-                    connection.execute(statement)
+        yield connection
     finally:
         database.release(connection)
 
@@ -182,8 +178,18 @@ def close_db(_exc: BaseException | None = None) -> None:
 
 
 def init_app(app: Flask) -> None:
-    """Open the configured database, create the schema, register the teardown."""
+    """Open the configured database, bring its schema up to date, register the teardown."""
     database = open_database(app.config["DATABASE_URL"])
-    init_schema(database)
+    try:
+        with connection_to(database) as connection:
+            migrations.migrate(connection)
+    except BaseException:
+        database.close()
+        raise
     app.extensions["ldp_database"] = database
     app.teardown_appcontext(close_db)
+
+
+def close_app(app: Flask) -> None:
+    """Close the app's database: its connections (SQLite) or its pool (PostgreSQL)."""
+    app.extensions["ldp_database"].close()

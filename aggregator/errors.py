@@ -1,29 +1,82 @@
-"""API errors: every failure is a 4xx/5xx with a JSON body {"error": code, "detail": text}."""
+"""How failures reach clients: the API answers {"error": code, "detail": text} with a 4xx/5xx
+status, pages for people answer a friendly HTML page. One table maps each domain exception."""
+
+from dataclasses import dataclass
 
 from flask import Flask, current_app, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 
+from . import exceptions as ex
 
-class ApiError(Exception):
-    """Raise to answer with `status` and {"error": code, "detail": detail}."""
 
-    def __init__(self, status: int, code: str, detail: str):
-        super().__init__(detail)
-        self.status, self.code, self.detail = status, code, detail
+@dataclass(frozen=True)
+class Page:
+    """What a person sees instead of JSON: status, heading and message (None: the detail)."""
+
+    status: int
+    heading: str
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    code: str
+    page: Page | None = None  # default: the API status with a generic heading and the detail
+
+
+NOT_FOUND_PAGE = Page(404, "Survey not found", "There is no survey at this address. Please "
+                                               "check the link you were given.")
+CLOSED_PAGE = Page(410, "This survey is closed", "It no longer takes answers. Thank you for "
+                                                 "your interest.")
+
+ANSWERS: dict[type[ex.DomainError], Answer] = {
+    ex.MalformedJson: Answer(400, "invalid_json"),
+    ex.InvalidIdempotencyKey: Answer(400, "invalid_idempotency_key"),
+    ex.InvalidParameter: Answer(400, "invalid_parameter"),
+    ex.Unauthorized: Answer(401, "unauthorized"),
+    ex.TokenRequired: Answer(401, "token_required"),
+    ex.Forbidden: Answer(403, "forbidden"),
+    ex.TokenRejected: Answer(403, "invalid_token"),
+    ex.SurveyNotFound: Answer(404, "unknown_survey", NOT_FOUND_PAGE),
+    ex.SurveyClosed: Answer(409, "survey_closed", CLOSED_PAGE),
+    ex.IdempotencyConflict: Answer(409, "idempotency_conflict"),
+    ex.NotInvitationOnly: Answer(409, "not_invitation_only"),
+    ex.BodyTooLarge: Answer(413, "body_too_large"),
+    ex.UnsupportedMediaType: Answer(415, "unsupported_media_type"),
+    ex.InvalidSurvey: Answer(422, "invalid_survey"),
+    ex.EpsilonAboveCap: Answer(422, "epsilon_above_cap"),
+    ex.InvalidAnswers: Answer(422, "invalid_answers"),
+    ex.BatchTooLarge: Answer(422, "batch_too_large"),
+    ex.InvalidCount: Answer(422, "invalid_count"),
+}
 
 
 def error_response(status: int, code: str, detail: str):
     return jsonify(error=code, detail=detail), status
 
 
-def _api_error(exc: ApiError):
-    return error_response(exc.status, exc.code, exc.detail)
+def _wants_json() -> bool:
+    """The API and health check answer JSON; pages for people answer HTML."""
+    return request.path.startswith("/api/") or request.path == "/healthz"
+
+
+def _page(page: Page, detail: str):
+    return render_template("unavailable.html", heading=page.heading,
+                           message=page.message or detail), page.status
+
+
+def _domain_error(exc: ex.DomainError):
+    answer = ANSWERS[type(exc)]
+    if _wants_json():
+        return error_response(answer.status, answer.code, str(exc))
+    page = answer.page or Page(answer.status, answer.code.replace("_", " ").capitalize())
+    return _page(page, str(exc))
 
 
 def _http_error(exc: HTTPException):
     if not _wants_json():
-        return render_template("unavailable.html", heading=exc.name,
-                               message=exc.description), exc.code or 500
+        return _page(Page(exc.code or 500, exc.name), exc.description)
     code = (exc.name or "error").lower().replace(" ", "_")
     body, status = error_response(exc.code or 500, code, exc.description or exc.name)
     for name, value in exc.get_headers():  # e.g. Allow on a 405
@@ -32,21 +85,16 @@ def _http_error(exc: HTTPException):
     return body, status
 
 
-def _wants_json() -> bool:
-    """The API and health check answer JSON; pages for people answer HTML."""
-    return request.path.startswith("/api/") or request.path == "/healthz"
-
-
 def _unexpected(exc: Exception):
     # The traceback goes to the server log; request bodies never do.
     current_app.logger.error("unhandled %s", type(exc).__name__, exc_info=exc)
     if not _wants_json():
-        return render_template("unavailable.html", heading="Something went wrong",
-                               message="The server failed. Nothing was stored."), 500
+        return _page(Page(500, "Something went wrong", "The server failed. Nothing was stored."),
+                     "")
     return error_response(500, "internal_error", "the server failed; nothing was stored")
 
 
 def init_app(app: Flask) -> None:
-    app.register_error_handler(ApiError, _api_error)
+    app.register_error_handler(ex.DomainError, _domain_error)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected)

@@ -1,10 +1,21 @@
-"""The OpenAPI 3 description of the HTTP API, served at /api/openapi.json."""
+"""The OpenAPI 3 description of the HTTP API, served at /api/openapi.json.
 
+Limits, patterns, roles and the estimate fields are read from the code and settings that
+enforce them, so the description cannot drift from the behaviour.
+"""
+
+import types
+import typing
+from dataclasses import fields
+from functools import cache
 from typing import Any
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, current_app, jsonify
 
-from ldpsurvey.shared import METHODS
+from ldpsurvey.shared import METHODS, Estimate
+from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY, ROLES
+
+from .surveys import NULL_BEFORE_ANSWERS
 
 bp = Blueprint("openapi", __name__)
 
@@ -36,92 +47,103 @@ def _errors(*codes: str) -> dict:
 SURVEY_ID = {"name": "survey_id", "in": "path", "required": True, "schema": {"type": "string"}}
 BEARER = [{"researcherKey": []}]
 
-NUMBER_OR_NULL = {"type": "number", "nullable": True}
+JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 
-SCHEMAS: dict[str, Any] = {
-    "Error": {"type": "object", "required": ["error", "detail"], "additionalProperties": False,
-              "properties": {"error": {"type": "string"}, "detail": {"type": "string"}}},
-    "Key": {"type": "object", "required": ["algorithm", "key_id", "public_key"],
-            "properties": {"algorithm": {"type": "string", "enum": ["Ed25519"]},
-                           "key_id": {"type": "string"},
-                           "public_key": {"type": "string", "format": "byte"}}},
-    "SurveyDefinition": {
-        "type": "object", "required": ["title", "questions"],
-        "description": "A survey definition (see README: The survey file).",
-        "properties": {
-            "title": {"type": "string"}, "description": {"type": "string"},
-            "max_epsilon": {"type": "number"}, "invitation_only": {"type": "boolean"},
-            "public_results": {"type": "boolean"},
-            "questions": {"type": "array", "items": {
-                "type": "object", "required": ["id", "text", "type"],
-                "properties": {
-                    "id": {"type": "string"}, "text": {"type": "string"},
-                    "type": {"type": "string", "enum": ["yes_no", "choice"]},
-                    "options": {"type": "array", "items": {"type": "string"}},
-                    "alpha": {"type": "number"}, "epsilon": {"type": "number"},
-                    "beta": {"oneOf": [{"type": "number"},
-                                       {"type": "array", "items": {"type": "number"}}]}}}}}},
-    "Created": {"type": "object", "required": ["survey_id", "status", "total_epsilon",
-                                               "manifest_url"],
-                "properties": {"survey_id": {"type": "string"}, "status": {"type": "string"},
-                               "total_epsilon": {"type": "number"},
-                               "manifest_url": {"type": "string"}}},
-    "SurveyList": {"type": "object", "required": ["surveys"], "properties": {"surveys": {
-        "type": "array", "items": _ref("Status")}}},
-    "Status": {"type": "object", "required": ["survey_id", "status"],
-               "properties": {"survey_id": {"type": "string"},
-                              "status": {"type": "string", "enum": ["open", "closed"]}}},
-    "Manifest": {"type": "object", "description": "The signed manifest (bytes as signed).",
-                 "required": ["format", "survey_id", "key_id", "title", "questions",
-                              "total_epsilon"]},
-    "Answers": {"type": "object", "required": ["answers"], "additionalProperties": False,
-                "properties": {"answers": {"type": "object", "description":
-                                           "question id -> randomized option index",
-                                           "additionalProperties": {"type": "integer",
-                                                                    "minimum": 0}}}},
-    "Batch": {"type": "object", "required": ["responses"], "additionalProperties": False,
-              "properties": {"responses": {"type": "array", "minItems": 1, "maxItems": 10000,
-                                           "items": _ref("Answers")}}},
-    "Accepted": {"type": "object", "required": ["survey_id", "accepted"],
-                 "properties": {"survey_id": {"type": "string"},
-                                "accepted": {"type": "integer", "minimum": 1}}},
-    "TokenRequest": {"type": "object", "required": ["count"], "additionalProperties": False,
-                     "properties": {"count": {"type": "integer", "minimum": 1,
-                                              "maximum": 10000}}},
-    "Tokens": {"type": "object", "required": ["survey_id", "tokens", "links"],
-               "properties": {"survey_id": {"type": "string"},
-                              "tokens": {"type": "array", "items": {"type": "string"}},
-                              "links": {"type": "array", "items": {"type": "string"}}}},
-    "OptionEstimate": {
-        "type": "object",
-        "required": ["index", "option", "n", "reported_count", "p_hat", "p_hat_clipped",
-                     "standard_error", "ci_low", "ci_high", "ci_method", "confidence",
-                     "design_consistent", "epsilon"],
-        "properties": {"index": {"type": "integer"}, "option": {"type": "string"},
-                       "n": {"type": "integer"}, "reported_count": {"type": "integer"},
-                       "reported_rate": NUMBER_OR_NULL, "p_hat": NUMBER_OR_NULL,
-                       "p_hat_clipped": NUMBER_OR_NULL, "standard_error": NUMBER_OR_NULL,
-                       "ci_low": NUMBER_OR_NULL, "ci_high": NUMBER_OR_NULL,
-                       "ci_method": {"type": "string"}, "confidence": {"type": "number"},
-                       "design_consistent": {"type": "boolean", "nullable": True},
-                       "epsilon": {"type": "number"}}},
-    "Estimates": {
-        "type": "object",
-        "required": ["survey_id", "title", "status", "total_epsilon", "confidence",
-                     "ci_method", "questions"],
-        "properties": {
-            "survey_id": {"type": "string"}, "title": {"type": "string"},
-            "status": {"type": "string"}, "total_epsilon": {"type": "number"},
-            "confidence": {"type": "number"}, "ci_method": {"type": "string"},
-            "questions": {"type": "array", "items": {
-                "type": "object", "required": ["id", "n", "epsilon", "alpha", "beta", "options"],
-                "properties": {"id": {"type": "string"}, "text": {"type": "string"},
-                               "type": {"type": "string"}, "n": {"type": "integer"},
-                               "alpha": {"type": "number"}, "epsilon": {"type": "number"},
-                               "beta": {"type": "array", "items": {"type": "number"}},
-                               "options": {"type": "array",
-                                           "items": _ref("OptionEstimate")}}}}}},
-}
+
+def field_schema(annotation: Any, nullable: bool) -> dict:
+    """The JSON schema of a dataclass field annotated int, float, str or bool (or X | None)."""
+    if isinstance(annotation, types.UnionType):
+        (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+        nullable = True
+    schema: dict[str, Any] = {"type": JSON_TYPES[annotation]}
+    if nullable:
+        schema["nullable"] = True
+    return schema
+
+
+def option_estimate() -> dict:
+    """An option of the estimates document: its index and text, and every field of
+    shared.Estimate (null before the question's first answer where NULL_BEFORE_ANSWERS)."""
+    properties = {"index": {"type": "integer"}, "option": {"type": "string"}}
+    for field in fields(Estimate):
+        properties[field.name] = field_schema(field.type, field.name in NULL_BEFORE_ANSWERS)
+    return {"type": "object", "required": list(properties), "properties": properties}
+
+
+def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
+    """The components' schemas, with the server's batch and token-count limits."""
+    return {
+        "Error": {"type": "object", "required": ["error", "detail"], "additionalProperties": False,
+                  "properties": {"error": {"type": "string"}, "detail": {"type": "string"}}},
+        "Key": {"type": "object", "required": ["algorithm", "key_id", "public_key"],
+                "properties": {"algorithm": {"type": "string", "enum": ["Ed25519"]},
+                               "key_id": {"type": "string"},
+                               "public_key": {"type": "string", "format": "byte"}}},
+        "SurveyDefinition": {
+            "type": "object", "required": ["title", "questions"],
+            "description": "A survey definition (see README: The survey file).",
+            "properties": {
+                "title": {"type": "string"}, "description": {"type": "string"},
+                "max_epsilon": {"type": "number"}, "invitation_only": {"type": "boolean"},
+                "public_results": {"type": "boolean"},
+                "questions": {"type": "array", "items": {
+                    "type": "object", "required": ["id", "text", "type"],
+                    "properties": {
+                        "id": {"type": "string"}, "text": {"type": "string"},
+                        "type": {"type": "string", "enum": ["yes_no", "choice"]},
+                        "options": {"type": "array", "items": {"type": "string"}},
+                        "alpha": {"type": "number"}, "epsilon": {"type": "number"},
+                        "beta": {"oneOf": [{"type": "number"},
+                                           {"type": "array", "items": {"type": "number"}}]}}}}}},
+        "Created": {"type": "object", "required": ["survey_id", "status", "total_epsilon",
+                                                   "manifest_url"],
+                    "properties": {"survey_id": {"type": "string"}, "status": {"type": "string"},
+                                   "total_epsilon": {"type": "number"},
+                                   "manifest_url": {"type": "string"}}},
+        "SurveyList": {"type": "object", "required": ["surveys"], "properties": {"surveys": {
+            "type": "array", "items": _ref("Status")}}},
+        "Status": {"type": "object", "required": ["survey_id", "status"],
+                   "properties": {"survey_id": {"type": "string"},
+                                  "status": {"type": "string", "enum": ["open", "closed"]}}},
+        "Manifest": {"type": "object", "description": "The signed manifest (bytes as signed).",
+                     "required": ["format", "survey_id", "key_id", "title", "questions",
+                                  "total_epsilon"]},
+        "Answers": {"type": "object", "required": ["answers"], "additionalProperties": False,
+                    "properties": {"answers": {"type": "object", "description":
+                                               "question id -> randomized option index",
+                                               "additionalProperties": {"type": "integer",
+                                                                        "minimum": 0}}}},
+        "Batch": {"type": "object", "required": ["responses"], "additionalProperties": False,
+                  "properties": {"responses": {"type": "array", "minItems": 1, "maxItems": max_batch,
+                                               "items": _ref("Answers")}}},
+        "Accepted": {"type": "object", "required": ["survey_id", "accepted"],
+                     "properties": {"survey_id": {"type": "string"},
+                                    "accepted": {"type": "integer", "minimum": 1}}},
+        "TokenRequest": {"type": "object", "required": ["count"], "additionalProperties": False,
+                         "properties": {"count": {"type": "integer", "minimum": 1,
+                                                  "maximum": max_tokens}}},
+        "Tokens": {"type": "object", "required": ["survey_id", "tokens", "links"],
+                   "properties": {"survey_id": {"type": "string"},
+                                  "tokens": {"type": "array", "items": {"type": "string"}},
+                                  "links": {"type": "array", "items": {"type": "string"}}}},
+        "OptionEstimate": option_estimate(),
+        "Estimates": {
+            "type": "object",
+            "required": ["survey_id", "title", "status", "total_epsilon", "confidence",
+                         "ci_method", "questions"],
+            "properties": {
+                "survey_id": {"type": "string"}, "title": {"type": "string"},
+                "status": {"type": "string"}, "total_epsilon": {"type": "number"},
+                "confidence": {"type": "number"}, "ci_method": {"type": "string"},
+                "questions": {"type": "array", "items": {
+                    "type": "object", "required": ["id", "n", "epsilon", "alpha", "beta", "options"],
+                    "properties": {"id": {"type": "string"}, "text": {"type": "string"},
+                                   "type": {"type": "string"}, "n": {"type": "integer"},
+                                   "alpha": {"type": "number"}, "epsilon": {"type": "number"},
+                                   "beta": {"type": "array", "items": {"type": "number"}},
+                                   "options": {"type": "array",
+                                               "items": _ref("OptionEstimate")}}}}}},
+    }
 
 
 def _operation(summary: str, responses: dict, *, security: list | None = None,
@@ -138,11 +160,11 @@ def _operation(summary: str, responses: dict, *, security: list | None = None,
 
 
 IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": False,
-               "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{8,128}$"},
+               "schema": {"type": "string", "pattern": f"^{IDEMPOTENCY_KEY.pattern}$"},
                "description": "Random per submission: a retry with the same key and body is "
                               "counted once."}
-SURVEY_TOKEN = {"name": "Survey-Token", "in": "header", "required": False,
-                "schema": {"type": "string"},
+TOKEN = {"name": "Survey-Token", "in": "header", "required": False,
+         "schema": {"type": "string"},
                 "description": "The invitation token, for invitation-only surveys."}
 EXPORT = {"description": "One row per response, random order",
           "content": {"text/csv": {"schema": {"type": "string", "format": "binary"}}}}
@@ -176,7 +198,7 @@ PATHS = {
         "Submit one respondent's randomized answers",
         {"201": _json(_ref("Accepted"), "Stored (or an idempotent replay)"),
          **_errors("400", "401", "403", "404", "409", "413", "415", "422")},
-        parameters=[SURVEY_ID, IDEMPOTENCY, SURVEY_TOKEN], body="Answers")},
+        parameters=[SURVEY_ID, IDEMPOTENCY, TOKEN], body="Answers")},
     "/api/surveys/{survey_id}/responses/batch": {"post": _operation(
         "Submit many responses, all or none",
         {"201": _json(_ref("Accepted"), "Stored"),
@@ -215,24 +237,32 @@ PATHS = {
         security=BEARER, parameters=[SURVEY_ID])},
 }
 
-DOCUMENT = {
-    "openapi": "3.0.3",
-    "info": {"title": "ldp-survey aggregator", "version": "1",
-             "description": "Holds only randomized answers. Errors are "
-                            "{\"error\": code, \"detail\": text}."},
-    "paths": PATHS,
-    "components": {
-        "schemas": SCHEMAS,
-        "responses": {f"Error{code}": _json(_ref("Error"), text) for code, text in ERRORS.items()},
-        "securitySchemes": {
-            "researcherKey": {"type": "http", "scheme": "bearer",
-                              "description": "A researcher key from `ldp-survey admin create-key`"},
-            "relayKey": {"type": "http", "scheme": "bearer",
-                         "description": "A relay key: may only submit batches"}},
-    },
-}
+@cache
+def document(max_batch: int, max_tokens: int) -> dict:
+    """The whole description for a server with these limits."""
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "ldp-survey aggregator", "version": "1",
+                 "description": "Holds only randomized answers. Errors are "
+                                "{\"error\": code, \"detail\": text}."},
+        "paths": PATHS,
+        "components": {
+            "schemas": schemas(max_batch, max_tokens),
+            "responses": {f"Error{code}": _json(_ref("Error"), text)
+                          for code, text in ERRORS.items()},
+            "securitySchemes": {
+                f"{role}Key": {"type": "http", "scheme": "bearer", "description": KEYS[role]}
+                for role in ROLES},
+        },
+    }
+
+
+KEYS = {"researcher": "A researcher key from `ldp-survey admin create-key`",
+        "relay": "A relay key (`ldp-survey admin create-key --role relay`): may only submit "
+                 "batches"}
 
 
 @bp.get("/api/openapi.json")
-def document():
-    return jsonify(DOCUMENT)
+def serve_document():
+    config = current_app.config
+    return jsonify(document(config["MAX_BATCH_RESPONSES"], config["MAX_TOKENS_PER_REQUEST"]))

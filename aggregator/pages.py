@@ -1,28 +1,16 @@
-"""Pages for people: the respondent form, and the researcher results page with its login."""
+"""Pages for people: the respondent form, and the researcher results page with its login.
+Unknown and closed surveys get the friendly pages of `errors.py`, never a stack trace."""
 
 import hmac
 import secrets
 from importlib import resources
 
-from flask import (
-    Blueprint,
-    Response,
-    abort,
-    redirect,
-    render_template,
-    request,
-    session,
-    url_for,
-)
+from flask import Blueprint, Response, abort, redirect, render_template, request, session, url_for
 
-from ldpsurvey.shared import DEFAULT_CONFIDENCE, DEFAULT_METHOD
-
-from . import store
-from .auth import role_of_key
+from . import auth, surveys
 from .charts import estimate_chart
 from .db import get_db
-from .errors import ApiError
-from .researchers import estimates_body
+from .exceptions import Unauthorized
 
 bp = Blueprint("pages", __name__)
 WEB_ASSETS = {"form.js", "randomizer.js"}
@@ -37,27 +25,9 @@ def web_asset(filename: str):
     return Response(source, mimetype="text/javascript")
 
 
-def _stored_or_page(survey_id: str):
-    """The stored survey, or a friendly page (never a stack trace) for unknown ones."""
-    try:
-        return store.get_survey(get_db(), survey_id), None
-    except ApiError:
-        return None, (render_template(
-            "unavailable.html", heading="Survey not found",
-            message="There is no survey at this address. Please check the link you were "
-                    "given."), 404)
-
-
 @bp.get("/s/<survey_id>")
 def survey_form(survey_id: str):
-    stored, page = _stored_or_page(survey_id)
-    if page:
-        return page
-    if stored.status != "open":
-        return render_template("unavailable.html", heading="This survey is closed",
-                               message="It no longer takes answers. Thank you for your "
-                                       "interest."), 410
-    return render_template("survey.html", survey=stored.survey)
+    return render_template("survey.html", survey=surveys.open_for_answers(get_db(), survey_id))
 
 
 def _csrf_token() -> str:
@@ -68,24 +38,23 @@ def _csrf_token() -> str:
 
 @bp.get("/s/<survey_id>/results")
 def results(survey_id: str):
-    stored, page = _stored_or_page(survey_id)
-    if page:
-        return page
+    db = get_db()
+    try:
+        body = surveys.estimates(db, survey_id, session.get("role"))
+    except Unauthorized:
+        return render_template("login.html", survey=surveys.published(db, survey_id).survey,
+                               csrf=_csrf_token(), error=request.args.get("error"))
     researcher = session.get("role") == "researcher"
-    if not (stored.survey.public_results or researcher):
-        return render_template("login.html", survey=stored.survey, csrf=_csrf_token(),
-                               error=request.args.get("error"))
-    body = estimates_body(get_db(), stored, DEFAULT_CONFIDENCE, DEFAULT_METHOD)
     charts = {q["id"]: estimate_chart(q) for q in body["questions"]}
-    return render_template("results.html", survey=stored.survey, body=body, charts=charts,
-                           researcher=researcher, csrf=_csrf_token() if researcher else None)
+    return render_template("results.html", body=body, charts=charts, researcher=researcher,
+                           csrf=_csrf_token() if researcher else None)
 
 
 @bp.post("/s/<survey_id>/login")
 def login(survey_id: str):
     """Exchange a researcher key for a session cookie (HttpOnly, SameSite=Strict)."""
     _check_csrf()
-    if role_of_key(request.form.get("key", "").strip()) != "researcher":
+    if auth.role_of_key(request.form.get("key", "").strip()) != "researcher":
         return redirect(url_for("pages.results", survey_id=survey_id, error="1"))
     session.clear()
     session["role"] = "researcher"

@@ -26,7 +26,7 @@ def init_app(app: Flask) -> None:
     """Headers on every response; the researcher session cookie HttpOnly, SameSite=Strict and,
     in production, Secure; trust X-Forwarded-* from exactly PROXY_HOPS reverse proxies."""
     app.after_request(add_headers)
-    production = app.config["ENV"] == "production"
+    production = app.config["DEPLOYMENT"] == "production"
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict",
                       SESSION_COOKIE_SECURE=production, SESSION_COOKIE_NAME="ldp_researcher")
     hops = int(app.config["PROXY_HOPS"])

@@ -112,21 +112,18 @@ def median_ms(url: str, key: str, repeats: int = 50) -> float:
 
 def aggregator_env(folder: Path, database_url: str) -> tuple[dict, str]:
     """Production settings with a fresh key file; returns (environment, researcher key)."""
-    from ldpsurvey.aggregator import create_app
-    from ldpsurvey.aggregator.auth import create_key
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator import close_app, create_api_key, create_app
     from ldpsurvey.aggregator.signing import new_key_pem
 
     (folder / "key.pem").write_bytes(new_key_pem())
     env = {"LDP_SURVEY_KEY_FILE": str(folder / "key.pem"),
            "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
            "LDP_SURVEY_DATABASE_URL": database_url}
-    app = create_app({"ENV": "production", "KEY_FILE": env["LDP_SURVEY_KEY_FILE"],
+    app = create_app({"DEPLOYMENT": "production", "KEY_FILE": env["LDP_SURVEY_KEY_FILE"],
                       "SECRET_KEY": env["LDP_SURVEY_SECRET_KEY"], "DATABASE_URL": database_url},
                      instance_path=folder)
-    with app.app_context():
-        key = create_key(get_db())
-    app.extensions["ldp_database"].close()
+    key = create_api_key(app)
+    close_app(app)
     return env, key
 
 

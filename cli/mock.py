@@ -22,11 +22,12 @@ import click
 
 from ldpsurvey.client.verify import verify_manifest
 from ldpsurvey.shared import Survey, SurveyError, read_definition
+from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES
 from ldpsurvey.shared.randomizer import thresholds
 
+from .api import Api
 from .extras import load
 from .output import emit_json, table
-from .researcher import call
 
 EXAMPLES = resources.files("ldpsurvey.shared") / "examples"
 ESTIMATE_KEYS = ("p_hat", "p_hat_clipped", "standard_error", "ci_low", "ci_high", "ci_method",
@@ -58,29 +59,26 @@ def read_truth(path: Path, survey: Survey) -> dict[str, list[float]]:
 
 
 @contextlib.contextmanager
-def embedded_aggregator() -> Iterator[tuple[str, str]]:
-    """An aggregator on SQLite in a temporary folder, served on a free loopback port; yields
-    (base URL, researcher key)."""
+def embedded_aggregator() -> Iterator[Api]:
+    """An aggregator on SQLite in a temporary folder, served on a free loopback port, with a
+    researcher key."""
     aggregator = load("ldpsurvey.aggregator")
-    auth = load("ldpsurvey.aggregator.auth")
-    db = load("ldpsurvey.aggregator.db")
     serving = load("ldpsurvey.aggregator.serving")
     with tempfile.TemporaryDirectory(prefix="ldp-survey-mock-") as folder:
         app = aggregator.create_app({"DATABASE_URL": f"sqlite:///{folder}/mock.sqlite3",
-                                     "KEY_FILE": None, "ENV": "development"},
+                                     "KEY_FILE": None, "DEPLOYMENT": "development"},
                                     instance_path=folder)
-        with app.app_context():
-            key = auth.create_key(db.get_db(), "researcher")
+        key = aggregator.create_api_key(app)
         server = serving.make_server(app, "127.0.0.1", 0)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
-            yield f"http://127.0.0.1:{server.server_port}", key
+            yield Api(f"http://127.0.0.1:{server.server_port}", key)
         finally:
             server.shutdown()
             thread.join()
             server.server_close()
-            app.extensions["ldp_database"].close()
+            aggregator.close_app(app)
 
 
 @dataclass(frozen=True)
@@ -110,17 +108,16 @@ class MockResult:
                 "confidence": self.estimates["confidence"], "results": self.rows()}
 
 
-def run_mock(url: str, key: str, definition: dict, truth_path: Path, respondents: int,
-             seed: int, batch_size: int) -> MockResult:
+def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, seed: int,
+             batch_size: int) -> MockResult:
     """Publish the survey, simulate and submit the respondents, read back the estimates."""
     np = load("numpy")
     simulation = load("ldpsurvey.shared.simulation")
-    created = call("POST", f"{url}/api/surveys", key=key, json_body=definition).json()
-    survey_id = created["survey_id"]
+    survey_id = api.post("/api/surveys", json_body=definition).json()["survey_id"]
     # Read the survey back as a respondent would: verified bytes only.
-    public_key = base64.b64decode(call("GET", f"{url}/api/key").json()["public_key"])
-    survey = verify_manifest(call("GET", f"{url}/api/surveys/{survey_id}").body,
-                             call("GET", f"{url}/api/surveys/{survey_id}/manifest.sig").body,
+    public_key = base64.b64decode(api.get("/api/key", auth=False).json()["public_key"])
+    survey = verify_manifest(api.get(f"/api/surveys/{survey_id}", auth=False).body,
+                             api.get(f"/api/surveys/{survey_id}/manifest.sig", auth=False).body,
                              public_key)
     truth = read_truth(truth_path, survey)
     rng = np.random.default_rng(seed)
@@ -135,11 +132,10 @@ def run_mock(url: str, key: str, definition: dict, truth_path: Path, respondents
         for start in batches:
             chunk = reports[start:start + batch_size].tolist()
             body = {"responses": [{"answers": dict(zip(ids, row, strict=True))} for row in chunk]}
-            call("POST", f"{url}/api/surveys/{survey_id}/responses/batch", key=key,
-                 json_body=body, headers={"Idempotency-Key": secrets.token_urlsafe(18)},
-                 retries=3)
+            api.post(f"/api/surveys/{survey_id}/responses/batch", json_body=body,
+                     headers={"Idempotency-Key": secrets.token_urlsafe(18)}, retries=3)
             bar.update(len(chunk))
-    estimates = call("GET", f"{url}/api/surveys/{survey_id}/estimates", key=key).json()
+    estimates = api.get(f"/api/surveys/{survey_id}/estimates").json()
     return MockResult(survey, respondents, seed, estimates, truth)
 
 
@@ -152,7 +148,8 @@ def run_mock(url: str, key: str, definition: dict, truth_path: Path, respondents
               help="Scenario file with the true proportions (needed with --survey).")
 @click.option("--url", help="Use this aggregator (key from LDP_SURVEY_KEY) instead of an "
               "embedded one.")
-@click.option("--batch-size", type=click.IntRange(1, 10_000), default=5_000, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1, MAX_BATCH_RESPONSES), default=5_000,
+              show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 def mock(respondents: int, seed: int | None, survey_file: str | None, truth_file: str | None,
          url: str | None, batch_size: int, as_json: bool) -> None:
@@ -169,13 +166,8 @@ def mock(respondents: int, seed: int | None, survey_file: str | None, truth_file
             definition = read_definition(survey_path)
         except SurveyError as exc:
             raise click.ClickException(str(exc)) from None
-        if url:
-            from .researcher import researcher_key
-
-            base, key = url.rstrip("/"), researcher_key()
-        else:
-            base, key = stack.enter_context(embedded_aggregator())
-        result = run_mock(base, key, definition, truth_path, respondents, seed, batch_size)
+        api = Api(url) if url else stack.enter_context(embedded_aggregator())
+        result = run_mock(api, definition, truth_path, respondents, seed, batch_size)
     if as_json:
         emit_json(result.as_json())
         return

@@ -11,7 +11,3 @@ confidence_option = click.option(
 method_option = click.option(
     "--method", type=click.Choice(list(METHODS)), default=DEFAULT_METHOD, show_default=True,
     help="Confidence interval for the reported rate.")
-url_option = click.option(
-    "--url", required=True, envvar="LDP_SURVEY_URL",
-    callback=lambda _ctx, _param, value: value.rstrip("/"),
-    help="The aggregator's base URL, e.g. http://127.0.0.1:8000.")

@@ -1,5 +1,7 @@
 """`ldp-survey respond`: answer a survey from this device; only randomized answers leave it."""
 
+import base64
+import binascii
 import json
 
 import click
@@ -16,10 +18,15 @@ from ldpsurvey.client import (
     survey_notes,
     unanswered,
 )
-from ldpsurvey.client.verify import DEFAULT_MAX_EPSILON, DEFAULT_MAX_TOTAL_EPSILON
+from ldpsurvey.client.respondent import Submission
+from ldpsurvey.client.verify import (
+    DEFAULT_MAX_EPSILON,
+    DEFAULT_MAX_TOTAL_EPSILON,
+    VerifiedSurvey,
+)
 from ldpsurvey.shared import Question
 
-from .options import url_option
+from .api import Api, pass_api, url_option
 
 YES = {"yes", "y", "1", "true"}
 NO = {"no", "n", "0", "false"}
@@ -70,36 +77,53 @@ def parse_answers_option(text: str | None) -> dict[str, str]:
 @click.option("--yes", "assume_yes", is_flag=True, help="Send without asking to confirm.")
 @click.option("--public-key", help="The aggregator's public key (base64), instead of pinning "
               "the key it presents on first use.")
-def respond(url: str, survey_id: str, token: str | None, max_epsilon: float,
+@pass_api
+def respond(api: Api, survey_id: str, token: str | None, max_epsilon: float,
             max_total_epsilon: float, answers_text: str | None, assume_yes: bool,
             public_key: str | None) -> None:
     """Answer a survey. Your answers are randomized here; only the randomized ones are sent."""
-    import base64
-    import binascii
-
     state = LocalState()
+    verified = verify(api.url, survey_id, state, Ceilings(max_epsilon, max_total_epsilon),
+                      public_key)
+    true_answers = collect_answers(verified, state, parse_answers_option(answers_text))
+    submission = prepare(verified, true_answers, state)
+    del true_answers  # from here on only randomized answers exist
+    confirm_and_send(verified, submission, state, token, assume_yes)
+
+
+def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
+           public_key: str | None) -> VerifiedSurvey:
+    """Fetch the survey, check its signature against the pinned (or given) key and the
+    ceilings, and show its title and privacy budget."""
     try:
         key = base64.b64decode(public_key, validate=True) if public_key else None
     except binascii.Error:
         raise click.BadParameter("not base64", param_hint="'--public-key'") from None
     try:
-        verified = fetch_survey(url, survey_id, state, Ceilings(max_epsilon, max_total_epsilon),
-                                key)
+        verified = fetch_survey(url, survey_id, state, ceilings, key)
     except (TrustError, ApiError, NetworkError, ValueError) as exc:
         raise click.ClickException(f"not answering: {exc}") from None
     survey = verified.survey
     click.echo(f"\n{survey.title}\n{survey.description}\n")
     click.echo(f"Privacy: epsilon {verified.total_epsilon:.3g} for the whole submission "
-               f"(your ceilings: {max_epsilon:.3g} per question, {max_total_epsilon:.3g} in all).")
-    pending = set(unanswered(verified, state))
-    if not pending:
-        click.echo("You already answered this survey on this device: the same randomized "
-                   "answers are sent again, which reveals nothing new.")
-    given = parse_answers_option(answers_text)
+               f"(your ceilings: {ceilings.per_question:.3g} per question, "
+               f"{ceilings.total:.3g} in all).")
+    return verified
+
+
+def collect_answers(verified: VerifiedSurvey, state: LocalState,
+                    given: dict[str, str]) -> dict[str, int]:
+    """The true answers to the questions not randomized before on this device: from
+    --answers, else asked one by one, each with its privacy note."""
+    survey = verified.survey
     unknown = set(given) - {q.id for q in survey.questions}
     if unknown:
         raise click.BadParameter(f"no question {sorted(unknown)[0]!r} in this survey",
                                  param_hint="'--answers'")
+    pending = set(unanswered(verified, state))
+    if not pending:
+        click.echo("You already answered this survey on this device: the same randomized "
+                   "answers are sent again, which reveals nothing new.")
     notes = survey_notes(verified)
     true_answers = {}
     for question in survey.questions:
@@ -113,8 +137,13 @@ def respond(url: str, survey_id: str, token: str | None, max_epsilon: float,
         else:
             true_answers[question.id] = click.prompt(
                 "  Your answer", value_proc=lambda text, q=question: parse_choice(q, text))
-    submission = prepare(verified, true_answers, state)
-    del true_answers  # from here on only randomized answers exist
+    return true_answers
+
+
+def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: LocalState,
+                     token: str | None, assume_yes: bool) -> None:
+    """Show exactly what will be sent, ask to confirm (unless --yes), send it."""
+    survey = verified.survey
     shown = {qid: survey.question(qid).options[index] for qid, index in submission.answers.items()}
     click.echo("\nThis is exactly what will be sent (randomized on this device):")
     click.echo(f"  {json.dumps(submission.body())}   i.e. {shown}")

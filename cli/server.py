@@ -4,6 +4,8 @@ import logging
 
 import click
 
+from ldpsurvey.shared.protocol import ROLES
+
 from .extras import load
 
 database_option = click.option(
@@ -53,15 +55,16 @@ def admin() -> None:
 @admin.command("create-key")
 @database_option
 @instance_option
-@click.option("--role", type=click.Choice(["researcher", "relay"]), default="researcher",
-              show_default=True, help="relay keys may only submit batches.")
+@click.option("--role", type=click.Choice(ROLES), default="researcher", show_default=True,
+              help="relay keys may only submit batches.")
 def create_key(database: str | None, instance: str, role: str) -> None:
     """Create an API key and print it once; only its hash is stored."""
     app = make_app(database, instance)
-    auth = load("ldpsurvey.aggregator.auth")
-    db = load("ldpsurvey.aggregator.db")
-    with app.app_context():
-        key = auth.create_key(db.get_db(), role)
+    aggregator = load("ldpsurvey.aggregator")
+    try:
+        key = aggregator.create_api_key(app, role)
+    finally:
+        aggregator.close_app(app)
     click.echo(key)
     click.echo(f"{role} key created; it is shown only now. Give it to clients as LDP_SURVEY_KEY.",
                err=True)

@@ -12,7 +12,7 @@ import multiprocessing
 import os
 
 wsgi_app = "ldpsurvey.aggregator:create_app()"
-raw_env = ["LDP_SURVEY_ENV=production"]
+raw_env = ["LDP_SURVEY_DEPLOYMENT=production"]
 
 bind = os.environ.get("LDP_SURVEY_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("LDP_SURVEY_WORKERS", 2 * multiprocessing.cpu_count() + 1))

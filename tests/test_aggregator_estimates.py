@@ -1,9 +1,10 @@
 import copy
 
 import pytest
-from conftest import SURVEY
 
 from ldpsurvey.shared import estimate, parse_manifest
+
+from helpers import SURVEY
 
 
 def submit_batch(client, survey_id, auth, responses):

@@ -11,7 +11,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import SURVEY
+
+from helpers import SURVEY
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,18 +50,17 @@ def production_app(tmp_path, database_url, **extra):
 
     key_file = tmp_path / "key.pem"
     key_file.write_bytes(new_key_pem())
-    return create_app({"ENV": "production", "KEY_FILE": str(key_file), "SECRET_KEY": "s" * 64,
-                       "DATABASE_URL": database_url, **extra}, instance_path=tmp_path / "i")
+    return create_app({"DEPLOYMENT": "production", "KEY_FILE": str(key_file),
+                       "SECRET_KEY": "s" * 64, "DATABASE_URL": database_url, **extra},
+                      instance_path=tmp_path / "i")
 
 
 def test_production_cookie_is_secure_and_one_proxy_is_trusted(tmp_path, database_url):
-    from ldpsurvey.aggregator.auth import create_key
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator import close_app, create_api_key
 
     app = production_app(tmp_path, database_url)
     assert app.config["SESSION_COOKIE_SECURE"] is True
-    with app.app_context():
-        key = create_key(get_db())
+    key = create_api_key(app)
     client = app.test_client()
     headers = {"Authorization": f"Bearer {key}"}
     survey_id = client.post("/api/surveys", json={**SURVEY, "invitation_only": True},
@@ -69,7 +69,7 @@ def test_production_cookie_is_secure_and_one_proxy_is_trusted(tmp_path, database
                            headers={**headers, "X-Forwarded-Proto": "https",
                                     "X-Forwarded-Host": "survey.example.org"})
     assert response.json["links"][0].startswith(f"https://survey.example.org/s/{survey_id}#t=")
-    app.extensions["ldp_database"].close()
+    close_app(app)
 
 
 def test_body_limit(app, client, auth, survey_id):

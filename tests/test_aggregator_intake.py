@@ -134,12 +134,10 @@ def test_batch_limit_and_auth(app, client, auth, survey_id):
 
 
 def test_batch_accepts_a_relay_key_and_idempotency(app, client, survey_id):
-    from ldpsurvey.aggregator.auth import create_key
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator import create_api_key
 
-    with app.app_context():
-        relay = {"Authorization": f"Bearer {create_key(get_db(), 'relay')}",
-                 "Idempotency-Key": "batch-0001-abcdef"}
+    relay = {"Authorization": f"Bearer {create_api_key(app, 'relay')}",
+             "Idempotency-Key": "batch-0001-abcdef"}
     assert batch(client, survey_id, [GOOD] * 3, relay).json["accepted"] == 3
     assert batch(client, survey_id, [GOOD] * 3, relay).headers["Idempotent-Replayed"] == "true"
     assert len(stored_rows(app, survey_id)[0]) == 3

@@ -10,7 +10,7 @@ def columns(app) -> dict[str, list[str]]:
 
     with app.app_context():
         db = get_db()
-        if db.postgres:
+        if db.dialect == "postgresql":
             rows = db.query("SELECT table_name, column_name FROM information_schema.columns "
                             "WHERE table_schema = current_schema()")
         else:
@@ -25,7 +25,7 @@ def columns(app) -> dict[str, list[str]]:
 def test_no_column_can_hold_an_ip_user_agent_token_or_time(app):
     schema = columns(app)
     assert set(schema) == {"surveys", "responses", "counts", "idempotency_keys", "api_keys",
-                           "invitation_tokens"}
+                           "invitation_tokens", "schema_version"}
     assert sorted(schema["responses"]) == ["answers", "received_day", "response_id", "survey_id"]
     # Hashes of unspent invitation tokens, deleted when spent: nothing joins them to a response.
     assert sorted(schema["invitation_tokens"]) == ["survey_id", "token_hash"]
@@ -40,7 +40,7 @@ def test_sqlite_is_durable_wal(app):
 
     with app.app_context():
         db = get_db()
-        if db.postgres:
+        if db.dialect == "postgresql":
             assert db.query("SHOW synchronous_commit")[0][0] == "on"
             assert db.query("SHOW fsync")[0][0] == "on"
             return
@@ -69,10 +69,10 @@ def test_request_headers_are_not_stored(app, client, survey_id):
 
 
 def test_stored_answers_are_canonical_json():
-    from conftest import SURVEY
-
     from ldpsurvey.aggregator.store import answers_json
     from ldpsurvey.shared import parse_definition, strict_json
+
+    from helpers import SURVEY
 
     survey = parse_definition(SURVEY)
     responses = [(1, 0, 2), (0, 1, 0)]
@@ -82,7 +82,7 @@ def test_stored_answers_are_canonical_json():
 
 
 def test_response_ids_are_random_and_distinct():
-    from ldpsurvey.aggregator.store import new_ids
+    from ldpsurvey.aggregator.ids import new_ids
 
     ids = new_ids(1000)
     assert len(set(ids)) == 1000 and all(len(i) == 16 for i in ids)

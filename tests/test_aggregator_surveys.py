@@ -4,10 +4,11 @@ import json
 import stat
 
 import pytest
-from conftest import SURVEY
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ldpsurvey.shared import parse_manifest
+
+from helpers import SURVEY
 
 
 def test_create_publishes_a_signed_immutable_manifest(client, auth, survey_id):
@@ -28,21 +29,21 @@ def test_create_publishes_a_signed_immutable_manifest(client, auth, survey_id):
 def test_key_file_is_private_and_stable(app, client, tmp_path):
     path = tmp_path / "instance" / "signing-key.pem"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    from ldpsurvey.aggregator import create_app
+    from ldpsurvey.aggregator import close_app, create_app
 
     again = create_app({"DATABASE_URL": app.config["DATABASE_URL"]},
                        instance_path=tmp_path / "instance")
     assert again.test_client().get("/api/key").json == client.get("/api/key").json
-    again.extensions["ldp_database"].close()
+    close_app(again)
 
 
 def test_production_refuses_to_start_without_key_file_and_secret(tmp_path):
     from ldpsurvey.aggregator import ConfigurationError, create_app
 
     with pytest.raises(ConfigurationError, match="KEY_FILE"):
-        create_app({"ENV": "production", "SECRET_KEY": "x"}, instance_path=tmp_path)
+        create_app({"DEPLOYMENT": "production", "SECRET_KEY": "x"}, instance_path=tmp_path)
     with pytest.raises(ConfigurationError, match="SECRET_KEY"):
-        create_app({"ENV": "production", "KEY_FILE": str(tmp_path / "k.pem")},
+        create_app({"DEPLOYMENT": "production", "KEY_FILE": str(tmp_path / "k.pem")},
                    instance_path=tmp_path)
     assert not (tmp_path / "signing-key.pem").exists()
 
@@ -55,11 +56,9 @@ def test_create_requires_a_researcher_key(client):
 
 
 def test_relay_key_cannot_create(app, client):
-    from ldpsurvey.aggregator.auth import create_key
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator import create_api_key
 
-    with app.app_context():
-        relay = create_key(get_db(), "relay")
+    relay = create_api_key(app, "relay")
     response = client.post("/api/surveys", json=SURVEY, headers={"Authorization": f"Bearer {relay}"})
     assert response.status_code == 403
 
@@ -88,18 +87,15 @@ def test_invalid_surveys_are_refused_with_the_reason(client, auth, survey, code,
 
 
 def test_epsilon_cap_is_configurable(database_url, tmp_path):
-    from ldpsurvey.aggregator import create_app
-    from ldpsurvey.aggregator.auth import create_key
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator import close_app, create_api_key, create_app
 
     app = create_app({"DATABASE_URL": database_url, "EPSILON_CAP": 0.5},
                      instance_path=tmp_path / "i")
-    with app.app_context():
-        key = create_key(get_db())
+    key = create_api_key(app)
     response = app.test_client().post("/api/surveys", json=SURVEY,
                                       headers={"Authorization": f"Bearer {key}"})
     assert response.status_code == 422 and response.json["error"] == "epsilon_above_cap"
-    app.extensions["ldp_database"].close()
+    close_app(app)
 
 
 def test_create_refuses_non_json(client, auth):

@@ -5,7 +5,8 @@ import io
 import json
 
 import pytest
-from conftest import SURVEY
+
+from helpers import SURVEY
 
 ANSWERS = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
 
@@ -85,7 +86,7 @@ def test_idempotent_retry_with_a_spent_token_is_answered_as_the_first(app, clien
 def test_nothing_links_a_token_to_a_response(app, client, auth, invited_id):
     tokens = mint(client, auth, invited_id, 2).json["tokens"]
     answer(client, invited_id, tokens[0])
-    from ldpsurvey.aggregator.store import hash_text
+    from ldpsurvey.aggregator.ids import hash_text
 
     everything = " ".join(str(row) for name in ("responses", "counts", "idempotency_keys",
                                                 "invitation_tokens", "surveys")

@@ -9,9 +9,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from conftest import require
 
 from ldpsurvey.shared import Mechanism, read_definition
+
+from helpers import require
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"

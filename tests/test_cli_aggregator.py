@@ -74,18 +74,18 @@ def test_admin_create_key_stores_only_a_hash(tmp_path, database_url):
     assert result.exit_code == 0, result.output
     key = result.stdout.strip()
     assert key.startswith("ldp_res_")
-    from ldpsurvey.aggregator import create_app
+    from ldpsurvey.aggregator import close_app, create_app
     from ldpsurvey.aggregator.db import get_db
-    from ldpsurvey.aggregator.store import hash_text
+    from ldpsurvey.aggregator.ids import hash_text
 
     app = create_app({"DATABASE_URL": database_url}, instance_path=tmp_path)
     with app.app_context():
         assert get_db().query("SELECT key_hash FROM api_keys") == [(hash_text(key),)]
-    app.extensions["ldp_database"].close()
+    close_app(app)
 
 
 def test_tokens_and_csv_export(runner, live_server, client, auth):
-    from conftest import SURVEY
+    from helpers import SURVEY
 
     survey_id = client.post("/api/surveys", json={**SURVEY, "invitation_only": True},
                             headers=auth).json["survey_id"]

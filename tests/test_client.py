@@ -6,7 +6,6 @@ import math
 import stat
 
 import pytest
-from conftest import SURVEY
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -21,6 +20,8 @@ from ldpsurvey.client import (
 )
 from ldpsurvey.client.verify import verify_manifest
 from ldpsurvey.shared.randomizer import N
+
+from helpers import SURVEY
 
 TRUTH = {"smoked": 1, "drove": 0, "sleep": 2}
 ROOMY = Ceilings(per_question=5.0, total=10.0)  # the test survey has a question above ln 3

@@ -12,7 +12,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import postgres_available, require
+
+from ldpsurvey.aggregator import close_app
+from ldpsurvey.shared import read_definition
+
+from helpers import require
 from processes import (
     NGINX,
     free_port,
@@ -22,8 +26,6 @@ from processes import (
     start_nginx,
 )
 
-from ldpsurvey.shared import read_definition
-
 HEALTH = read_definition(Path(__file__).resolve().parents[1] / "shared" / "examples" /
                          "health.toml")
 SIZES = {"smoked": 2, "drank_and_drove": 2, "cannabis": 2, "sleep": 3}
@@ -32,9 +34,7 @@ SIZES = {"smoked": 2, "drank_and_drove": 2, "cannabis": 2, "sleep": 3}
 def production(tmp_path: Path, database_url: str):
     """Environment for production replicas sharing one key file and secret; a researcher key;
     and a direct handle on the database for checking."""
-    from ldpsurvey.aggregator import create_app
-    from ldpsurvey.aggregator.auth import create_key
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator import create_api_key, create_app
     from ldpsurvey.aggregator.signing import new_key_pem
 
     (tmp_path / "signing-key.pem").write_bytes(new_key_pem())
@@ -42,9 +42,7 @@ def production(tmp_path: Path, database_url: str):
            "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
            "LDP_SURVEY_DATABASE_URL": database_url, "LDP_SURVEY_INSTANCE": str(tmp_path)}
     app = create_app({"DATABASE_URL": database_url}, instance_path=tmp_path / "checker")
-    with app.app_context():
-        key = create_key(get_db())
-    return env, key, app
+    return env, create_api_key(app), app
 
 
 def random_answers(rng: random.Random) -> dict:
@@ -66,14 +64,14 @@ def stored_state(app, survey_id):
             (survey_id,))}
         keys = {h for (h,) in db.query(
             "SELECT key_hash FROM idempotency_keys WHERE survey_id = ?", (survey_id,))}
-        integrity = None if db.postgres else db.query("PRAGMA integrity_check")[0][0]
+        integrity = None if db.dialect == "postgresql" else db.query("PRAGMA integrity_check")[0][0]
     recount = Counter((q, j) for row in rows for q, j in row.items())
     consistent = all(counters[k] == recount.get(k, 0) for k in counters)
     return len(rows), consistent, keys, integrity
 
 
 def test_kill_9_mid_stream_loses_no_acknowledged_answer(tmp_path, database_url):
-    from ldpsurvey.aggregator.store import hash_text
+    from ldpsurvey.aggregator.ids import hash_text
 
     env, key, app = production(tmp_path, database_url)
     port = free_port()
@@ -131,23 +129,9 @@ def test_kill_9_mid_stream_loses_no_acknowledged_answer(tmp_path, database_url):
         assert integrity in (None, "ok")
     finally:
         kill(server)
-        app.extensions["ldp_database"].close()
+        close_app(app)
     print(f"\nkill -9 on {database_url.split(':')[0]}: {len(acknowledged)} acknowledged, "
           f"all stored; {len(unacknowledged)} unacknowledged retried; {stored} stored in all")
-
-
-@pytest.fixture
-def postgres_url(tmp_path):
-    require(postgres_available(), "no PostgreSQL server for the scale-out test")
-    import psycopg
-    from conftest import POSTGRES_URL
-
-    schema = f"ldp_deploy_{secrets.token_hex(6)}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture
@@ -170,11 +154,12 @@ def replicas_behind_nginx(tmp_path, database_url, rate=None):
         proxy.wait(timeout=10)
         for replica in replicas:
             kill(replica)
-        app.extensions["ldp_database"].close()
+        close_app(app)
 
 
-def test_two_replicas_behind_nginx_on_postgresql(tmp_path, postgres_url, nginx_available):
-    with replicas_behind_nginx(tmp_path, postgres_url, rate="100000r/s") as (base, key, app,
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_two_replicas_behind_nginx_on_postgresql(tmp_path, database_url, nginx_available):
+    with replicas_behind_nginx(tmp_path, database_url, rate="100000r/s") as (base, key, app,
                                                                              ports):
         auth = {"Authorization": f"Bearer {key}"}
         _, created = request("POST", f"{base}/api/surveys", HEALTH, auth)

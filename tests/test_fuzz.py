@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import SURVEY
+from helpers import SURVEY
 
 # Bodies that fit the generic schema can still be wrong for a given survey (which questions it
 # has, how many options): the server answers those 422 after checking the manifest. That is

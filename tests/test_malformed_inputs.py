@@ -4,7 +4,8 @@ and nothing is stored."""
 import json
 
 import pytest
-from conftest import SURVEY
+
+from helpers import SURVEY
 
 GOOD = {"smoked": 1, "drove": 0, "sleep": 2}
 

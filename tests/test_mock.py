@@ -39,10 +39,10 @@ def test_coverage_over_many_seeds():
     misses than the 99.9 % binomial quantile means the pipeline is biased or overconfident."""
     with resources.as_file(EXAMPLES / "health.toml") as survey, \
             resources.as_file(EXAMPLES / "health_truth.toml") as truth, \
-            embedded_aggregator() as (url, key):
+            embedded_aggregator() as api:
         definition = read_definition(survey)
         rows = [row for seed in range(23)
-                for row in run_mock(url, key, definition, truth, 400, seed, 400).rows()]
+                for row in run_mock(api, definition, truth, 400, seed, 400).rows()]
     assert len(rows) >= 200
     misses = sum(not row["covered"] for row in rows)
     assert misses <= stats.binom.ppf(0.999, len(rows), 0.05), misses

@@ -1,9 +1,10 @@
 """/api/openapi.json describes the API: real responses conform to it."""
 
 import pytest
-from conftest import RECORDED_RESPONSES, SURVEY
 from openapi_core import OpenAPI
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+
+from helpers import RECORDED_RESPONSES, SURVEY
 
 ANSWERS = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
 

@@ -1,0 +1,95 @@
+"""What the services and the store raise: plain exceptions that know nothing of HTTP.
+
+`errors.py` maps each to its status, JSON error code and page, in one table. The message is the
+`detail` a client reads, so it names the problem and never holds an answer.
+"""
+
+
+class DomainError(Exception):
+    """Something the caller asked for cannot be done; str(exc) says why."""
+
+
+class SurveyNotFound(DomainError):
+    def __init__(self, survey_id: str):
+        super().__init__(f"no survey with id {survey_id[:40]!r}")
+
+
+class SurveyClosed(DomainError):
+    def __init__(self, detail: str = "this survey is closed and takes no answers"):
+        super().__init__(detail)
+
+
+class NotInvitationOnly(DomainError):
+    def __init__(self):
+        super().__init__("this survey is open to anyone; tokens are for invitation-only surveys")
+
+
+class IdempotencyConflict(DomainError):
+    def __init__(self):
+        super().__init__("this Idempotency-Key was already used with a different body")
+
+
+class TokenRequired(DomainError):
+    def __init__(self):
+        super().__init__("this survey is by invitation only: send the invitation token in the "
+                         "Survey-Token header")
+
+
+class TokenRejected(DomainError):
+    def __init__(self):
+        super().__init__("this invitation token is unknown or already used")
+
+
+class Unauthorized(DomainError):
+    """No valid key (or session) where one is needed."""
+
+
+class Forbidden(DomainError):
+    """A valid key whose role may not do this."""
+
+
+class InvalidSurvey(DomainError):
+    """The survey definition is refused."""
+
+
+class EpsilonAboveCap(DomainError):
+    """A question asks for more epsilon than this server allows."""
+
+
+class InvalidAnswers(DomainError):
+    """A response does not fit its survey."""
+
+
+class BatchTooLarge(DomainError):
+    """More responses in one batch than the limit."""
+
+
+class InvalidCount(DomainError):
+    """A token request without a count in range."""
+
+
+class UnsupportedMediaType(DomainError):
+    def __init__(self):
+        super().__init__("send the body as application/json")
+
+
+class BodyTooLarge(DomainError):
+    def __init__(self, limit: int):
+        super().__init__(f"the body is limited to {limit} bytes")
+
+
+class MalformedJson(DomainError):
+    """The body is not strict JSON."""
+
+
+class InvalidIdempotencyKey(DomainError):
+    def __init__(self):
+        super().__init__("Idempotency-Key must be 8 to 128 characters of A-Z a-z 0-9 _ . : -")
+
+
+class InvalidParameter(DomainError):
+    """A query parameter out of range."""
+
+
+class ConfigurationError(RuntimeError):
+    """The aggregator cannot start safely with this configuration or database."""

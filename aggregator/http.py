@@ -1,0 +1,57 @@
+"""HTTP glue the blueprints share: reading bodies, headers and query parameters strictly, and
+shaping the answer to an accepted submission."""
+
+from typing import Any
+
+from flask import Response, current_app, jsonify, request
+
+from ldpsurvey.shared import strict_json
+from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY
+
+from .exceptions import (
+    BodyTooLarge,
+    InvalidIdempotencyKey,
+    MalformedJson,
+    UnsupportedMediaType,
+)
+from .intake import Accepted
+
+
+def json_body(limit_config: str | None = None) -> Any:
+    """The request's JSON body: UnsupportedMediaType unless application/json, BodyTooLarge
+    over the size limit, MalformedJson unless strict JSON (no duplicate keys, NaN or Infinity)."""
+    if request.mimetype != "application/json":
+        raise UnsupportedMediaType()
+    limit = current_app.config[limit_config] if limit_config else None
+    if limit is not None and (request.content_length or 0) > limit:
+        raise BodyTooLarge(limit)
+    raw = request.get_data(cache=False)
+    if limit is not None and len(raw) > limit:
+        raise BodyTooLarge(limit)
+    try:
+        return strict_json.loads(raw)
+    except ValueError as exc:
+        raise MalformedJson(str(exc)[:200]) from None
+
+
+def idempotency_key() -> str | None:
+    """The optional Idempotency-Key header (shared.protocol.IDEMPOTENCY_KEY)."""
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
+        raise InvalidIdempotencyKey()
+    return key
+
+
+def survey_token() -> str | None:
+    """The Survey-Token header, if sent (a header, never a URL, so it cannot reach access
+    logs); intake checks it against the survey."""
+    return request.headers.get("Survey-Token")
+
+
+def created(result: Accepted) -> Response:
+    """201 with the count stored; a replayed idempotent request says so in a header."""
+    response = jsonify(survey_id=result.survey_id, accepted=result.accepted)
+    response.status_code = 201
+    if result.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response

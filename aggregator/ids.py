@@ -1,0 +1,22 @@
+"""Random identifiers and secrets from the OS's CSPRNG, and the one-way hash under which the
+secrets are stored (they are 128 or 256 random bits, so no salt or stretching is needed)."""
+
+import base64
+import hashlib
+import secrets
+
+
+def new_ids(count: int) -> list[str]:
+    """`count` random opaque identifiers (96 bits each, URL-safe), from one CSPRNG call."""
+    random = secrets.token_bytes(12 * count)
+    return [base64.urlsafe_b64encode(random[i:i + 12]).decode() for i in range(0, 12 * count, 12)]
+
+
+def new_tokens(count: int) -> list[str]:
+    """`count` single-use invitation tokens (128 random bits each)."""
+    return [secrets.token_urlsafe(16) for _ in range(count)]
+
+
+def hash_text(text: str | bytes) -> str:
+    """Hex SHA-256: how keys, tokens, idempotency keys and bodies are stored."""
+    return hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest()

@@ -1,0 +1,65 @@
+"""Accepting responses: validate them against their survey, then store them with their
+counters, idempotency record and spent token in one transaction, all or nothing."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from ldpsurvey.shared import Survey
+from ldpsurvey.shared.protocol import SURVEY_TOKEN
+
+from . import store
+from .answers import Answers, parse_answers, parse_batch
+from .db import Connection
+from .exceptions import TokenRejected, TokenRequired
+from .ids import hash_text
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """How many responses the request stored; `replayed` when it repeated an earlier request
+    (same Idempotency-Key and body), which is answered as the first and counted once."""
+
+    survey_id: str
+    accepted: int
+    replayed: bool
+
+
+def accept_one(db: Connection, survey_id: str, body: Any, idempotency_key: str | None,
+               token: str | None) -> Accepted:
+    """One respondent's randomized answers. An invitation-only survey needs a token, which is
+    spent with the answers; other surveys ignore it."""
+    survey = store.get_survey(db, survey_id).survey
+    answers = parse_answers(survey, body)
+    if not survey.invitation_only:
+        token = None
+    elif token is None:
+        raise TokenRequired()
+    elif not SURVEY_TOKEN.fullmatch(token):
+        raise TokenRejected()
+    return _store(db, survey, [answers], idempotency_key, token)
+
+
+def accept_batch(db: Connection, survey_id: str, body: Any, idempotency_key: str | None,
+                 limit: int) -> Accepted:
+    """Many responses at once (researchers and relays): all stored or none."""
+    survey = store.get_survey(db, survey_id).survey
+    return _store(db, survey, parse_batch(survey, body, limit), idempotency_key, None)
+
+
+def _store(db: Connection, survey: Survey, responses: list[Answers],
+           idempotency_key: str | None, token: str | None) -> Accepted:
+    """The intake transaction: open check, idempotency claim, token spend, insert and count.
+    Only SHA-256 hashes of the idempotency key and of the body are kept."""
+    survey_id = survey.survey_id
+    rows = store.answers_json(survey, responses)
+    with db.transaction():
+        store.lock_open_survey(db, survey_id)
+        if idempotency_key is not None:
+            earlier = store.claim_idempotency_key(db, survey_id, idempotency_key,
+                                                  hash_text("\n".join(rows)), len(rows))
+            if earlier is not None:
+                return Accepted(survey_id, earlier, replayed=True)
+        if token is not None:
+            store.spend_token(db, survey_id, token)
+        store.insert_responses(db, survey, rows, responses)
+    return Accepted(survey_id, len(rows), replayed=False)

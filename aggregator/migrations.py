@@ -1,0 +1,90 @@
+"""The schema, as numbered steps run in order at start: step k turns version k - 1 into k.
+
+Each step runs in its own transaction under a lock that serializes replicas starting together,
+and records its number in `schema_version`. A database newer than this release (a downgrade,
+or an old replica left running during an upgrade) is refused at start rather than misread.
+A change to the schema is always one more step at the end; released steps never change.
+
+What the tables hold: surveys and their signed manifests, randomized answers with the day they
+arrived, per-option counters, hashes of idempotency keys, of unspent invitation tokens and of
+researcher keys. There is no column for an IP address, user agent, cookie, token or precise
+time, and nothing links a token to a response: spending a token deletes its hash.
+"""
+
+from typing import TYPE_CHECKING
+
+from .exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from .db import Connection
+
+STEPS: list[tuple[str, ...]] = [
+    # 1: the tables of release 0.1.0, which created them without a schema_version (hence
+    # IF NOT EXISTS: a database it wrote already has them).
+    (
+        """CREATE TABLE IF NOT EXISTS surveys (
+            survey_id TEXT PRIMARY KEY,
+            manifest TEXT NOT NULL,
+            signature TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('open', 'closed')))""",
+        """CREATE TABLE IF NOT EXISTS responses (
+            response_id TEXT PRIMARY KEY,
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            answers TEXT NOT NULL,
+            received_day TEXT NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS responses_by_survey ON responses (survey_id)",
+        """CREATE TABLE IF NOT EXISTS counts (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            question_id TEXT NOT NULL,
+            option_index INTEGER NOT NULL,
+            count BIGINT NOT NULL DEFAULT 0 CHECK (count >= 0),
+            PRIMARY KEY (survey_id, question_id, option_index))""",
+        """CREATE TABLE IF NOT EXISTS idempotency_keys (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            key_hash TEXT NOT NULL,
+            body_hash TEXT NOT NULL,
+            accepted INTEGER NOT NULL,
+            PRIMARY KEY (survey_id, key_hash))""",
+        """CREATE TABLE IF NOT EXISTS invitation_tokens (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            token_hash TEXT NOT NULL,
+            PRIMARY KEY (survey_id, token_hash))""",
+        """CREATE TABLE IF NOT EXISTS api_keys (
+            key_hash TEXT PRIMARY KEY,
+            role TEXT NOT NULL CHECK (role IN ('researcher', 'relay')))""",
+    ),
+]
+LATEST = len(STEPS)
+
+
+class SchemaTooNew(ConfigurationError):
+    """The database was migrated by a newer release than this one."""
+
+
+def version(db: "Connection") -> int:
+    """The schema version recorded in the database (0 for an empty one or one written before
+    versions were recorded). Call inside a transaction."""
+    db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    rows = db.query("SELECT version FROM schema_version")
+    if not rows:
+        db.execute("INSERT INTO schema_version (version) VALUES (0)")
+        return 0
+    return int(rows[0][0])
+
+
+def migrate(db: "Connection") -> int:
+    """Run every step the database lacks, one transaction each; return the version reached."""
+    while True:
+        with db.transaction():
+            db.lock_database()
+            current = version(db)
+            if current > LATEST:
+                raise SchemaTooNew(
+                    f"the database's schema is version {current}, newer than this release of "
+                    f"ldp-survey knows (version {LATEST}): upgrade ldp-survey before starting "
+                    "it on this database")
+            if current == LATEST:
+                return current
+            for statement in STEPS[current]:
+                db.execute(statement)
+            db.execute("UPDATE schema_version SET version = ?", (current + 1,))

@@ -1,0 +1,95 @@
+"""The aggregator's settings: their defaults and the check every value passes at start.
+
+Values come from DEFAULTS, then LDP_SURVEY_<NAME> environment variables (parsed as JSON when
+they are JSON, else kept as text), then the mapping given to `create_app`. Unknown
+LDP_SURVEY_* names are ignored: the client and the deploy files use that prefix too.
+"""
+
+import math
+import os
+import warnings
+from typing import Any
+
+from flask import Config
+
+from ldpsurvey.shared import protocol
+
+from .exceptions import ConfigurationError
+
+DEPLOYMENTS = ("development", "production")
+
+DEFAULTS: dict[str, Any] = {
+    "DEPLOYMENT": "development",        # "production" demands KEY_FILE and SECRET_KEY
+    "DATABASE_URL": None,               # default: sqlite:///<instance>/ldp-survey.sqlite3
+    "KEY_FILE": None,                   # default (development only): <instance>/signing-key.pem
+    # No secret here: production must set one; development keeps one in the instance folder.
+    "SECRET_KEY": None,  # nosec B105
+    "EPSILON_CAP": 5.0,                 # no question may exceed this epsilon
+    "MAX_CONTENT_LENGTH": 16 * 2**20,   # any request body, bytes
+    "MAX_RESPONSE_BYTES": 64 * 2**10,   # one response, bytes
+    "MAX_BATCH_RESPONSES": protocol.MAX_BATCH_RESPONSES,
+    "MAX_TOKENS_PER_REQUEST": protocol.MAX_TOKENS_PER_REQUEST,
+    "PROXY_HOPS": None,                 # reverse proxies in front (default: 1 in production)
+}
+PREFIX = "LDP_SURVEY"
+TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY")
+LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
+          "MAX_TOKENS_PER_REQUEST")
+MIN_SECRET_BYTES = 32
+DEPRECATED_ENV = "LDP_SURVEY_ENV"  # the old name of LDP_SURVEY_DEPLOYMENT
+
+
+def load(config: Config, overrides: dict[str, Any] | None) -> None:
+    """Fill `config` from the defaults, the environment and `overrides`, then validate it."""
+    config.from_mapping(DEFAULTS)
+    config.from_prefixed_env(PREFIX)
+    for name in TEXT:  # a secret of digits only must stay text, not become a number
+        if PREFIX + "_" + name in os.environ:
+            config[name] = os.environ[PREFIX + "_" + name]
+    old = config.pop("ENV", None)  # Flask no longer has an ENV key; ours was renamed
+    if DEPRECATED_ENV in os.environ:
+        warnings.warn(f"{DEPRECATED_ENV} is deprecated: set {PREFIX}_DEPLOYMENT instead",
+                      DeprecationWarning, stacklevel=3)
+        if f"{PREFIX}_DEPLOYMENT" not in os.environ:
+            config["DEPLOYMENT"] = old
+    config.from_mapping(overrides or {})
+    validate(config)
+
+
+def validate(config: Config) -> None:
+    """Refuse values that would make the service misbehave, naming the setting."""
+    if config["DEPLOYMENT"] not in DEPLOYMENTS:
+        _refuse("DEPLOYMENT", config["DEPLOYMENT"], f"one of {', '.join(DEPLOYMENTS)}")
+    cap = config["EPSILON_CAP"]
+    if not _is_number(cap) or not math.isfinite(cap) or cap <= 0:
+        _refuse("EPSILON_CAP", cap, "a finite number above 0")
+    for name in LIMITS:
+        if not _is_int(config[name]) or config[name] < 1:
+            _refuse(name, config[name], "a whole number of at least 1")
+    hops = config["PROXY_HOPS"]
+    if hops is not None and (not _is_int(hops) or hops < 0):
+        _refuse("PROXY_HOPS", hops, "a whole number of at least 0")
+    for name in TEXT:
+        if config[name] is not None and not isinstance(config[name], str):
+            _refuse(name, type(config[name]).__name__, "text")
+    if config["DEPLOYMENT"] == "production":
+        if not (config["KEY_FILE"] and config["SECRET_KEY"]):
+            raise ConfigurationError(
+                "production needs LDP_SURVEY_KEY_FILE (the shared signing key) and "
+                "LDP_SURVEY_SECRET_KEY, so every replica serves the same key")
+        if len(config["SECRET_KEY"].encode()) < MIN_SECRET_BYTES:
+            raise ConfigurationError(f"LDP_SURVEY_SECRET_KEY must be at least {MIN_SECRET_BYTES} "
+                                     "bytes in production (e.g. 64 random hex digits)")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _refuse(name: str, value: Any, expected: str) -> None:
+    raise ConfigurationError(f"setting {name} ({PREFIX}_{name}) must be {expected}, "
+                             f"got {str(value)[:40]!r}")

@@ -1,0 +1,66 @@
+"""The one way CLI commands talk to an aggregator: an `Api` for its URL and researcher key.
+
+Commands declare `--url` with `url_option` and receive the `Api` through `pass_api`
+(click.make_pass_decorator). The key comes from LDP_SURVEY_KEY or is asked for without echo,
+and only when a request needs it; there is deliberately no --key flag (it would leak into shell
+history and `ps`). Every failure becomes one clear line and a non-zero exit.
+"""
+
+import os
+from typing import Any
+
+import click
+
+from ldpsurvey.client import http
+
+KEY_VARIABLE = "LDP_SURVEY_KEY"
+URL_VARIABLE = "LDP_SURVEY_URL"
+
+
+class Api:
+    """The aggregator at `url`, called with a researcher key when a request needs one."""
+
+    def __init__(self, url: str, key: str | None = None):
+        self.url = url.rstrip("/")
+        self._key = key
+
+    @property
+    def key(self) -> str:
+        """The key given, else $LDP_SURVEY_KEY, else asked for at the terminal."""
+        if self._key is None:
+            self._key = os.environ.get(KEY_VARIABLE) or click.prompt("Researcher key",
+                                                                     hide_input=True)
+        return self._key
+
+    def call(self, method: str, path: str, *, auth: bool | None = True,
+             headers: dict[str, str] | None = None, **kwargs: Any) -> http.Response:
+        """`method` `path` (below the URL). auth=True sends the key; False sends none; None
+        sends the key if one is known, else tries without and asks for one only on a 401."""
+        headers = dict(headers or {})
+        if auth or (auth is None and (self._key or os.environ.get(KEY_VARIABLE))):
+            headers["Authorization"] = f"Bearer {self.key}"
+        try:
+            return http.request(method, self.url + path, headers=headers, **kwargs)
+        except http.ApiError as exc:
+            if auth is None and exc.status == 401 and "Authorization" not in headers:
+                return self.call(method, path, headers=headers, **kwargs)
+            raise click.ClickException(str(exc)) from None
+        except (http.NetworkError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
+
+    def get(self, path: str, **kwargs: Any) -> http.Response:
+        return self.call("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> http.Response:
+        return self.call("POST", path, **kwargs)
+
+
+def _make_api(ctx: click.Context, _param: click.Parameter, url: str) -> str:
+    ctx.obj = Api(url)
+    return url
+
+
+url_option = click.option("--url", required=True, envvar=URL_VARIABLE, show_envvar=True,
+                          callback=_make_api, expose_value=False,
+                          help="The aggregator's base URL, e.g. http://127.0.0.1:8000.")
+pass_api = click.make_pass_decorator(Api)

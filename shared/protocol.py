@@ -1,0 +1,16 @@
+"""The HTTP API's contract: header formats, default limits and key roles.
+
+One source for the aggregator that enforces them, the OpenAPI document that describes them and
+the CLI whose option ranges follow them. Standard library only, so the respondent client and the
+CLI can read it without the server's dependencies.
+"""
+
+import re
+
+IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9_.:-]{8,128}")  # the Idempotency-Key header
+SURVEY_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")       # the Survey-Token header
+
+MAX_BATCH_RESPONSES = 10_000     # responses in one batch (default of the aggregator's setting)
+MAX_TOKENS_PER_REQUEST = 10_000  # invitation tokens minted at once (likewise)
+
+ROLES = ("researcher", "relay")  # relay keys may only submit batches

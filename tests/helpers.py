@@ -1,0 +1,70 @@
+"""Helpers the test modules share (fixtures live in conftest.py)."""
+
+import os
+
+import pytest
+
+POSTGRES_URL = os.environ.get("LDP_TEST_POSTGRES_URL",
+                              "postgresql://postgres@127.0.0.1:5432/test")
+
+SURVEY = {
+    "title": "Habits",
+    "description": "A test survey.",
+    "public_results": False,
+    "questions": [
+        {"id": "smoked", "text": "Smoked?", "type": "yes_no", "alpha": 0.5, "beta": 0.5},
+        {"id": "drove", "text": "Drove after drinking?", "type": "yes_no", "alpha": 0.75,
+         "beta": 0.3},
+        {"id": "sleep", "text": "Sleep?", "type": "choice", "options": ["<6", "6-8", ">8"],
+         "epsilon": 1.0},
+    ],
+}
+
+# Every API response any test receives through the test client, with a body-less copy of its
+# request, for the OpenAPI conformance check in test_openapi.py.
+RECORDED_RESPONSES: list = []
+
+
+def require(available: bool, reason: str) -> None:
+    """Fail (LDP_REQUIRE_ALL=1) or skip loudly when a real dependency is missing: the reason is
+    in capitals so nobody mistakes a skip for a pass."""
+    if available:
+        return
+    if os.environ.get("LDP_REQUIRE_ALL") == "1":
+        pytest.fail(f"LDP_REQUIRE_ALL=1 but {reason}", pytrace=False)
+    pytest.skip(f"SKIPPED, NOT TESTED: {reason} (set LDP_REQUIRE_ALL=1 to make this fail)")
+
+
+def postgres_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+def postgres_url(schema: str) -> str:
+    """The test server's URL with `schema` as the search path."""
+    return f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+
+
+def recording_client_class():
+    """A Flask test client that records every API response in RECORDED_RESPONSES."""
+    from flask.testing import FlaskClient
+    from werkzeug.test import EnvironBuilder
+    from werkzeug.wrappers import Request
+
+    class RecordingClient(FlaskClient):
+        def open(self, *args, **kwargs):
+            response = super().open(*args, **kwargs)
+            sent = response.request
+            if sent.path.startswith("/api/") or sent.path == "/healthz":
+                copy = EnvironBuilder(method=sent.method, path=sent.path,
+                                      query_string=sent.query_string.decode(),
+                                      headers=dict(sent.headers)).get_environ()
+                RECORDED_RESPONSES.append((Request(copy), response))
+            return response
+
+    return RecordingClient
