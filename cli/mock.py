@@ -70,7 +70,8 @@ def embedded_aggregator() -> Iterator[Api]:
                                     instance_path=folder)
         key = aggregator.create_api_key(app)
         server = serving.make_server(app, "127.0.0.1", 0)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                  daemon=True)  # shutdown() waits for one poll
         thread.start()
         try:
             yield Api(f"http://127.0.0.1:{server.server_port}", key)

@@ -45,6 +45,7 @@ def serve(database: str | None, instance: str, host: str, port: int) -> None:
         pass
     finally:
         server.server_close()
+        load("ldpsurvey.aggregator").close_app(app)
 
 
 @click.group()

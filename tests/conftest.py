@@ -47,15 +47,18 @@ def postgres_schema():
 
 
 def empty_tables(schema: str) -> None:
-    """Delete every row but the schema version, in one statement."""
+    """Delete every row but the schema version (DELETE: far quicker than TRUNCATE on tables
+    this small; foreign-key triggers are off for this session, so any order will do)."""
     import psycopg
 
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
         tables = [name for (name,) in conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> "
             "'schema_version'", (schema,))]
-        if tables:
-            conn.execute(f"TRUNCATE {', '.join(f'{schema}.{t}' for t in tables)}")
+        with conn.transaction():
+            for table in tables:
+                conn.execute(f"DELETE FROM {schema}.{table}")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -113,7 +116,9 @@ def live_server(app):
     from werkzeug.serving import make_server
 
     server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll interval: shutdown() waits for it (0.5 s by default, for every test).
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
+                              daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()

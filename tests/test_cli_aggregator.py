@@ -102,3 +102,39 @@ def test_tokens_and_csv_export(runner, live_server, client, auth):
                                     "--csv"])
     assert exported.exit_code == 0
     assert exported.stdout.splitlines()[-2:] == ["smoked,drove,sleep", "1,0,2"]
+
+
+@pytest.mark.parametrize("command", [["survey", "create"], ["survey", "close"],
+                                     ["survey", "tokens"], ["results"], ["respond"]])
+def test_help_says_the_url_comes_from_ldp_survey_url(command):
+    result = CliRunner().invoke(main, [*command, "--help"])
+    assert result.exit_code == 0 and "LDP_SURVEY_URL" in result.output
+
+
+def test_the_url_is_read_from_the_environment(runner, live_server, client, auth, monkeypatch):
+    from helpers import SURVEY
+
+    survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
+    monkeypatch.setenv("LDP_SURVEY_URL", live_server + "/")
+    assert runner.invoke(main, ["survey", "close", survey_id]).exit_code == 0
+    assert client.get(f"/api/surveys/{survey_id}/status").json["status"] == "closed"
+
+
+def test_public_results_are_read_without_a_key_and_others_ask_for_one(
+        researcher_key, live_server, client, auth, monkeypatch):
+    """results tries without a key first: a public survey never prompts; a private one asks
+    once, only after the server answered 401."""
+    from helpers import SURVEY
+
+    monkeypatch.delenv("LDP_SURVEY_KEY", raising=False)
+    public = client.post("/api/surveys", json={**SURVEY, "public_results": True},
+                         headers=auth).json["survey_id"]
+    private = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
+    shown = CliRunner().invoke(main, ["results", "--url", live_server, "--survey", public,
+                                      "--json"], input="")
+    assert shown.exit_code == 0 and "Researcher key" not in shown.output
+    asked = CliRunner().invoke(main, ["results", "--url", live_server, "--survey", private,
+                                      "--json"], input=f"{researcher_key}\n")
+    assert asked.exit_code == 0, asked.output
+    assert asked.output.count("Researcher key") == 1
+    assert json.loads(asked.stdout.split("\n", 1)[1])["survey_id"] == private

@@ -173,7 +173,8 @@ def test_network_failures_are_retried_with_the_same_key():
             pass
 
     server = http.server.HTTPServer(("127.0.0.1", 0), Flaky)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
+                              daemon=True)
     thread.start()
     try:
         response = client_http.request(

@@ -23,7 +23,7 @@ def test_schemathesis_finds_no_failure(live_server, client, auth, researcher_key
     assert st, "schemathesis comes with the test extra"
     proc = subprocess.run(
         [st, "--config-file", str(config), "run", f"{live_server}/api/openapi.json",
-         "-H", f"Authorization: Bearer {researcher_key}", "--max-examples", "25",
+         "-H", f"Authorization: Bearer {researcher_key}", "--max-examples", "15",
          "--checks", "all", "--exclude-checks", EXCLUDED, "--seed", "20261121",
          "--workers", "1"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path)

@@ -1,7 +1,9 @@
 """The layout rules: shared loads nothing heavy, the client nothing of the server."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +54,54 @@ def test_respondent_code_uses_only_a_csprng():
     for path in (root / "shared" / "web").glob("*.js"):
         assert "Math.random" not in path.read_text(), path
         assert "crypto.getRandomValues" in (root / "shared" / "web" / "randomizer.js").read_text()
+
+
+def test_the_aggregator_loads_no_client_or_cli_code():
+    loaded = loaded_modules("import ldpsurvey.aggregator")
+    assert not {m for m in loaded if m.startswith(("ldpsurvey.client", "ldpsurvey.cli"))}
+
+
+AGGREGATOR = Path(__file__).resolve().parents[1] / "aggregator"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module `path` imports, with the package's own as '.name'."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            names.add(base)
+            if node.module is None:  # from . import a, b
+                names.update(f".{alias.name}" for alias in node.names)
+    return names
+
+
+def blueprints() -> list[Path]:
+    return [path for path in AGGREGATOR.glob("*.py") if "Blueprint(" in path.read_text()]
+
+
+def test_no_blueprint_imports_another():
+    names = {f".{path.stem}" for path in blueprints()}
+    assert names == {".respondents", ".researchers", ".pages", ".openapi"}
+    for path in blueprints():
+        assert not imported_modules(path) & (names - {f".{path.stem}"}), path.name
+
+
+def test_store_never_branches_on_the_database_kind():
+    """Dialect differences (locking reads, migration locks) live in db.py's Connection."""
+    source = (AGGREGATOR / "store.py").read_text()
+    attributes = {node.attr for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Attribute)}
+    assert not attributes & {"dialect", "postgres"}
+    for word in ("for share", "for update", "sqlite", "postgres", "pg_"):
+        assert word not in source.lower(), word
+
+
+def test_services_raise_plain_exceptions_only():
+    """Services and store import nothing of Flask, so they cannot raise an HTTP error."""
+    for name in ("store", "surveys", "intake", "answers", "exceptions", "migrations", "ids"):
+        modules = imported_modules(AGGREGATOR / f"{name}.py")
+        assert not {m for m in modules if m.split(".")[0] in ("flask", "werkzeug")}, name
+        assert not modules & {".errors", ".http", ".auth"}, name

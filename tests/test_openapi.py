@@ -100,3 +100,25 @@ def test_a_nonconforming_response_is_caught(client, bad_status):
     with pytest.raises(OpenAPIError):
         OpenAPI.from_dict(document).validate_response(WerkzeugOpenAPIRequest(response.request),
                                                       WerkzeugOpenAPIResponse(response))
+
+
+def test_limits_patterns_roles_and_fields_come_from_the_code(database_url, tmp_path):
+    """The description follows the server's own settings and the code that enforces them."""
+    from dataclasses import fields
+
+    from ldpsurvey.aggregator import close_app, create_app
+    from ldpsurvey.shared import Estimate
+    from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY, ROLES
+
+    app = create_app({"DATABASE_URL": database_url, "MAX_BATCH_RESPONSES": 50,
+                      "MAX_TOKENS_PER_REQUEST": 7}, instance_path=tmp_path)
+    document = app.test_client().get("/api/openapi.json").json
+    close_app(app)
+    schemas = document["components"]["schemas"]
+    assert schemas["Batch"]["properties"]["responses"]["maxItems"] == 50
+    assert schemas["TokenRequest"]["properties"]["count"]["maximum"] == 7
+    header = document["paths"]["/api/surveys/{survey_id}/responses"]["post"]["parameters"][1]
+    assert header["schema"]["pattern"] == f"^{IDEMPOTENCY_KEY.pattern}$"
+    assert set(document["components"]["securitySchemes"]) == {f"{r}Key" for r in ROLES}
+    option = schemas["OptionEstimate"]
+    assert option["required"] == ["index", "option", *(f.name for f in fields(Estimate))]

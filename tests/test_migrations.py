@@ -1,0 +1,150 @@
+"""Schema migrations: a database written by release 0.1.0 (before versions were recorded) is
+upgraded in place with nothing lost; a newer schema is refused; replicas starting together
+migrate once."""
+
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from ldpsurvey.aggregator import ConfigurationError, close_app, create_app
+from ldpsurvey.aggregator.db import get_db
+from ldpsurvey.aggregator.migrations import LATEST
+
+from helpers import POSTGRES_URL, postgres_available, postgres_url, require
+
+RELEASE = Path(__file__).parent / "fixtures" / "release-0.1.0"
+
+
+@pytest.fixture
+def schema():
+    """A new, empty PostgreSQL schema of its own (the session's is already migrated)."""
+    require(postgres_available(), f"no PostgreSQL server at {POSTGRES_URL}")
+    import secrets
+
+    import psycopg
+
+    name = f"ldp_migrate_{secrets.token_hex(6)}"
+    try:
+        yield name
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+def release_database(kind: str, tmp_path: Path, schema: str | None) -> tuple[str, dict]:
+    """A copy of the database release 0.1.0 wrote (SQLite file, or its pg_dump loaded into
+    `schema`), and what that release was given and answered."""
+    facts = json.loads((RELEASE / f"{kind}.json").read_text())
+    if kind == "sqlite":
+        shutil.copy(RELEASE / "database.sqlite3", tmp_path / "release.sqlite3")
+        return f"sqlite:///{tmp_path / 'release.sqlite3'}", facts
+    import psycopg
+
+    dump = (RELEASE / "postgresql.sql").read_text().replace("ldp_release_0_1_0", schema)
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(dump)
+    return postgres_url(schema), facts
+
+
+def version_of(app) -> int:
+    with app.app_context():
+        return get_db().query("SELECT version FROM schema_version")[0][0]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_release_0_1_0_database_is_upgraded_with_nothing_lost(kind, tmp_path, request):
+    schema = request.getfixturevalue("schema") if kind == "postgresql" else None
+    url, facts = release_database(kind, tmp_path, schema)
+    app = create_app({"DATABASE_URL": url, "KEY_FILE": str(RELEASE / "signing-key.pem")},
+                     instance_path=tmp_path / "instance")
+    try:
+        assert version_of(app) == LATEST
+        client = app.test_client()
+        researcher = {"Authorization": f"Bearer {facts['researcher_key']}"}
+        relay = {"Authorization": f"Bearer {facts['relay_key']}"}
+        surveys = facts["surveys"]
+        assert client.get("/api/key").json == facts["public_key"]
+        listed = client.get("/api/surveys", headers=researcher).json["surveys"]
+        assert {s["survey_id"]: s["status"] for s in listed} == {
+            surveys["open"]: "open", surveys["invited"]: "open", surveys["closed"]: "closed"}
+        before = facts["estimates_open"]
+        after = client.get(f"/api/surveys/{surveys['open']}/estimates", headers=researcher).json
+        assert after["questions"] == before["questions"]
+        # An idempotent retry of a response stored by 0.1.0 is still answered as a replay.
+        first = facts["single_responses"][0]
+        replay = client.post(f"/api/surveys/{surveys['open']}/responses",
+                             json={"answers": first["answers"]},
+                             headers={"Idempotency-Key": first["idempotency_key"]})
+        assert replay.status_code == 201 and replay.headers["Idempotent-Replayed"] == "true"
+        batch = client.post(f"/api/surveys/{surveys['open']}/responses/batch",
+                            json={"responses": facts["batch"]["responses"]},
+                            headers={**relay, "Idempotency-Key": facts["batch"]["idempotency_key"]})
+        assert batch.status_code == 201 and batch.headers["Idempotent-Replayed"] == "true"
+        # Tokens minted by 0.1.0: the spent one stays spent, the unspent one works once.
+        answer = {"answers": {"smoked": 1, "sleep": 0}}
+        invited = f"/api/surveys/{surveys['invited']}/responses"
+        assert client.post(invited, json=answer,
+                           headers={"Survey-Token": facts["spent_token"]}).status_code == 403
+        assert client.post(invited, json=answer,
+                           headers={"Survey-Token": facts["unspent_token"]}).status_code == 201
+        assert client.post(invited, json=answer,
+                           headers={"Survey-Token": facts["unspent_token"]}).status_code == 403
+        closed = client.post(f"/api/surveys/{surveys['closed']}/responses", json=answer)
+        assert closed.status_code == 409
+        counted = client.get(f"/api/surveys/{surveys['open']}/estimates", headers=researcher)
+        assert counted.json["questions"][0]["n"] == before["questions"][0]["n"] == 8
+    finally:
+        close_app(app)
+    # Starting again finds nothing to do.
+    again = create_app({"DATABASE_URL": url, "KEY_FILE": str(RELEASE / "signing-key.pem")},
+                       instance_path=tmp_path / "instance")
+    assert version_of(again) == LATEST
+    close_app(again)
+
+
+def test_a_newer_schema_is_refused(app, tmp_path):
+    with app.app_context():
+        db = get_db()
+        with db.transaction():
+            db.execute("UPDATE schema_version SET version = ?", (LATEST + 1,))
+    try:
+        with pytest.raises(ConfigurationError, match=f"version {LATEST + 1}.*upgrade ldp-survey"):
+            create_app({"DATABASE_URL": app.config["DATABASE_URL"]},
+                       instance_path=tmp_path / "other")
+    finally:
+        with app.app_context():
+            db = get_db()
+            with db.transaction():
+                db.execute("UPDATE schema_version SET version = ?", (LATEST,))
+
+
+def test_replicas_starting_together_migrate_once(schema, tmp_path):
+    """Four apps start at once on one empty PostgreSQL schema: all start, one schema."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    apps, errors = [], []
+
+    def start(i: int) -> None:
+        try:
+            apps.append(create_app({"DATABASE_URL": postgres_url(schema)},
+                                   instance_path=tmp_path / "instance"))
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert not errors and len(apps) == 4
+        with apps[0].app_context():
+            assert get_db().query("SELECT version FROM schema_version") == [(LATEST,)]
+    finally:
+        for app in apps:
+            close_app(app)
