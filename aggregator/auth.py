@@ -13,7 +13,8 @@ from flask import request, session
 from ldpsurvey.shared.protocol import ROLES
 
 from . import store
-from .db import Connection, get_db
+from .database import Connection
+from .db import get_db
 from .exceptions import Forbidden, Unauthorized
 
 

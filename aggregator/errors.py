@@ -66,8 +66,15 @@ def _page(page: Page, detail: str):
                            message=page.message or detail), page.status
 
 
+def answer_for(exc: ex.DomainError) -> Answer | None:
+    """The answer for the exception's class, or for the nearest of its bases that has one."""
+    return next((ANSWERS[cls] for cls in type(exc).__mro__ if cls in ANSWERS), None)
+
+
 def _domain_error(exc: ex.DomainError):
-    answer = ANSWERS[type(exc)]
+    answer = answer_for(exc)
+    if answer is None:
+        return _unexpected(exc)
     if _wants_json():
         return error_response(answer.status, answer.code, str(exc))
     page = answer.page or Page(answer.status, answer.code.replace("_", " ").capitalize())

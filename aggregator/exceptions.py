@@ -4,6 +4,8 @@
 `detail` a client reads, so it names the problem and never holds an answer.
 """
 
+from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY
+
 
 class DomainError(Exception):
     """Something the caller asked for cannot be done; str(exc) says why."""
@@ -84,7 +86,7 @@ class MalformedJson(DomainError):
 
 class InvalidIdempotencyKey(DomainError):
     def __init__(self):
-        super().__init__("Idempotency-Key must be 8 to 128 characters of A-Z a-z 0-9 _ . : -")
+        super().__init__(f"Idempotency-Key must match {IDEMPOTENCY_KEY.pattern}")
 
 
 class InvalidParameter(DomainError):

@@ -9,7 +9,7 @@ from ldpsurvey.shared.protocol import SURVEY_TOKEN
 
 from . import store
 from .answers import Answers, parse_answers, parse_batch
-from .db import Connection
+from .database import Connection
 from .exceptions import TokenRejected, TokenRequired
 from .ids import hash_text
 

@@ -2,7 +2,8 @@
 
 Each step runs in its own transaction under a lock that serializes replicas starting together,
 and records its number in `schema_version`. A database newer than this release (a downgrade,
-or an old replica left running during an upgrade) is refused at start rather than misread.
+or an old release started after a newer one migrated it) is refused at start rather than
+misread; the version is checked only at start.
 A change to the schema is always one more step at the end; released steps never change.
 
 What the tables hold: surveys and their signed manifests, randomized answers with the day they
@@ -11,12 +12,8 @@ researcher keys. There is no column for an IP address, user agent, cookie, token
 time, and nothing links a token to a response: spending a token deletes its hash.
 """
 
-from typing import TYPE_CHECKING
-
+from .database import Connection
 from .exceptions import ConfigurationError
-
-if TYPE_CHECKING:
-    from .db import Connection
 
 STEPS: list[tuple[str, ...]] = [
     # 1: the tables of release 0.1.0, which created them without a schema_version (hence
@@ -61,7 +58,7 @@ class SchemaTooNew(ConfigurationError):
     """The database was migrated by a newer release than this one."""
 
 
-def version(db: "Connection") -> int:
+def version(db: Connection) -> int:
     """The schema version recorded in the database (0 for an empty one or one written before
     versions were recorded). Call inside a transaction."""
     db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -72,7 +69,7 @@ def version(db: "Connection") -> int:
     return int(rows[0][0])
 
 
-def migrate(db: "Connection") -> int:
+def migrate(db: Connection) -> int:
     """Run every step the database lacks, one transaction each; return the version reached."""
     while True:
         with db.transaction():

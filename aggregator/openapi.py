@@ -15,7 +15,8 @@ from flask import Blueprint, current_app, jsonify
 from ldpsurvey.shared import METHODS, Estimate
 from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY, ROLES
 
-from .surveys import NULL_BEFORE_ANSWERS
+from .errors import ANSWERS
+from .surveys import empty_estimate
 
 bp = Blueprint("openapi", __name__)
 
@@ -33,11 +34,18 @@ ERRORS = {
     "401": "A key or invitation token is required",
     "403": "The key may not do this, or the invitation token is unknown or spent",
     "404": "No such survey",
-    "409": "Conflict: survey closed, or Idempotency-Key reused with another body",
+    "409": "Conflict with the survey's state or an earlier request",
     "413": "Body or batch too large",
     "415": "Body is not application/json",
     "422": "The content is invalid; detail says what",
 }
+
+
+def error_description(status: str) -> str:
+    """The status's meaning and the `error` codes the server answers it with (from the one
+    table in errors.py)."""
+    codes = sorted(a.code for a in ANSWERS.values() if str(a.status) == status)
+    return f"{ERRORS[status]}. error: {', '.join(codes)}"
 
 
 def _errors(*codes: str) -> dict:
@@ -45,7 +53,14 @@ def _errors(*codes: str) -> dict:
 
 
 SURVEY_ID = {"name": "survey_id", "in": "path", "required": True, "schema": {"type": "string"}}
-BEARER = [{"researcherKey": []}]
+
+
+def scheme(role: str) -> str:
+    """The security scheme of a key role."""
+    return f"{role}Key"
+
+
+BEARER = [{scheme("researcher"): []}]
 
 JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 
@@ -63,10 +78,11 @@ def field_schema(annotation: Any, nullable: bool) -> dict:
 
 def option_estimate() -> dict:
     """An option of the estimates document: its index and text, and every field of
-    shared.Estimate (null before the question's first answer where NULL_BEFORE_ANSWERS)."""
+    shared.Estimate (nullable where it is null before the question's first answer)."""
+    before = empty_estimate(1.0, 0.95, "wilson")
     properties = {"index": {"type": "integer"}, "option": {"type": "string"}}
     for field in fields(Estimate):
-        properties[field.name] = field_schema(field.type, field.name in NULL_BEFORE_ANSWERS)
+        properties[field.name] = field_schema(field.type, before[field.name] is None)
     return {"type": "object", "required": list(properties), "properties": properties}
 
 
@@ -203,7 +219,7 @@ PATHS = {
         "Submit many responses, all or none",
         {"201": _json(_ref("Accepted"), "Stored"),
          **_errors("400", "401", "403", "404", "409", "413", "415", "422")},
-        security=[{"researcherKey": []}, {"relayKey": []}],
+        security=[{scheme("researcher"): []}, {scheme("relay"): []}],
         parameters=[SURVEY_ID, IDEMPOTENCY], body="Batch")},
     "/api/surveys/{survey_id}/close": {"post": _operation(
         "Close a survey for good", {"200": _json(_ref("Status"), "Closed"),
@@ -217,7 +233,7 @@ PATHS = {
     "/api/surveys/{survey_id}/estimates": {"get": _operation(
         "Estimates per question and option",
         {"200": _json(_ref("Estimates"), "Estimates"), **_errors("400", "401", "404")},
-        security=[{}, {"researcherKey": []}],
+        security=[{}, *BEARER],
         parameters=[SURVEY_ID,
                     {"name": "confidence", "in": "query", "required": False,
                      "schema": {"type": "number", "exclusiveMinimum": True, "minimum": 0,
@@ -248,18 +264,18 @@ def document(max_batch: int, max_tokens: int) -> dict:
         "paths": PATHS,
         "components": {
             "schemas": schemas(max_batch, max_tokens),
-            "responses": {f"Error{code}": _json(_ref("Error"), text)
-                          for code, text in ERRORS.items()},
+            "responses": {f"Error{status}": _json(_ref("Error"), error_description(status))
+                          for status in ERRORS},
             "securitySchemes": {
-                f"{role}Key": {"type": "http", "scheme": "bearer", "description": KEYS[role]}
+                scheme(role): {"type": "http", "scheme": "bearer",
+                               "description": f"A {role} key from `ldp-survey admin create-key "
+                                              f"--role {role}`" + KEY_LIMITS.get(role, "")}
                 for role in ROLES},
         },
     }
 
 
-KEYS = {"researcher": "A researcher key from `ldp-survey admin create-key`",
-        "relay": "A relay key (`ldp-survey admin create-key --role relay`): may only submit "
-                 "batches"}
+KEY_LIMITS = {"relay": ": may only submit batches"}
 
 
 @bp.get("/api/openapi.json")

@@ -10,7 +10,6 @@ from flask import Blueprint, Response, abort, redirect, render_template, request
 from . import auth, surveys
 from .charts import estimate_chart
 from .db import get_db
-from .exceptions import Unauthorized
 
 bp = Blueprint("pages", __name__)
 WEB_ASSETS = {"form.js", "randomizer.js"}
@@ -38,16 +37,14 @@ def _csrf_token() -> str:
 
 @bp.get("/s/<survey_id>/results")
 def results(survey_id: str):
-    db = get_db()
-    try:
-        body = surveys.estimates(db, survey_id, session.get("role"))
-    except Unauthorized:
-        return render_template("login.html", survey=surveys.published(db, survey_id).survey,
-                               csrf=_csrf_token(), error=request.args.get("error"))
+    page = surveys.results_page(get_db(), survey_id, lambda: session.get("role"))
+    if page.estimates is None:
+        return render_template("login.html", survey=page.survey, csrf=_csrf_token(),
+                               error=request.args.get("error"))
     researcher = session.get("role") == "researcher"
-    charts = {q["id"]: estimate_chart(q) for q in body["questions"]}
-    return render_template("results.html", body=body, charts=charts, researcher=researcher,
-                           csrf=_csrf_token() if researcher else None)
+    charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
+    return render_template("results.html", body=page.estimates, charts=charts,
+                           researcher=researcher, csrf=_csrf_token() if researcher else None)
 
 
 @bp.post("/s/<survey_id>/login")

@@ -52,7 +52,7 @@ def submit_batch(survey_id: str):
 @require_key("researcher")
 def mint_tokens(survey_id: str):
     """Single-use invitation tokens and links carrying them in the URL fragment."""
-    tokens = surveys.mint_tokens(get_db(), survey_id, json_body(),
+    tokens = surveys.mint_tokens(get_db(), survey_id, json_body,
                                  current_app.config["MAX_TOKENS_PER_REQUEST"])
     link = url_for("pages.survey_form", survey_id=survey_id, _external=True)
     response = jsonify(survey_id=survey_id, tokens=tokens,
@@ -77,5 +77,5 @@ def estimates(survey_id: str):
     Query: confidence (default 0.95), method (default wilson; clopper-pearson, wald).
     Public-results surveys need no key; others need a researcher key.
     """
-    return jsonify(surveys.estimates(get_db(), survey_id, request_role(),
+    return jsonify(surveys.estimates(get_db(), survey_id, request_role,
                                      request.args.get("confidence"), request.args.get("method")))

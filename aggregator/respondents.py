@@ -2,7 +2,7 @@
 
 from flask import Blueprint, Response, current_app, jsonify
 
-from . import intake, surveys
+from . import intake, store, surveys
 from .db import get_db
 from .http import created, idempotency_key, json_body, survey_token
 
@@ -11,7 +11,7 @@ bp = Blueprint("respondents", __name__)
 
 @bp.get("/healthz")
 def health():
-    get_db().query("SELECT 1")
+    store.ping(get_db())
     return jsonify(status="ok")
 
 

@@ -5,6 +5,7 @@ they are JSON, else kept as text), then the mapping given to `create_app`. Unkno
 LDP_SURVEY_* names are ignored: the client and the deploy files use that prefix too.
 """
 
+import logging
 import math
 import os
 import warnings
@@ -15,6 +16,8 @@ from flask import Config
 from ldpsurvey.shared import protocol
 
 from .exceptions import ConfigurationError
+
+logger = logging.getLogger(__name__)
 
 DEPLOYMENTS = ("development", "production")
 
@@ -36,23 +39,24 @@ TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY")
 LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
           "MAX_TOKENS_PER_REQUEST")
 MIN_SECRET_BYTES = 32
-DEPRECATED_ENV = "LDP_SURVEY_ENV"  # the old name of LDP_SURVEY_DEPLOYMENT
 
 
 def load(config: Config, overrides: dict[str, Any] | None) -> None:
     """Fill `config` from the defaults, the environment and `overrides`, then validate it."""
+    overrides = overrides or {}
     config.from_mapping(DEFAULTS)
     config.from_prefixed_env(PREFIX)
     for name in TEXT:  # a secret of digits only must stay text, not become a number
-        if PREFIX + "_" + name in os.environ:
-            config[name] = os.environ[PREFIX + "_" + name]
-    old = config.pop("ENV", None)  # Flask no longer has an ENV key; ours was renamed
-    if DEPRECATED_ENV in os.environ:
-        warnings.warn(f"{DEPRECATED_ENV} is deprecated: set {PREFIX}_DEPLOYMENT instead",
-                      DeprecationWarning, stacklevel=3)
-        if f"{PREFIX}_DEPLOYMENT" not in os.environ:
+        if f"{PREFIX}_{name}" in os.environ:
+            config[name] = os.environ[f"{PREFIX}_{name}"]
+    config.from_mapping(overrides)
+    old = config.pop("ENV", None)  # Flask no longer has an ENV key; ours is now DEPLOYMENT
+    if old is not None:
+        message = f"the setting ENV ({PREFIX}_ENV) is deprecated: use DEPLOYMENT ({PREFIX}_DEPLOYMENT)"
+        warnings.warn(message, DeprecationWarning, stacklevel=3)
+        logger.warning(message)  # operators see this; Python hides DeprecationWarning by default
+        if "DEPLOYMENT" not in overrides and f"{PREFIX}_DEPLOYMENT" not in os.environ:
             config["DEPLOYMENT"] = old
-    config.from_mapping(overrides or {})
     validate(config)
 
 

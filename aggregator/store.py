@@ -13,7 +13,7 @@ from functools import lru_cache
 from ldpsurvey.shared import Survey, parse_manifest
 
 from .answers import Answers
-from .db import Connection
+from .database import Connection
 from .exceptions import IdempotencyConflict, SurveyClosed, SurveyNotFound, TokenRejected
 from .ids import hash_text, new_ids
 
@@ -47,6 +47,11 @@ def answers_json(survey: Survey, responses: list[Answers]) -> list[str]:
 def today() -> str:
     """The UTC day, the only time stored with a response."""
     return datetime.now(UTC).date().isoformat()
+
+
+def ping(db: Connection) -> None:
+    """Fails unless the database answers."""
+    db.query("SELECT 1")
 
 
 # --- surveys ------------------------------------------------------------------------------------
@@ -148,10 +153,9 @@ def insert_responses(db: Connection, survey: Survey, rows: list[str],
 # --- tokens, responses, counts, keys ------------------------------------------------------------
 
 def insert_tokens(db: Connection, survey_id: str, tokens: list[str]) -> None:
-    """Keep only the tokens' hashes (its own transaction)."""
-    with db.transaction():
-        db.executemany("INSERT INTO invitation_tokens (survey_id, token_hash) VALUES (?, ?)",
-                       [(survey_id, hash_text(token)) for token in tokens])
+    """Keep only the tokens' hashes."""
+    db.executemany("INSERT INTO invitation_tokens (survey_id, token_hash) VALUES (?, ?)",
+                   [(survey_id, hash_text(token)) for token in tokens])
 
 
 def stored_answers(db: Connection, survey_id: str) -> list[str]:

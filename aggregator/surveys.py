@@ -2,6 +2,7 @@
 estimates document and the exports."""
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -19,7 +20,7 @@ from ldpsurvey.shared import (
 from ldpsurvey.shared.budget import exceeds
 
 from . import exports, store
-from .db import Connection
+from .database import Connection
 from .exceptions import (
     EpsilonAboveCap,
     InvalidCount,
@@ -32,9 +33,12 @@ from .exceptions import (
 from .ids import new_ids, new_tokens
 from .signing import SigningKey
 
-# Before a question's first answer there is nothing to estimate: these estimate keys are null.
-KNOWN_BEFORE_ANSWERS = ("n", "reported_count", "ci_method", "confidence", "epsilon")
-NULL_BEFORE_ANSWERS = [f.name for f in fields(Estimate) if f.name not in KNOWN_BEFORE_ANSWERS]
+
+def empty_estimate(epsilon: float, confidence: float, method: str) -> dict:
+    """Every estimate key before a question's first answer: what is known, the rest null."""
+    known = {"n": 0, "reported_count": 0, "ci_method": method, "confidence": confidence,
+             "epsilon": epsilon}
+    return {field.name: known.get(field.name) for field in fields(Estimate)}
 
 
 def publish(db: Connection, definition: Any, key: SigningKey, epsilon_cap: float) -> Survey:
@@ -74,36 +78,60 @@ def close(db: Connection, survey_id: str) -> None:
     store.close_survey(db, survey_id)
 
 
-def mint_tokens(db: Connection, survey_id: str, body: Any, limit: int) -> list[str]:
+def mint_tokens(db: Connection, survey_id: str, read_body: Callable[[], Any],
+                limit: int) -> list[str]:
     """`{"count": N}` single-use invitation tokens (1 <= N <= limit) for an open,
-    invitation-only survey; only their hashes are stored."""
+    invitation-only survey; only their hashes are stored. The body is read only once the
+    survey is known to take tokens, so that is what an unknown or closed survey is told."""
     stored = store.get_survey(db, survey_id)
     if not stored.survey.invitation_only:
         raise NotInvitationOnly()
     if stored.status != "open":
         raise SurveyClosed("this survey is closed")
+    body = read_body()
     count = body.get("count") if isinstance(body, dict) and set(body) == {"count"} else None
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= limit:
         raise InvalidCount(f"send {{\"count\": N}} with N from 1 to {limit}")
     tokens = new_tokens(count)
-    store.insert_tokens(db, survey_id, tokens)
+    with db.transaction():
+        store.lock_open_survey(db, survey_id)  # a close meanwhile leaves no tokens behind
+        store.insert_tokens(db, survey_id, tokens)
     return tokens
 
 
-def results_readable(survey: Survey, role: str | None) -> bool:
-    """Researchers read every survey's results; anyone reads a public-results survey's."""
-    return survey.public_results or role == "researcher"
+def results_readable(survey: Survey, caller_role: Callable[[], str | None]) -> bool:
+    """Anyone reads a public-results survey's results; researchers read every survey's."""
+    return survey.public_results or caller_role() == "researcher"
 
 
-def estimates(db: Connection, survey_id: str, role: str | None, confidence: str | None = None,
-              method: str | None = None) -> dict:
+def estimates(db: Connection, survey_id: str, caller_role: Callable[[], str | None],
+              confidence: str | None = None, method: str | None = None) -> dict:
     """The estimates document, for a caller who may read it, at the given confidence level and
-    interval method (as text, from a query; default 0.95 and wilson).
-    SurveyNotFound, Unauthorized, InvalidParameter."""
+    interval method (as text, from a query; default 0.95 and wilson). The caller's role is
+    asked only for surveys whose results are not public. SurveyNotFound, Unauthorized,
+    InvalidParameter."""
     stored = store.get_survey(db, survey_id)
-    if not results_readable(stored.survey, role):
+    if not results_readable(stored.survey, caller_role):
         raise Unauthorized("this survey's results need a researcher key")
     return estimates_document(db, stored, *estimate_options(confidence, method))
+
+
+@dataclass(frozen=True)
+class ResultsPage:
+    """A survey and, if the caller may read them, its estimates (None: a login is needed)."""
+
+    survey: Survey
+    estimates: dict | None
+
+
+def results_page(db: Connection, survey_id: str,
+                 caller_role: Callable[[], str | None]) -> ResultsPage:
+    """The results page's content at the default confidence and method. SurveyNotFound."""
+    stored = store.get_survey(db, survey_id)
+    if not results_readable(stored.survey, caller_role):
+        return ResultsPage(stored.survey, None)
+    return ResultsPage(stored.survey, estimates_document(
+        db, stored, DEFAULT_CONFIDENCE, DEFAULT_METHOD))
 
 
 def estimate_options(confidence: str | None, method: str | None) -> tuple[float, str]:
@@ -138,8 +166,7 @@ def estimates_document(db: Connection, stored: store.StoredSurvey, confidence: f
                 entry.update(result.as_dict())
         else:
             for entry in options:
-                entry.update(dict.fromkeys(NULL_BEFORE_ANSWERS), n=0, reported_count=0,
-                             ci_method=method, confidence=confidence, epsilon=question.epsilon)
+                entry.update(empty_estimate(question.epsilon, confidence, method))
         questions.append({"id": question.id, "text": question.text, "type": question.type,
                           "alpha": question.mechanism.alpha,
                           "beta": list(question.mechanism.beta),

@@ -116,14 +116,14 @@ def collect_answers(verified: VerifiedSurvey, state: LocalState,
     """The true answers to the questions not randomized before on this device: from
     --answers, else asked one by one, each with its privacy note."""
     survey = verified.survey
-    unknown = set(given) - {q.id for q in survey.questions}
-    if unknown:
-        raise click.BadParameter(f"no question {sorted(unknown)[0]!r} in this survey",
-                                 param_hint="'--answers'")
     pending = set(unanswered(verified, state))
     if not pending:
         click.echo("You already answered this survey on this device: the same randomized "
                    "answers are sent again, which reveals nothing new.")
+    unknown = set(given) - {q.id for q in survey.questions}
+    if unknown:
+        raise click.BadParameter(f"no question {sorted(unknown)[0]!r} in this survey",
+                                 param_hint="'--answers'")
     notes = survey_notes(verified)
     true_answers = {}
     for question in survey.questions:

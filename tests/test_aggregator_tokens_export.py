@@ -162,3 +162,11 @@ def test_export_needs_a_researcher_key(client, survey_id):
     for kind in ("csv", "jsonl"):
         assert client.get(f"/api/surveys/{survey_id}/export.{kind}").status_code == 401
     assert client.get(f"/api/surveys/{survey_id}/export.xml").status_code == 404
+
+
+def test_the_survey_is_checked_before_the_token_request_body(client, auth, survey_id):
+    """An unknown or open-to-anyone survey is reported as such, whatever the body."""
+    bad = {"data": "not json", "content_type": "text/plain", "headers": auth}
+    assert client.post("/api/surveys/nope/tokens", **bad).json["error"] == "unknown_survey"
+    assert client.post(f"/api/surveys/{survey_id}/tokens",
+                       **bad).json["error"] == "not_invitation_only"

@@ -83,3 +83,9 @@ def test_the_old_env_name_still_works_with_a_deprecation_warning(tmp_path, monke
     monkeypatch.setenv("LDP_SURVEY_DEPLOYMENT", "development")  # the new name wins
     with pytest.warns(DeprecationWarning):
         assert start(tmp_path).config["DEPLOYMENT"] == "development"
+
+
+def test_the_old_key_in_code_still_selects_production(tmp_path):
+    """create_app({"ENV": "production"}) must not fall back to development silently."""
+    with pytest.warns(DeprecationWarning), pytest.raises(ConfigurationError, match="KEY_FILE"):
+        start(tmp_path, ENV="production")
