@@ -21,6 +21,9 @@ class Connection(ABC):
     """One database connection with the few operations the store needs."""
 
     dialect: str  # "sqlite" or "postgresql": for the tests that inspect raw files and catalogs
+    # Appended to CREATE TABLE: a table whose rows sit in primary-key order, with no hidden
+    # rowid counting insertions (SQLite); PostgreSQL has no rowid.
+    without_rowid: str = ""
 
     def __init__(self, raw: Any):
         self.raw = raw
@@ -39,8 +42,16 @@ class Connection(ABC):
         return list(self.raw.execute(self._sql(sql), params).fetchall())
 
     @abstractmethod
-    def query_locked(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        """A SELECT whose rows no other transaction may change until this one ends."""
+    def query_locked(self, sql: str, params: Sequence[Any] = (), *,
+                     exclusive: bool = False) -> list[tuple]:
+        """A SELECT whose rows no other transaction may change until this one ends; with
+        `exclusive`, no other may even lock them for reading (intake shares a survey's row,
+        a release or close takes it alone)."""
+
+    @abstractmethod
+    def scrub(self, tables: Sequence[str]) -> None:
+        """Outside a transaction: remove what deleted rows of `tables` leave behind in the
+        database's files (old versions, log frames), as far as the database allows."""
 
     @abstractmethod
     def lock_database(self) -> None:
@@ -54,9 +65,20 @@ class Connection(ABC):
 
 class SQLiteConnection(Connection):
     dialect = "sqlite"
+    without_rowid = " WITHOUT ROWID"
 
-    def query_locked(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def __init__(self, raw: Any, checkpointer: "Checkpointer"):
+        super().__init__(raw)
+        self.checkpointer = checkpointer
+
+    def query_locked(self, sql: str, params: Sequence[Any] = (), *,
+                     exclusive: bool = False) -> list[tuple]:
         return self.query(sql, params)  # BEGIN IMMEDIATE already holds the write lock
+
+    def scrub(self, tables: Sequence[str]) -> None:
+        """secure_delete has zeroed the deleted rows in their pages; the write-ahead log still
+        holds the pages as they were, so move it into the file and truncate it."""
+        self.checkpointer.checkpoint(self.raw)
 
     def lock_database(self) -> None:
         pass  # BEGIN IMMEDIATE already serializes writers
@@ -95,8 +117,16 @@ class PostgresConnection(Connection):
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s")
 
-    def query_locked(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self.query(sql + " FOR SHARE", params)  # a concurrent UPDATE waits for us
+    def query_locked(self, sql: str, params: Sequence[Any] = (), *,
+                     exclusive: bool = False) -> list[tuple]:
+        return self.query(sql + (" FOR UPDATE" if exclusive else " FOR SHARE"), params)
+
+    def scrub(self, tables: Sequence[str]) -> None:
+        """VACUUM removes the dead row versions a DELETE or UPDATE leaves in the table (those
+        no open transaction can still see). The bytes of a removed version may stay in the
+        page until the space is reused, and archived WAL keeps everything: see the README's
+        threat model."""
+        self.raw.execute(f"VACUUM {', '.join(tables)}")
 
     def lock_database(self) -> None:
         self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (self.MIGRATION_LOCK,))
@@ -105,6 +135,70 @@ class PostgresConnection(Connection):
     def transaction(self) -> Iterator[Connection]:
         with self.raw.transaction():
             yield self
+
+
+class Checkpointer:
+    """Truncates a SQLite database's write-ahead log (wal_checkpoint(TRUNCATE)), so that a copy
+    of its files holds no page as it was before the last release or close.
+
+    A TRUNCATE checkpoint cannot finish while a reader holds an older snapshot (a long export),
+    and while it waits it holds off writers. So each attempt waits at most ATTEMPT seconds; one
+    that could not finish is retried every RETRY seconds by a background thread until one does.
+    """
+
+    ATTEMPT, RETRY = 0.1, 0.2
+
+    def __init__(self, path: str):
+        self.path = path
+        self._wanted = threading.Event()
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def checkpoint(self, raw: sqlite3.Connection) -> bool:
+        """Try now on `raw` (outside a transaction); if readers prevent it, retry in the
+        background. True if the log is truncated now."""
+        if self._truncate(raw):
+            return True
+        self._wanted.set()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._retry, daemon=True,
+                                                name="ldp-survey-checkpoint")
+                self._thread.start()
+        return False
+
+    def pending(self) -> bool:
+        """A checkpoint is still waiting for readers to finish."""
+        with self._lock:
+            return self._thread is not None
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _truncate(self, raw: sqlite3.Connection) -> bool:
+        waited = raw.execute("PRAGMA busy_timeout").fetchone()[0]
+        raw.execute(f"PRAGMA busy_timeout = {int(self.ATTEMPT * 1000)}")
+        try:
+            busy, _, _ = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            raw.execute(f"PRAGMA busy_timeout = {waited}")
+        return busy == 0
+
+    def _retry(self) -> None:
+        raw = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            while not self._stopped.is_set():
+                with self._lock:
+                    if not self._wanted.is_set():
+                        self._thread = None
+                        return
+                    self._wanted.clear()
+                if not self._truncate(raw):
+                    self._wanted.set()
+                    self._stopped.wait(self.RETRY)
+        finally:
+            raw.close()
 
 
 class SQLiteDatabase:
@@ -117,6 +211,7 @@ class SQLiteDatabase:
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self.checkpointer = Checkpointer(path)
 
     def connect(self) -> Connection:
         connection = getattr(self._local, "connection", None)
@@ -125,11 +220,11 @@ class SQLiteDatabase:
             raw = sqlite3.connect(self.path, isolation_level=None, timeout=30,
                                   check_same_thread=False)
             for pragma in ("journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON",
-                           "secure_delete = ON"):
+                           "secure_delete = ON", "journal_size_limit = 0"):
                 raw.execute(f"PRAGMA {pragma}")
             with self._lock:
                 self._opened.append(raw)
-            connection = self._local.connection = SQLiteConnection(raw)
+            connection = self._local.connection = SQLiteConnection(raw, self.checkpointer)
         return connection
 
     def release(self, connection: Connection) -> None:
@@ -137,6 +232,7 @@ class SQLiteDatabase:
 
     def close(self) -> None:
         """Close every thread's connection (when the app shuts down)."""
+        self.checkpointer.stop()
         with self._lock:
             for raw in self._opened:
                 raw.close()

@@ -4,7 +4,7 @@ schema brought up to date, when the app is created."""
 
 from flask import Flask, current_app, g
 
-from . import migrations
+from . import migrations, releases
 from .database import Connection, connection_to, open_database
 
 
@@ -22,11 +22,14 @@ def close_db(_exc: BaseException | None = None) -> None:
 
 
 def init_app(app: Flask) -> None:
-    """Open the configured database, bring its schema up to date, register the teardown."""
+    """Open the configured database, bring its schema up to date, release any pending pool
+    that is due (a crash may have come between an acknowledgement and its release), register
+    the teardown."""
     database = open_database(app.config["DATABASE_URL"])
     try:
         with connection_to(database) as connection:
             migrations.migrate(connection)
+            releases.release_due(connection)
     except BaseException:
         database.close()
         raise

@@ -27,14 +27,16 @@ def parameters(survey: Survey) -> dict[str, dict]:
     return {q.id: design_parameters(q) for q in survey.questions}
 
 
-def to_csv(survey: Survey, manifest: bytes, rows: list[dict[str, int]]) -> str:
-    """`#` comment lines with the manifest and parameters (read.csv(comment.char = "#"),
-    pandas.read_csv(comment="#")), then a header of question ids and one row per response."""
+def to_csv(survey: Survey, manifest: bytes, central: dict, rows: list[dict[str, int]]) -> str:
+    """`#` comment lines with the manifest, the parameters and the central epsilon
+    (read.csv(comment.char = "#"), pandas.read_csv(comment="#")), then a header of question ids
+    and one row per released response."""
     out = io.StringIO()
-    out.write(f"# ldp-survey export of survey {survey.survey_id}: one row per response, random "
-              "order; each value is the randomized option index\n")
+    out.write(f"# ldp-survey export of survey {survey.survey_id}: one row per released "
+              "response, random order; each value is the randomized option index\n")
     out.write(f"# manifest: {manifest.decode()}\n")
     out.write(f"# parameters: {json.dumps(parameters(survey), separators=(',', ':'))}\n")
+    out.write(f"# central: {json.dumps(central, separators=(',', ':'))}\n")
     ids = [q.id for q in survey.questions]
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(ids)
@@ -42,9 +44,11 @@ def to_csv(survey: Survey, manifest: bytes, rows: list[dict[str, int]]) -> str:
     return out.getvalue()
 
 
-def to_jsonl(survey: Survey, manifest: bytes, rows: list[dict[str, int]]) -> str:
-    """A first line {"manifest", "parameters"}, then one {"answers": {...}} per response."""
-    head = {"manifest": json.loads(manifest), "parameters": parameters(survey)}
+def to_jsonl(survey: Survey, manifest: bytes, central: dict, rows: list[dict[str, int]]) -> str:
+    """A first line {"manifest", "parameters", "central"}, then one {"answers": {...}} per
+    released response."""
+    head = {"manifest": json.loads(manifest), "parameters": parameters(survey),
+            "central": central}
     lines = [json.dumps(head, separators=(",", ":"))]
     lines += [json.dumps({"answers": row}, separators=(",", ":")) for row in rows]
     return "\n".join(lines) + "\n"

@@ -3,6 +3,7 @@ secrets are stored (they are 128 or 256 random bits, so no salt or stretching is
 
 import base64
 import hashlib
+import hmac
 import secrets
 
 
@@ -10,6 +11,12 @@ def new_ids(count: int) -> list[str]:
     """`count` random opaque identifiers (96 bits each, URL-safe), from one CSPRNG call."""
     random = secrets.token_bytes(12 * count)
     return [base64.urlsafe_b64encode(random[i:i + 12]).decode() for i in range(0, 12 * count, 12)]
+
+
+def new_survey_id() -> str:
+    """A survey id: 104 random bits in lowercase base32 (a-z, 2-7), so it is safe in URLs and
+    shells and never starts with '-', which a command line would read as an option."""
+    return base64.b32encode(secrets.token_bytes(13)).decode().rstrip("=").lower()
 
 
 def new_tokens(count: int) -> list[str]:
@@ -20,3 +27,10 @@ def new_tokens(count: int) -> list[str]:
 def hash_text(text: str | bytes) -> str:
     """Hex SHA-256: how keys, tokens, idempotency keys and bodies are stored."""
     return hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest()
+
+
+def body_mac(idempotency_key: str, body: str) -> str:
+    """Hex HMAC-SHA256 of a request's canonical body, keyed by its Idempotency-Key: it tells a
+    retry from a different body, yet without the key (which only the client holds) it reveals
+    nothing of the answers, unlike a plain hash of so small an answer space."""
+    return hmac.new(idempotency_key.encode(), body.encode(), hashlib.sha256).hexdigest()

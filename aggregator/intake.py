@@ -1,5 +1,6 @@
-"""Accepting responses: validate them against their survey, then store them with their
-counters, idempotency record and spent token in one transaction, all or nothing."""
+"""Accepting responses: validate them against their survey, then store them in the survey's
+pending pool with their idempotency record and spent token in one transaction, all or nothing;
+a pool that reaches the survey's release batch is released (releases.py)."""
 
 from dataclasses import dataclass
 from typing import Any
@@ -7,11 +8,10 @@ from typing import Any
 from ldpsurvey.shared import Survey
 from ldpsurvey.shared.protocol import SURVEY_TOKEN
 
-from . import store
+from . import releases, store
 from .answers import Answers, parse_answers, parse_batch
 from .database import Connection
 from .exceptions import TokenRejected, TokenRequired
-from .ids import hash_text
 
 
 @dataclass(frozen=True)
@@ -48,18 +48,20 @@ def accept_batch(db: Connection, survey_id: str, body: Any, idempotency_key: str
 
 def _store(db: Connection, survey: Survey, responses: list[Answers],
            idempotency_key: str | None, token: str | None) -> Accepted:
-    """The intake transaction: open check, idempotency claim, token spend, insert and count.
-    Only SHA-256 hashes of the idempotency key and of the body are kept."""
+    """The intake transaction: open check, idempotency claim, token spend, pending insert.
+    When it commits the responses are on disk (acknowledged); a full pool is then released."""
     survey_id = survey.survey_id
     rows = store.answers_json(survey, responses)
     with db.transaction():
         store.lock_open_survey(db, survey_id)
         if idempotency_key is not None:
             earlier = store.claim_idempotency_key(db, survey_id, idempotency_key,
-                                                  hash_text("\n".join(rows)), len(rows))
+                                                  "\n".join(rows), len(rows))
             if earlier is not None:
                 return Accepted(survey_id, earlier, replayed=True)
         if token is not None:
             store.spend_token(db, survey_id, token)
-        store.insert_responses(db, survey, rows, responses)
+        pending = store.insert_pending(db, survey_id, rows)
+    if pending >= survey.release_batch:
+        releases.release(db, survey, survey.release_batch)
     return Accepted(survey_id, len(rows), replayed=False)

@@ -6,10 +6,13 @@ or an old release started after a newer one migrated it) is refused at start rat
 misread; the version is checked only at start.
 A change to the schema is always one more step at the end; released steps never change.
 
-What the tables hold: surveys and their signed manifests, randomized answers with the day they
-arrived, per-option counters, hashes of idempotency keys, of unspent invitation tokens and of
-researcher keys. There is no column for an IP address, user agent, cookie, token or precise
-time, and nothing links a token to a response: spending a token deletes its hash.
+What the tables hold (since step 2): surveys and their signed manifests; responses waiting for
+release (`pending`); released responses under random keys with the day of their release;
+per-option counters of released responses; each release's day and size; per idempotency key
+its SHA-256 and an HMAC of the body keyed by the idempotency key itself; hashes of unspent
+invitation tokens and of researcher keys. There is no column for an IP address, user agent,
+cookie, token or precise time, and nothing links a token to a response: spending a token deletes
+its hash. Statements may contain {without_rowid}, which the connection fills in for its dialect.
 """
 
 from .database import Connection
@@ -50,6 +53,56 @@ STEPS: list[tuple[str, ...]] = [
             key_hash TEXT PRIMARY KEY,
             role TEXT NOT NULL CHECK (role IN ('researcher', 'relay')))""",
     ),
+    # 2: release batches; no order or link in storage. Tables whose rows arrive one by one sit
+    # in the order of random keys ({without_rowid}: no hidden rowid counting insertions).
+    (
+        """CREATE TABLE pending (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            pending_id TEXT NOT NULL,
+            answers TEXT NOT NULL,
+            PRIMARY KEY (survey_id, pending_id)){without_rowid}""",
+        """CREATE TABLE released_responses (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            response_id TEXT NOT NULL,
+            answers TEXT NOT NULL,
+            released_day TEXT NOT NULL,
+            PRIMARY KEY (survey_id, response_id)){without_rowid}""",
+        # Release 0.1.0 released every response at once: the day it arrived is its release day.
+        """INSERT INTO released_responses (survey_id, response_id, answers, released_day)
+            SELECT survey_id, response_id, answers, received_day FROM responses
+            ORDER BY response_id""",
+        """CREATE TABLE releases (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            released_day TEXT NOT NULL,
+            size INTEGER NOT NULL CHECK (size >= 1))""",
+        """INSERT INTO releases (survey_id, released_day, size)
+            SELECT survey_id, received_day, 1 FROM responses ORDER BY response_id""",
+        "DROP TABLE responses",
+        "ALTER TABLE released_responses RENAME TO responses",
+        # Idempotency: an HMAC of the body keyed by the idempotency key (a plain hash of so small
+        # an answer space would reveal the answers). 0.1.0's plain hashes are dropped: a retry
+        # with such a key is answered as a replay whatever its body.
+        """CREATE TABLE idempotency_records (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            key_hash TEXT NOT NULL,
+            body_mac TEXT,
+            accepted INTEGER NOT NULL,
+            released INTEGER NOT NULL CHECK (released IN (0, 1)),
+            PRIMARY KEY (survey_id, key_hash)){without_rowid}""",
+        """INSERT INTO idempotency_records (survey_id, key_hash, body_mac, accepted, released)
+            SELECT survey_id, key_hash, NULL, accepted, 1 FROM idempotency_keys
+            ORDER BY key_hash""",
+        "DROP TABLE idempotency_keys",
+        "ALTER TABLE idempotency_records RENAME TO idempotency_keys",
+        """CREATE TABLE unspent_tokens (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            token_hash TEXT NOT NULL,
+            PRIMARY KEY (survey_id, token_hash)){without_rowid}""",
+        """INSERT INTO unspent_tokens (survey_id, token_hash)
+            SELECT survey_id, token_hash FROM invitation_tokens ORDER BY token_hash""",
+        "DROP TABLE invitation_tokens",
+        "ALTER TABLE unspent_tokens RENAME TO invitation_tokens",
+    ),
 ]
 LATEST = len(STEPS)
 
@@ -83,5 +136,5 @@ def migrate(db: Connection) -> int:
             if current == LATEST:
                 return current
             for statement in STEPS[current]:
-                db.execute(statement)
+                db.execute(statement.replace("{without_rowid}", db.without_rowid))
             db.execute("UPDATE schema_version SET version = ?", (current + 1,))

@@ -102,6 +102,7 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                 "title": {"type": "string"}, "description": {"type": "string"},
                 "max_epsilon": {"type": "number"}, "invitation_only": {"type": "boolean"},
                 "public_results": {"type": "boolean"},
+                "release_batch": {"type": "integer", "minimum": 1},
                 "questions": {"type": "array", "items": {
                     "type": "object", "required": ["id", "text", "type"],
                     "properties": {
@@ -146,11 +147,22 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
         "Estimates": {
             "type": "object",
             "required": ["survey_id", "title", "status", "total_epsilon", "confidence",
-                         "ci_method", "questions"],
+                         "ci_method", "release_batch", "central", "questions"],
             "properties": {
                 "survey_id": {"type": "string"}, "title": {"type": "string"},
                 "status": {"type": "string"}, "total_epsilon": {"type": "number"},
                 "confidence": {"type": "number"}, "ci_method": {"type": "string"},
+                "release_batch": {"type": "integer", "minimum": 1},
+                "pending": {"type": "integer", "minimum": 0,
+                            "description": "Responses waiting for release (researchers only)"},
+                "central": {
+                    "type": "object", "description": "The shuffle-amplified central epsilon",
+                    "required": ["delta", "epsilon_per_release", "epsilon_whole_survey",
+                                 "assumes"], "additionalProperties": False,
+                    "properties": {"delta": {"type": "number"},
+                                   "epsilon_per_release": {"type": "number"},
+                                   "epsilon_whole_survey": {"type": "number"},
+                                   "assumes": {"type": "string"}}},
                 "questions": {"type": "array", "items": {
                     "type": "object", "required": ["id", "n", "epsilon", "alpha", "beta", "options"],
                     "properties": {"id": {"type": "string"}, "text": {"type": "string"},

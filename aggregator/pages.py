@@ -5,7 +5,17 @@ import hmac
 import secrets
 from importlib import resources
 
-from flask import Blueprint, Response, abort, redirect, render_template, request, session, url_for
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 
 from . import auth, surveys
 from .charts import estimate_chart
@@ -37,7 +47,8 @@ def _csrf_token() -> str:
 
 @bp.get("/s/<survey_id>/results")
 def results(survey_id: str):
-    page = surveys.results_page(get_db(), survey_id, lambda: session.get("role"))
+    page = surveys.results_page(get_db(), survey_id, session.get("role"),
+                                current_app.config["CENTRAL_DELTA"])
     if page.estimates is None:
         return render_template("login.html", survey=page.survey, csrf=_csrf_token(),
                                error=request.args.get("error"))

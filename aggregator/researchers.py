@@ -65,7 +65,7 @@ def mint_tokens(survey_id: str):
 @require_key("researcher")
 def export(survey_id: str, kind: str):
     """Every response, one per row in random order, with the manifest and design parameters."""
-    result = surveys.export(get_db(), survey_id, kind)
+    result = surveys.export(get_db(), survey_id, kind, current_app.config["CENTRAL_DELTA"])
     return Response(result.body, mimetype=result.mimetype, headers={
         "Content-Disposition": f'attachment; filename="{result.filename}"'})
 
@@ -77,5 +77,6 @@ def estimates(survey_id: str):
     Query: confidence (default 0.95), method (default wilson; clopper-pearson, wald).
     Public-results surveys need no key; others need a researcher key.
     """
-    return jsonify(surveys.estimates(get_db(), survey_id, request_role,
+    return jsonify(surveys.estimates(get_db(), survey_id, request_role(),
+                                     current_app.config["CENTRAL_DELTA"],
                                      request.args.get("confidence"), request.args.get("method")))

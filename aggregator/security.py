@@ -1,6 +1,6 @@
 """HTTP hardening: security headers on every response, cookie settings, the reverse proxy."""
 
-from flask import Flask
+from flask import Flask, current_app
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 # Only our own origin; no inline script; forms may post only here; no framing.
@@ -22,10 +22,19 @@ def add_headers(response):
     return response
 
 
+def name_the_replica(response):
+    """Served-By: the replica's name (SERVED_BY), so a deployment can tell replicas apart
+    without a log line per request."""
+    response.headers["Served-By"] = current_app.config["SERVED_BY"]
+    return response
+
+
 def init_app(app: Flask) -> None:
     """Headers on every response; the researcher session cookie HttpOnly, SameSite=Strict and,
     in production, Secure; trust X-Forwarded-* from exactly PROXY_HOPS reverse proxies."""
     app.after_request(add_headers)
+    if app.config["SERVED_BY"]:
+        app.after_request(name_the_replica)
     production = app.config["DEPLOYMENT"] == "production"
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict",
                       SESSION_COOKIE_SECURE=production, SESSION_COOKIE_NAME="ldp_researcher")

@@ -1,19 +1,33 @@
-"""A development/embedded HTTP server whose request log holds no client address and no query
-string (production uses gunicorn with the access-log format in deploy/)."""
+"""A development/embedded HTTP server whose request log holds no client address, no query
+string and no line for an accepted response (production uses gunicorn with deploy/'s config,
+which skips the same requests)."""
 
 import logging
+import re
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
 from werkzeug.serving import make_server as werkzeug_make_server
 
 logger = logging.getLogger("ldpsurvey.aggregator.requests")
 
+# Where responses arrive. A log line per request there would time-stamp every response and,
+# line by line, give the order in which they arrived: no shipped component writes one.
+RESPONSES_PATH = re.compile(r"/api/surveys/[^/?#]+/responses(/batch)?/?")
+
+
+def logged(path: str) -> bool:
+    """Whether a request for `path` (without query string) may have an access-log line."""
+    return not RESPONSES_PATH.fullmatch(path)
+
 
 class PrivateRequestHandler(WSGIRequestHandler):
-    """Logs '"METHOD /path" status' only: no address, no query string, no precise time."""
+    """Logs '"METHOD /path" status' only: no address, no query string, no precise time, and
+    nothing for requests to the responses endpoints."""
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        self.log("info", '"%s %s" %s', self.command, self.path.split("?", 1)[0], code)
+        path = self.path.split("?", 1)[0]
+        if logged(path):
+            self.log("info", '"%s %s" %s', self.command, path, code)
 
     def log(self, type: str, message: str, *args) -> None:
         getattr(logger, type)(message, *args)

@@ -33,9 +33,11 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BATCH_RESPONSES": protocol.MAX_BATCH_RESPONSES,
     "MAX_TOKENS_PER_REQUEST": protocol.MAX_TOKENS_PER_REQUEST,
     "PROXY_HOPS": None,                 # reverse proxies in front (default: 1 in production)
+    "SERVED_BY": None,                  # this replica's name, sent as a Served-By header
+    "CENTRAL_DELTA": 1e-6,              # delta of the shuffle-amplified central epsilon
 }
 PREFIX = "LDP_SURVEY"
-TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY")
+TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "SERVED_BY")
 LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
           "MAX_TOKENS_PER_REQUEST")
 MIN_SECRET_BYTES = 32
@@ -67,6 +69,9 @@ def validate(config: Config) -> None:
     cap = config["EPSILON_CAP"]
     if not _is_number(cap) or not math.isfinite(cap) or cap <= 0:
         _refuse("EPSILON_CAP", cap, "a finite number above 0")
+    delta = config["CENTRAL_DELTA"]
+    if not _is_number(delta) or not 0 < delta < 1:
+        _refuse("CENTRAL_DELTA", delta, "a number between 0 and 1")
     for name in LIMITS:
         if not _is_int(config[name]) or config[name] < 1:
             _refuse(name, config[name], "a whole number of at least 1")

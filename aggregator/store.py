@@ -5,6 +5,7 @@ called inside the caller's (the services compose those into one). Failures are d
 exceptions (`exceptions.py`); nothing here knows of HTTP or of the database's dialect.
 """
 
+import hmac
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,7 +16,7 @@ from ldpsurvey.shared import Survey, parse_manifest
 from .answers import Answers
 from .database import Connection
 from .exceptions import IdempotencyConflict, SurveyClosed, SurveyNotFound, TokenRejected
-from .ids import hash_text, new_ids
+from .ids import body_mac, hash_text, new_ids
 
 
 @dataclass(frozen=True)
@@ -84,42 +85,47 @@ def list_surveys(db: Connection) -> list[tuple[str, str]]:
     return [tuple(row) for row in db.query("SELECT survey_id, status FROM surveys ORDER BY survey_id")]
 
 
-def close_survey(db: Connection, survey_id: str) -> None:
-    """Close for good; idempotency keys and unspent tokens are no longer needed: deleted
-    (its own transaction). SurveyNotFound if there is no such survey."""
-    with db.transaction():
-        if not db.execute("UPDATE surveys SET status = 'closed' WHERE survey_id = ?",
-                          (survey_id,)):
-            raise SurveyNotFound(survey_id)
-        db.execute("DELETE FROM idempotency_keys WHERE survey_id = ?", (survey_id,))
-        db.execute("DELETE FROM invitation_tokens WHERE survey_id = ?", (survey_id,))
-
-
-# --- intake: the steps of storing responses, each inside the caller's transaction ---------------
-
-def lock_open_survey(db: Connection, survey_id: str) -> None:
-    """Check the survey is open and hold that until the transaction ends (a concurrent close
-    waits). SurveyNotFound, SurveyClosed."""
-    status = db.query_locked("SELECT status FROM surveys WHERE survey_id = ?", (survey_id,))
+def lock_survey(db: Connection, survey_id: str, *, exclusive: bool = False) -> str:
+    """The survey's status, locked until the transaction ends: shared (intake: a concurrent
+    close or release waits) or exclusive (a release or close: one at a time). SurveyNotFound."""
+    status = db.query_locked("SELECT status FROM surveys WHERE survey_id = ?", (survey_id,),
+                             exclusive=exclusive)
     if not status:
         raise SurveyNotFound(survey_id)
-    if status[0][0] != "open":
+    return status[0][0]
+
+
+def lock_open_survey(db: Connection, survey_id: str) -> None:
+    """Check the survey is open and hold that until the transaction ends. SurveyNotFound,
+    SurveyClosed."""
+    if lock_survey(db, survey_id) != "open":
         raise SurveyClosed()
 
 
-def claim_idempotency_key(db: Connection, survey_id: str, key: str, body_hash: str,
+def mark_closed(db: Connection, survey_id: str) -> None:
+    """Close for good; idempotency records and unspent tokens are no longer needed: deleted."""
+    db.execute("UPDATE surveys SET status = 'closed' WHERE survey_id = ?", (survey_id,))
+    db.execute("DELETE FROM idempotency_keys WHERE survey_id = ?", (survey_id,))
+    db.execute("DELETE FROM invitation_tokens WHERE survey_id = ?", (survey_id,))
+
+
+# --- intake: the steps of accepting responses, each inside the caller's transaction -------------
+
+def claim_idempotency_key(db: Connection, survey_id: str, key: str, body: str,
                           accepted: int) -> int | None:
     """Record that `key` carries this body; None if it is new. If it was used before with the
-    same body, the number of responses accepted then; with another body, IdempotencyConflict."""
-    key_hash = hash_text(key)
-    if db.execute("INSERT INTO idempotency_keys (survey_id, key_hash, body_hash, accepted) "
-                  "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                  (survey_id, key_hash, body_hash, accepted)):
+    same body, the number of responses accepted then; with another body, IdempotencyConflict.
+    Stored: SHA-256 of the key, HMAC of the body keyed by the key (records from release 0.1.0
+    have none and match any body)."""
+    key_hash, mac = hash_text(key), body_mac(key, body)
+    if db.execute("INSERT INTO idempotency_keys (survey_id, key_hash, body_mac, accepted, "
+                  "released) VALUES (?, ?, ?, ?, 0) ON CONFLICT DO NOTHING",
+                  (survey_id, key_hash, mac, accepted)):
         return None
-    stored_hash, stored_accepted = db.query(
-        "SELECT body_hash, accepted FROM idempotency_keys WHERE survey_id = ? AND key_hash = ?",
+    stored_mac, stored_accepted = db.query(
+        "SELECT body_mac, accepted FROM idempotency_keys WHERE survey_id = ? AND key_hash = ?",
         (survey_id, key_hash))[0]
-    if stored_hash != body_hash:
+    if stored_mac is not None and not hmac.compare_digest(stored_mac, mac):
         raise IdempotencyConflict()
     return int(stored_accepted)
 
@@ -132,22 +138,73 @@ def spend_token(db: Connection, survey_id: str, token: str) -> None:
         raise TokenRejected()
 
 
-def insert_responses(db: Connection, survey: Survey, rows: list[str],
-                     responses: list[Answers]) -> None:
-    """Store the responses (`rows`, their canonical JSON) with the day, and add them to the
-    per-option counters."""
-    survey_id, day = survey.survey_id, today()
-    db.executemany("INSERT INTO responses (response_id, survey_id, answers, received_day) "
+def insert_pending(db: Connection, survey_id: str, rows: list[str]) -> int:
+    """Keep accepted responses (their canonical JSON) until release, under random keys; return
+    how many of the survey's responses are now pending."""
+    db.executemany("INSERT INTO pending (survey_id, pending_id, answers) VALUES (?, ?, ?)",
+                   [(survey_id, pending_id, row)
+                    for pending_id, row in zip(new_ids(len(rows)), rows, strict=True)])
+    return pending_count(db, survey_id)
+
+
+# --- release: the steps of one release, inside the caller's transaction -------------------------
+
+def pending_count(db: Connection, survey_id: str) -> int:
+    return int(db.query("SELECT COUNT(*) FROM pending WHERE survey_id = ?", (survey_id,))[0][0])
+
+
+def surveys_with_pending(db: Connection) -> list[str]:
+    return [sid for (sid,) in db.query("SELECT DISTINCT survey_id FROM pending")]
+
+
+def take_pending(db: Connection, survey_id: str) -> list[str]:
+    """Remove and return every pending response of the survey."""
+    rows = [answers for (answers,) in db.query(
+        "SELECT answers FROM pending WHERE survey_id = ?", (survey_id,))]
+    db.execute("DELETE FROM pending WHERE survey_id = ?", (survey_id,))
+    return rows
+
+
+def insert_released(db: Connection, survey_id: str, rows: list[str], day: str) -> None:
+    """Store released responses in the order given, under new random keys, with the day."""
+    db.executemany("INSERT INTO responses (survey_id, response_id, answers, released_day) "
                    "VALUES (?, ?, ?, ?)",
-                   [(response_id, survey_id, row, day)
+                   [(survey_id, response_id, row, day)
                     for response_id, row in zip(new_ids(len(rows)), rows, strict=True)])
-    ids = [q.id for q in survey.questions]
-    deltas = Counter((qid, index) for values in responses
-                     for qid, index in zip(ids, values, strict=True))
+
+
+def add_counts(db: Connection, survey_id: str, deltas: Counter) -> None:
+    """Add released reports to the per-option counters: deltas[(question id, option)]."""
     db.executemany("UPDATE counts SET count = count + ? "
                    "WHERE survey_id = ? AND question_id = ? AND option_index = ?",
                    [(delta, survey_id, qid, index)
                     for (qid, index), delta in sorted(deltas.items())])
+
+
+def take_unreleased_idempotency(db: Connection, survey_id: str) -> list[tuple]:
+    """Remove and return the idempotency records made since the last release."""
+    records = db.query("SELECT key_hash, body_mac, accepted FROM idempotency_keys "
+                       "WHERE survey_id = ? AND released = 0", (survey_id,))
+    db.execute("DELETE FROM idempotency_keys WHERE survey_id = ? AND released = 0", (survey_id,))
+    return records
+
+
+def insert_released_idempotency(db: Connection, survey_id: str, records: list[tuple]) -> None:
+    """Store idempotency records again, in the order given, as released."""
+    db.executemany("INSERT INTO idempotency_keys (survey_id, key_hash, body_mac, accepted, "
+                   "released) VALUES (?, ?, ?, ?, 1)",
+                   [(survey_id, *record) for record in records])
+
+
+def record_release(db: Connection, survey_id: str, day: str, size: int) -> None:
+    db.execute("INSERT INTO releases (survey_id, released_day, size) VALUES (?, ?, ?)",
+               (survey_id, day, size))
+
+
+def smallest_release(db: Connection, survey_id: str) -> int | None:
+    """The size of the survey's smallest release, None before the first."""
+    value = db.query("SELECT MIN(size) FROM releases WHERE survey_id = ?", (survey_id,))[0][0]
+    return None if value is None else int(value)
 
 
 # --- tokens, responses, counts, keys ------------------------------------------------------------
@@ -159,7 +216,7 @@ def insert_tokens(db: Connection, survey_id: str, tokens: list[str]) -> None:
 
 
 def stored_answers(db: Connection, survey_id: str) -> list[str]:
-    """Every stored response's answers as canonical JSON, in the database's order."""
+    """Every released response's answers as canonical JSON, in the database's order."""
     return [answers for (answers,) in db.query(
         "SELECT answers FROM responses WHERE survey_id = ?", (survey_id,))]
 

@@ -16,10 +16,13 @@ from ldpsurvey.shared import (
     estimate,
     parse_definition,
     strict_json,
+    total_epsilon,
 )
 from ldpsurvey.shared.budget import exceeds
+from ldpsurvey.shared.randomizer import realized_epsilon, thresholds
+from ldpsurvey.shared.shuffle import central_epsilon
 
-from . import exports, store
+from . import exports, releases, store
 from .database import Connection
 from .exceptions import (
     EpsilonAboveCap,
@@ -30,7 +33,7 @@ from .exceptions import (
     SurveyClosed,
     Unauthorized,
 )
-from .ids import new_ids, new_tokens
+from .ids import new_survey_id, new_tokens
 from .signing import SigningKey
 
 
@@ -48,10 +51,13 @@ def publish(db: Connection, definition: Any, key: SigningKey, epsilon_cap: float
     except SurveyError as exc:
         raise InvalidSurvey(str(exc)) from None
     for question in survey.questions:
+        if question.concept is not None:
+            raise InvalidSurvey(f"question {question.id!r}.concept: answers reused across "
+                                "surveys are not supported by this aggregator yet")
         if exceeds(question.epsilon, epsilon_cap):
             raise EpsilonAboveCap(f"question {question.id!r}: epsilon {question.epsilon:.6g} "
                                   f"is above this server's cap {epsilon_cap:g}")
-    survey = replace(survey, survey_id=new_ids(1)[0], key_id=key.key_id)
+    survey = replace(survey, survey_id=new_survey_id(), key_id=key.key_id)
     store.create_survey(db, survey, key.sign(survey.manifest_bytes()))
     return survey
 
@@ -74,8 +80,13 @@ def listing(db: Connection) -> list[dict[str, str]]:
 
 
 def close(db: Connection, survey_id: str) -> None:
-    """Close for good: the survey refuses answers from now on. SurveyNotFound."""
-    store.close_survey(db, survey_id)
+    """Close for good: release whatever is pending (a final batch can be small), refuse
+    answers from now on, delete the idempotency records and unspent tokens. SurveyNotFound."""
+    with db.transaction():
+        store.lock_survey(db, survey_id, exclusive=True)
+        releases.release_locked(db, store.get_survey(db, survey_id).survey, minimum=1)
+        store.mark_closed(db, survey_id)
+    db.scrub(releases.SCRUBBED)
 
 
 def mint_tokens(db: Connection, survey_id: str, read_body: Callable[[], Any],
@@ -99,21 +110,18 @@ def mint_tokens(db: Connection, survey_id: str, read_body: Callable[[], Any],
     return tokens
 
 
-def results_readable(survey: Survey, caller_role: Callable[[], str | None]) -> bool:
-    """Anyone reads a public-results survey's results; researchers read every survey's."""
-    return survey.public_results or caller_role() == "researcher"
-
-
-def estimates(db: Connection, survey_id: str, caller_role: Callable[[], str | None],
+def estimates(db: Connection, survey_id: str, role: str | None, central_delta: float,
               confidence: str | None = None, method: str | None = None) -> dict:
-    """The estimates document, for a caller who may read it, at the given confidence level and
-    interval method (as text, from a query; default 0.95 and wilson). The caller's role is
-    asked only for surveys whose results are not public. SurveyNotFound, Unauthorized,
-    InvalidParameter."""
+    """The estimates document for a caller of this role (None: anonymous), at the given
+    confidence level and interval method (as text, from a query; default 0.95 and wilson), with
+    the central epsilon at delta at most `central_delta`.
+    Anyone reads a public-results survey's estimates; others need a researcher.
+    SurveyNotFound, Unauthorized, InvalidParameter."""
     stored = store.get_survey(db, survey_id)
-    if not results_readable(stored.survey, caller_role):
+    if not (stored.survey.public_results or role == "researcher"):
         raise Unauthorized("this survey's results need a researcher key")
-    return estimates_document(db, stored, *estimate_options(confidence, method))
+    return estimates_document(db, stored, *estimate_options(confidence, method),
+                              researcher=role == "researcher", central_delta=central_delta)
 
 
 @dataclass(frozen=True)
@@ -124,14 +132,14 @@ class ResultsPage:
     estimates: dict | None
 
 
-def results_page(db: Connection, survey_id: str,
-                 caller_role: Callable[[], str | None]) -> ResultsPage:
+def results_page(db: Connection, survey_id: str, role: str | None,
+                 central_delta: float) -> ResultsPage:
     """The results page's content at the default confidence and method. SurveyNotFound."""
-    stored = store.get_survey(db, survey_id)
-    if not results_readable(stored.survey, caller_role):
-        return ResultsPage(stored.survey, None)
-    return ResultsPage(stored.survey, estimates_document(
-        db, stored, DEFAULT_CONFIDENCE, DEFAULT_METHOD))
+    survey = published(db, survey_id).survey
+    try:
+        return ResultsPage(survey, estimates(db, survey_id, role, central_delta))
+    except Unauthorized:
+        return ResultsPage(survey, None)
 
 
 def estimate_options(confidence: str | None, method: str | None) -> tuple[float, str]:
@@ -149,9 +157,11 @@ def estimate_options(confidence: str | None, method: str | None) -> tuple[float,
 
 
 def estimates_document(db: Connection, stored: store.StoredSurvey, confidence: float,
-                       method: str) -> dict:
+                       method: str, researcher: bool, central_delta: float) -> dict:
     """Per question its parameters and, per option, the shared estimator's keys applied to
-    the stored counts (null before the first answer)."""
+    the counts of released responses (null before the first release); the survey's release
+    batch, the shuffle-amplified central epsilon (`central`) and, for researchers only, how
+    many responses wait for release."""
     survey = stored.survey
     counts = store.counts(db, survey.survey_id)
     questions = []
@@ -172,9 +182,39 @@ def estimates_document(db: Connection, stored: store.StoredSurvey, confidence: f
                           "beta": list(question.mechanism.beta),
                           "epsilon": question.epsilon, "n": n,
                           "options": options})
-    return {"survey_id": survey.survey_id, "title": survey.title, "status": stored.status,
-            "total_epsilon": survey.total_epsilon, "confidence": confidence, "ci_method": method,
-            "questions": questions}
+    document = {"survey_id": survey.survey_id, "title": survey.title, "status": stored.status,
+                "total_epsilon": survey.total_epsilon, "confidence": confidence,
+                "ci_method": method, "release_batch": survey.release_batch,
+                "questions": questions}
+    document["central"] = central(survey, store.smallest_release(db, survey.survey_id),
+                                  questions[0]["n"] if questions else 0, central_delta)
+    if researcher:
+        document["pending"] = store.pending_count(db, survey.survey_id)
+    return document
+
+
+ASSUMES = ("The central epsilon holds only if the other responses in each release come from "
+           "honest respondents: whoever can add responses (anyone, on a survey open to all; a "
+           "researcher or relay with a batch) can fill a release around one respondent and "
+           "isolate them. Against that, each respondent has only the local epsilon.")
+
+
+def central(survey: Survey, smallest_release: int | None, released: int,
+            delta_setting: float) -> dict:
+    """What someone who sees only released batches can learn about one respondent: each
+    report (all its answers, local epsilon eps0 = the survey's realized total) is shuffled among
+    the others of its release (Feldman, McMillan and Talwar, FOCS 2021; shared/shuffle.py).
+    Per release with n = the smallest release so far; over the whole survey (against someone
+    who sees only the final export) with n = the released responses; each at most eps0, and
+    eps0 itself before any release. One delta for both: min(CENTRAL_DELTA, 1 / (10 n))."""
+    eps0 = total_epsilon(realized_epsilon(thresholds(q.mechanism.alpha, q.mechanism.beta))
+                         for q in survey.questions)
+    delta = min(delta_setting, 1 / (10 * released)) if released else delta_setting
+    return {"delta": delta,
+            "epsilon_per_release": central_epsilon(eps0, smallest_release, delta)
+            if smallest_release else eps0,
+            "epsilon_whole_survey": central_epsilon(eps0, released, delta) if released else eps0,
+            "assumes": ASSUMES}
 
 
 @dataclass(frozen=True)
@@ -188,11 +228,14 @@ EXPORT_FORMATS = {"csv": (exports.to_csv, "text/csv"),
                   "jsonl": (exports.to_jsonl, "application/jsonl")}
 
 
-def export(db: Connection, survey_id: str, kind: str) -> Export:
-    """Every response, one per row in a random order (from the OS's CSPRNG), with the
-    manifest and design parameters. SurveyNotFound."""
+def export(db: Connection, survey_id: str, kind: str, central_delta: float) -> Export:
+    """Every released response, one per row in a random order (from the OS's CSPRNG), with
+    the manifest, design parameters and central epsilon. SurveyNotFound."""
     stored = store.get_survey(db, survey_id)
     rows = [strict_json.loads(answers) for answers in store.stored_answers(db, survey_id)]
     secrets.SystemRandom().shuffle(rows)
+    amplified = central(stored.survey, store.smallest_release(db, survey_id), len(rows),
+                        central_delta)
     write, mimetype = EXPORT_FORMATS[kind]
-    return Export(write(stored.survey, stored.manifest, rows), mimetype, f"{survey_id}.{kind}")
+    return Export(write(stored.survey, stored.manifest, amplified, rows), mimetype,
+                  f"{survey_id}.{kind}")

@@ -1,15 +1,20 @@
-"""The privacy-math commands: epsilon, alpha, estimate, plan."""
+"""The privacy-math commands: epsilon, alpha, estimate, plan, shuffle."""
 
 import math
 
 import click
 
 from ldpsurvey.shared import (
+    DEFAULT_DELTA,
     Mechanism,
+    central_epsilon,
+    closed_form_epsilon,
     estimate,
     n_required,
     n_required_central_laplace,
+    numerical_epsilon,
     posterior_bounds,
+    release_batch_required,
 )
 
 from .options import confidence_option, json_option, method_option
@@ -20,6 +25,10 @@ BETA = click.FloatRange(0.0, 1.0, min_open=True, max_open=True)
 UNIT_OPEN = click.FloatRange(0.0, 1.0, min_open=True, max_open=True)
 POSITIVE = click.FloatRange(0.0, min_open=True)
 
+
+def _finite(value: float, option: str) -> None:
+    if not math.isfinite(value):
+        raise click.BadParameter("must be finite", param_hint=f"'{option}'")
 
 
 def _mechanism(alpha: float, beta: float) -> Mechanism:
@@ -52,8 +61,7 @@ def epsilon_command(alpha: float, beta: float, as_json: bool) -> None:
 @json_option
 def alpha_command(eps: float, beta: float, as_json: bool) -> None:
     """The largest alpha whose epsilon does not exceed the target."""
-    if not math.isfinite(eps):
-        raise click.BadParameter("must be finite", param_hint="'--epsilon'")
+    _finite(eps, "--epsilon")
     mechanism = Mechanism.from_epsilon(eps, beta)
     emit({"alpha": mechanism.alpha, "beta": beta, "epsilon": mechanism.epsilon}, as_json)
 
@@ -84,24 +92,65 @@ def estimate_command(alpha: float, beta: float, n: int, yes: int, confidence: fl
 
 @click.command("plan")
 @click.option("--epsilon", "eps", type=POSITIVE, required=True, help="Epsilon per answer.")
-@click.option("--proportion", type=click.FloatRange(0.0, 1.0), required=True,
-              help="Expected true proportion of yes.")
-@click.option("--margin", type=UNIT_OPEN, required=True, help="Wanted CI half-width.")
+@click.option("--proportion", type=click.FloatRange(0.0, 1.0),
+              help="Expected true proportion of yes (with --margin).")
+@click.option("--margin", type=UNIT_OPEN, help="Wanted CI half-width (with --proportion).")
 @confidence_option
+@click.option("--central-epsilon", "central", type=POSITIVE,
+              help="Wanted central epsilon of a shuffled release: adds release_batch_required.")
+@click.option("--delta", type=UNIT_OPEN, help=f"Delta of the central epsilon [default: {DEFAULT_DELTA:g}].")
 @json_option
-def plan_command(eps: float, proportion: float, margin: float, confidence: float,
-                 as_json: bool) -> None:
+def plan_command(eps: float, proportion: float | None, margin: float | None, confidence: float,
+                 central: float | None, delta: float | None, as_json: bool) -> None:
     """Respondents needed for a margin of error, locally (beta = 1/2) and, for comparison,
-    under central differential privacy with Laplace noise."""
-    if not math.isfinite(eps):
-        raise click.BadParameter("must be finite", param_hint="'--epsilon'")
+    under central differential privacy with Laplace noise; with --central-epsilon, the
+    smallest batch of shuffled reports whose central epsilon reaches it."""
+    for value, option in ((eps, "--epsilon"), (proportion, "--proportion"), (margin, "--margin"),
+                          (confidence, "--confidence"), (central, "--central-epsilon"),
+                          (delta, "--delta")):
+        if value is not None:
+            _finite(value, option)
+    if (proportion is None) != (margin is None):
+        missing = "--margin" if margin is None else "--proportion"
+        raise click.UsageError(f"Missing option '{missing}': --proportion and --margin go together.")
+    if proportion is None and central is None:
+        raise click.UsageError("Missing option '--proportion' and '--margin' (or '--central-epsilon').")
+    if central is None and delta is not None:
+        raise click.UsageError("Option '--delta' needs '--central-epsilon'.")
     mechanism = Mechanism.from_epsilon(eps)
+    record: dict[str, float | int | None] = {"alpha": mechanism.alpha}
+    if proportion is not None and margin is not None:
+        record["n_required"] = n_required(mechanism, proportion, margin, confidence)
+        record["n_required_central_laplace"] = n_required_central_laplace(eps, proportion, margin,
+                                                                          confidence)
+    if central is not None:
+        record["release_batch_required"] = release_batch_required(
+            eps, central, DEFAULT_DELTA if delta is None else delta)
+    emit(record, as_json)
+
+
+@click.command("shuffle")
+@click.option("--epsilon", "eps", type=POSITIVE, required=True,
+              help="Local epsilon of each report (a whole submission: the survey's total).")
+@click.option("--n", "n", type=click.IntRange(min=1), required=True,
+              help="Reports shuffled together in one release, all from honest respondents.")
+@click.option("--delta", type=UNIT_OPEN, default=DEFAULT_DELTA, show_default=True,
+              help="Delta of the central guarantee.")
+@json_option
+def shuffle_command(eps: float, n: int, delta: float, as_json: bool) -> None:
+    """Central epsilon of a release of n shuffled eps-LDP reports (Feldman, McMillan and
+    Talwar 2021): the closed form (null where it does not apply), the numerical bound and
+    the smallest of them and the local epsilon."""
+    _finite(eps, "--epsilon")
+    _finite(delta, "--delta")
     emit({
-        "alpha": mechanism.alpha,
-        "n_required": n_required(mechanism, proportion, margin, confidence),
-        "n_required_central_laplace": n_required_central_laplace(eps, proportion, margin,
-                                                                 confidence),
+        "epsilon_local": eps,
+        "n": n,
+        "delta": delta,
+        "epsilon_closed_form": closed_form_epsilon(eps, n, delta),
+        "epsilon_numerical": numerical_epsilon(eps, n, delta),
+        "epsilon_central": central_epsilon(eps, n, delta),
     }, as_json)
 
 
-COMMANDS = (epsilon_command, alpha_command, estimate_command, plan_command)
+COMMANDS = (epsilon_command, alpha_command, estimate_command, plan_command, shuffle_command)

@@ -27,7 +27,7 @@ from ldpsurvey.shared.randomizer import thresholds
 
 from .api import Api
 from .extras import load
-from .output import emit_json, table
+from .output import emit_json, release_lines, table
 
 EXAMPLES = resources.files("ldpsurvey.shared") / "examples"
 ESTIMATE_KEYS = ("p_hat", "p_hat_clipped", "standard_error", "ci_low", "ci_high", "ci_method",
@@ -106,12 +106,15 @@ class MockResult:
     def as_json(self) -> dict:
         return {"survey_id": self.survey.survey_id, "respondents": self.respondents,
                 "seed": self.seed, "total_epsilon": self.estimates["total_epsilon"],
+                "release_batch": self.estimates["release_batch"],
+                "central": self.estimates["central"],
                 "confidence": self.estimates["confidence"], "results": self.rows()}
 
 
 def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, seed: int,
              batch_size: int) -> MockResult:
-    """Publish the survey, simulate and submit the respondents, read back the estimates."""
+    """Publish the survey, simulate and submit the respondents, close it (which releases the
+    last responses), read back the estimates."""
     np = load("numpy")
     simulation = load("ldpsurvey.shared.simulation")
     survey_id = api.post("/api/surveys", json_body=definition).json()["survey_id"]
@@ -136,6 +139,8 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
             api.post(f"/api/surveys/{survey_id}/responses/batch", json_body=body,
                      headers={"Idempotency-Key": secrets.token_urlsafe(18)}, retries=3)
             bar.update(len(chunk))
+    # Closing releases the last pool (smaller than a batch), so every response is counted.
+    api.post(f"/api/surveys/{survey_id}/close")
     estimates = api.get(f"/api/surveys/{survey_id}/estimates").json()
     return MockResult(survey, respondents, seed, estimates, truth)
 
@@ -190,6 +195,8 @@ def print_report(result: MockResult) -> None:
     covered = sum(r["covered"] for r in results)
     click.echo(f"\n{covered} of {len(results)} intervals cover the truth. Epsilon per "
                f"respondent (sum over questions): {body['total_epsilon']:.4f}.")
+    for line in release_lines(body):
+        click.echo(line)
 
 
 COMMANDS = (mock,)

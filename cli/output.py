@@ -41,3 +41,22 @@ def emit(record: Mapping[str, Any], as_json: bool) -> None:
         emit_json(record)
     else:
         click.echo(table(list(record.items())))
+
+
+def release_lines(document: dict) -> list[str]:
+    """What an estimates document says about release batches and shuffling, in words."""
+    lines = []
+    batch, pending = document["release_batch"], document.get("pending")
+    if pending:
+        lines.append(f"{pending} responses wait for release: results change only once "
+                     f"{batch} have arrived, or when the survey closes.")
+    central, local = document["central"], document["total_epsilon"]
+    if central["epsilon_per_release"] < local - 1e-9:
+        lines.append(f"Shuffled in releases: central epsilon {central['epsilon_per_release']:.3g} "
+                     f"per release and {central['epsilon_whole_survey']:.3g} over all released "
+                     f"responses (delta {central['delta']:.1g}), if the other responses in a "
+                     "release come from honest respondents.")
+    else:
+        lines.append(f"No amplification by shuffling yet: no release has been large enough, so "
+                     f"each respondent has the local epsilon {local:.4g} only.")
+    return lines

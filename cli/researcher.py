@@ -7,7 +7,7 @@ from ldpsurvey.shared.protocol import MAX_TOKENS_PER_REQUEST
 
 from .api import Api, pass_api, url_option
 from .options import confidence_option, method_option
-from .output import emit_json, table
+from .output import emit_json, release_lines, table
 
 
 @click.group()
@@ -83,6 +83,8 @@ def results(api: Api, survey_id: str, confidence: float, method: str, as_json: b
              _interval(o), q["epsilon"])
             for q in body["questions"] for o in q["options"]]
     click.echo(table(rows, ["question", "option", "n", "estimate", "clipped", "SE", "CI", "eps"]))
+    for line in release_lines(body):
+        click.echo(line)
 
 
 def _interval(option: dict) -> str:

@@ -14,6 +14,7 @@ from ldpsurvey.client import (
     TrustError,
     fetch_survey,
     prepare,
+    release_note,
     submit,
     survey_notes,
     unanswered,
@@ -147,6 +148,7 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
     shown = {qid: survey.question(qid).options[index] for qid, index in submission.answers.items()}
     click.echo("\nThis is exactly what will be sent (randomized on this device):")
     click.echo(f"  {json.dumps(submission.body())}   i.e. {shown}")
+    click.echo(release_note(survey.release_batch))
     if not assume_yes and not click.confirm("Send it?", default=True):
         click.echo("Not sent. Your randomized answers are kept, so answering later sends the "
                    "same ones.")

@@ -8,13 +8,13 @@ a CSPRNG, remembers the randomized answers, and sends only those.
 """
 
 from .http import ApiError, NetworkError
-from .notes import question_note, survey_notes
+from .notes import question_note, release_note, survey_notes
 from .respondent import Submission, prepare, submit, unanswered
 from .state import LocalState
 from .verify import Ceilings, TrustError, VerifiedSurvey, fetch_survey
 
 __all__ = [
     "ApiError", "Ceilings", "LocalState", "NetworkError", "Submission", "TrustError",
-    "VerifiedSurvey", "fetch_survey", "prepare", "question_note", "submit", "survey_notes",
-    "unanswered",
+    "VerifiedSurvey", "fetch_survey", "prepare", "question_note", "release_note", "submit",
+    "survey_notes", "unanswered",
 ]

@@ -36,3 +36,15 @@ def survey_notes(verified: VerifiedSurvey) -> dict[str, str]:
     """question id -> its note, using the epsilon realized by the randomizer's thresholds."""
     return {q.id: question_note(q, verified.epsilon[q.id], verified.total_epsilon)
             for q in verified.survey.questions}
+
+
+def release_note(release_batch: int) -> str:
+    """What the server promises to do with the submission before anyone sees it."""
+    if release_batch <= 1:
+        return ("The server shows each submission to the researchers as soon as it arrives: it "
+                "does not pool them, so results can change with yours alone.")
+    return (f"The server promises to hold your answers until at least {release_batch} "
+            "submissions have arrived and then release them all together in a random order, so "
+            "that the researchers, and anyone they show results to, cannot tell when you "
+            "answered or pick out your answers by when they arrived. This is the server's "
+            "promise: your device cannot check it.")

@@ -5,11 +5,16 @@
 
 The app refuses to start without the key file and secret (every replica must serve the same
 signing key). The access log holds method, path without query string, status, size and
-duration: no client address, no query string, no user agent, no referrer.
+duration: no client address, no query string, no user agent, no referrer; and no line at all
+for the responses endpoints (journald would time-stamp each, in arrival order).
 """
 
 import multiprocessing
 import os
+
+from gunicorn.glogging import Logger
+
+from ldpsurvey.aggregator.serving import logged
 
 wsgi_app = "ldpsurvey.aggregator:create_app()"
 raw_env = ["LDP_SURVEY_DEPLOYMENT=production"]
@@ -31,5 +36,16 @@ limit_request_field_size = 8190
 
 accesslog = "-"
 access_log_format = '"%(m)s %(U)s" %(s)s %(B)s %(M)sms'
+
+
+class PrivateLogger(Logger):
+    """gunicorn's logger without access-log lines for the responses endpoints."""
+
+    def access(self, resp, req, environ, request_time):
+        if logged(req.path):
+            super().access(resp, req, environ, request_time)
+
+
+logger_class = PrivateLogger
 errorlog = "-"
 loglevel = "info"  # gunicorn names client addresses only at debug level

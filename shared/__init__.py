@@ -28,9 +28,17 @@ from .manifest import (
 from .mechanism import Mechanism, alpha_for_epsilon, epsilon, report_probability, uniform_beta
 from .planning import n_required, n_required_central_laplace
 from .posterior import PosteriorBounds, posterior_bounds
+from .shuffle import (
+    DEFAULT_DELTA,
+    central_epsilon,
+    closed_form_epsilon,
+    numerical_epsilon,
+    release_batch_required,
+)
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
+    "DEFAULT_DELTA",
     "DEFAULT_METHOD",
     "EPSILON_TOLERANCE",
     "METHODS",
@@ -41,17 +49,21 @@ __all__ = [
     "Survey",
     "SurveyError",
     "alpha_for_epsilon",
+    "central_epsilon",
+    "closed_form_epsilon",
     "epsilon",
     "estimate",
     "exceeds",
     "load_definition",
     "n_required",
     "n_required_central_laplace",
+    "numerical_epsilon",
     "parse_definition",
     "parse_manifest",
     "posterior_bounds",
     "project_to_simplex",
     "read_definition",
+    "release_batch_required",
     "report_probability",
     "standard_error",
     "total_epsilon",

@@ -1,13 +1,18 @@
 """The survey format: the definition a researcher writes, and the manifest the aggregator signs.
 
 A definition (TOML or JSON) holds title, description, optional max_epsilon (the promised
-per-respondent ceiling), invitation_only, public_results and questions. Each question has
-id, text, type ("yes_no" or "choice" with options) and either alpha (with optional beta,
-uniform by default) or a target epsilon (alpha derived, beta uniform unless given).
+per-respondent ceiling), invitation_only, public_results, release_batch (how many responses the
+server pools before it releases them, shuffled, to counts and exports; default 100) and
+questions. Each question has id, text, type ("yes_no" or "choice" with options), an optional
+concept (a name for what it asks, shared by questions that ask the same across surveys) and
+either alpha (with optional beta, uniform by default) or a target epsilon (alpha derived, beta
+uniform unless given).
 
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
-Client and aggregator both read it through parse_manifest.
+Client and aggregator both read it through parse_manifest. Format /2 added release_batch and
+concept; a /1 manifest (written before release batches existed) reads as release_batch = 1,
+which is how its aggregator behaved.
 """
 
 import hashlib
@@ -23,8 +28,12 @@ from . import strict_json
 from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
 from .mechanism import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
 
-MANIFEST_FORMAT = "ldp-survey-manifest/1"
+MANIFEST_FORMAT = "ldp-survey-manifest/2"
+FORMAT_1 = "ldp-survey-manifest/1"
 QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
+CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+DEFAULT_RELEASE_BATCH = 100
+MAX_RELEASE_BATCH = 1_000_000
 YES_NO_OPTIONS = ("No", "Yes")
 MAX_QUESTIONS = 100
 MAX_OPTIONS = 64
@@ -49,15 +58,17 @@ class Question:
     type: str
     options: tuple[str, ...]
     mechanism: Mechanism
+    concept: str | None = None
 
     @property
     def epsilon(self) -> float:
         return self.mechanism.epsilon
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "text": self.text, "type": self.type,
-                "options": list(self.options), "alpha": self.mechanism.alpha,
-                "beta": list(self.mechanism.beta), "epsilon": self.epsilon}
+        fields = {"id": self.id, "text": self.text, "type": self.type,
+                  "options": list(self.options), "alpha": self.mechanism.alpha,
+                  "beta": list(self.mechanism.beta), "epsilon": self.epsilon}
+        return fields if self.concept is None else {**fields, "concept": self.concept}
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,7 @@ class Survey:
     max_epsilon: float | None = None
     invitation_only: bool = False
     public_results: bool = False
+    release_batch: int = DEFAULT_RELEASE_BATCH
     survey_id: str | None = None
     key_id: str | None = None
 
@@ -88,7 +100,7 @@ class Survey:
         return {"format": MANIFEST_FORMAT, "survey_id": self.survey_id, "key_id": self.key_id,
                 "title": self.title, "description": self.description,
                 "max_epsilon": self.max_epsilon, "invitation_only": self.invitation_only,
-                "public_results": self.public_results,
+                "public_results": self.public_results, "release_batch": self.release_batch,
                 "questions": [q.as_dict() for q in self.questions],
                 "total_epsilon": self.total_epsilon}
 
@@ -129,6 +141,12 @@ def _number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise _fail(where, f"must be a finite number, got {value!r}")
     return float(value)
+
+
+def _count(value: Any, where: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _fail(where, f"must be a whole number from {low} to {high:,}, got {value!r}")
+    return value
 
 
 def _flag(value: Any, where: str) -> bool:
@@ -176,7 +194,7 @@ def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
 def _question(data: Any, index: int, seen: set[str]) -> Question:
     where = f"questions[{index}]"
     data = _keys(data, where, {"id", "text", "type"},
-                 {"options", "alpha", "beta", "epsilon"})
+                 {"options", "alpha", "beta", "epsilon", "concept"})
     qid = data["id"]
     if not isinstance(qid, str) or not QUESTION_ID.fullmatch(qid):
         raise _fail(f"{where}.id", f"must match [a-z][a-z0-9_]{{0,39}}, got {qid!r}")
@@ -203,13 +221,17 @@ def _question(data: Any, index: int, seen: set[str]) -> Question:
         alpha = alpha_for_epsilon(eps, beta)
         if not 0.0 < alpha < 1.0:
             raise _fail(f"{where}.epsilon", f"{eps!r} gives no usable alpha")
-    return Question(qid, text, kind, options, Mechanism(alpha, beta))
+    concept = data.get("concept")
+    if concept is not None and not (isinstance(concept, str) and CONCEPT.fullmatch(concept)):
+        raise _fail(f"{where}.concept", f"must match {CONCEPT.pattern}, got {concept!r}")
+    return Question(qid, text, kind, options, Mechanism(alpha, beta), concept)
 
 
 def parse_definition(data: Any) -> Survey:
     """Validate a researcher's survey definition (already parsed from TOML or JSON)."""
     data = _keys(data, "survey", {"title", "questions"},
-                 {"description", "max_epsilon", "invitation_only", "public_results"})
+                 {"description", "max_epsilon", "invitation_only", "public_results",
+                  "release_batch"})
     questions = data["questions"]
     if not isinstance(questions, list) or not 1 <= len(questions) <= MAX_QUESTIONS:
         raise _fail("survey.questions", f"needs a list of 1 to {MAX_QUESTIONS} questions")
@@ -226,6 +248,8 @@ def parse_definition(data: Any) -> Survey:
         max_epsilon=max_epsilon,
         invitation_only=_flag(data.get("invitation_only", False), "survey.invitation_only"),
         public_results=_flag(data.get("public_results", False), "survey.public_results"),
+        release_batch=_count(data.get("release_batch", DEFAULT_RELEASE_BATCH),
+                             "survey.release_batch", 1, MAX_RELEASE_BATCH),
     )
     if max_epsilon is not None and exceeds(survey.total_epsilon, max_epsilon):
         raise _fail("survey.max_epsilon", f"the questions add up to epsilon "
@@ -256,20 +280,22 @@ def parse_manifest(raw: bytes) -> Survey:
         data = strict_json.loads(raw)
     except ValueError as exc:
         raise SurveyError(f"manifest: {exc}") from None
-    data = _keys(data, "manifest", {"format", "survey_id", "key_id", "title", "description",
-                                    "max_epsilon", "invitation_only", "public_results",
-                                    "questions", "total_epsilon"}, set())
-    if data["format"] != MANIFEST_FORMAT:
+    fields = {"format", "survey_id", "key_id", "title", "description", "max_epsilon",
+              "invitation_only", "public_results", "questions", "total_epsilon"}
+    version_2 = isinstance(data, Mapping) and data.get("format") == MANIFEST_FORMAT
+    data = _keys(data, "manifest", fields | {"release_batch"} if version_2 else fields, set())
+    if data["format"] not in (MANIFEST_FORMAT, FORMAT_1):
         raise _fail("manifest.format", f"unsupported format {data['format']!r}")
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
                                              "public_results")}
+    definition["release_batch"] = data["release_batch"] if version_2 else 1
     if data["max_epsilon"] is not None:
         definition["max_epsilon"] = data["max_epsilon"]
     stated = []
     definition["questions"] = []
     for index, q in enumerate(data["questions"] if isinstance(data["questions"], list) else []):
         q = _keys(q, f"questions[{index}]", {"id", "text", "type", "options", "alpha", "beta",
-                                             "epsilon"}, set())
+                                             "epsilon"}, {"concept"} if version_2 else set())
         stated.append(_number(q["epsilon"], f"questions[{index}].epsilon"))
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
     survey = parse_definition(definition)

@@ -30,7 +30,7 @@ DEFAULT_DELTA = 1e-6
 # bound at NUMERICAL_MAX_N (the bound only falls as n grows) and the closed form.
 NUMERICAL_MAX_N = 10**7
 # release_batch_required looks no further than this.
-MAX_RELEASE_BATCH = 10**9
+BATCH_SEARCH_LIMIT = 10**9
 # numerical_epsilon reports a multiple of this step (2^-24, about 6e-8), rounded up.
 EPSILON_GRID = 2.0**-24
 
@@ -43,6 +43,9 @@ _WINDOW_FLOOR = 1e-200
 _RELATIVE_ALLOWANCE = 1e-5
 # Divergence terms below this are negligible; they are bounded by it rather than computed.
 _NEGLIGIBLE = 1e-280
+# Above this local epsilon, e^-eps0 < 1e-304: there are no clones to hide among, and e^eps
+# could overflow; numerical_epsilon returns eps0 itself.
+_NO_CLONES_ABOVE = 700.0
 _UNIT_ROUNDOFF = 2.0**-50  # 2^-53 with a factor 8 to spare
 
 
@@ -56,7 +59,7 @@ def _validate(epsilon_local: float, n: int, delta: float) -> None:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
 
 
-def closed_form_applies(epsilon_local: float, n: int, delta: float = DEFAULT_DELTA) -> bool:
+def _closed_form_applies(epsilon_local: float, n: int, delta: float) -> bool:
     """FMT Theorem 3.1's condition: eps0 <= ln(n / (16 ln(4/delta)))."""
     _validate(epsilon_local, n, delta)
     return epsilon_local <= math.log(n / (16.0 * math.log(4.0 / delta)))
@@ -73,7 +76,7 @@ def closed_form_epsilon(epsilon_local: float, n: int, delta: float = DEFAULT_DEL
     the only safe central epsilon this bound gives). The value can exceed eps0 near the edge
     of validity: `central_epsilon` takes the minimum.
     """
-    if not closed_form_applies(epsilon_local, n, delta):
+    if not _closed_form_applies(epsilon_local, n, delta):
         return None
     e0 = math.exp(epsilon_local)
     a = 8.0 * math.sqrt(e0 * math.log(4.0 / delta) / n)
@@ -159,7 +162,6 @@ def _divergence_sum_large(c0: int, weights: tuple[float, ...], a_coef: float, b_
     each tail by s 2^-53 of the largest tail plus the pmf errors summed (counted as
     s^2 2^-53 times the largest pmf value); both are taken 8 times over.
     """
-    c1 = c0 + len(weights) - 1
     t = min(int(beta * (c0 + 1)) + 1, c0 + 1)
     k = t - 2
     log_b = (math.lgamma(c0 + 1) - math.lgamma(k + 1) - math.lgamma(c0 - k + 1)
@@ -179,14 +181,15 @@ def _divergence_sum_large(c0: int, weights: tuple[float, ...], a_coef: float, b_
         term *= ratio
         a += 1
     total, largest_tail, largest_pmf, cut = 0.0, tail, max(b0, b1), 0.0
-    for i, c in enumerate(range(c0, c1 + 1)):
-        if c > c0:
+    for i, weight in enumerate(weights):
+        c = c0 + i
+        if i:
             before = b0 * (k - 1) / (c - k + 1)  # b_{c-1}(k - 2)
             tail += 0.5 * b0
             b1, b0 = 0.5 * (b1 + b0), 0.5 * (b0 + before)
             steps += 1
-        t = min(int(beta * (c + 1)) + 1, c + 1)
-        while k < t - 2:
+        t = int(beta * (c + 1)) + 1
+        while k < t - 2 and k < c - 1:
             tail -= b1
             b0, b1 = b1, b1 * (c - k) / (k + 1)
             k += 1
@@ -195,14 +198,24 @@ def _divergence_sum_large(c0: int, weights: tuple[float, ...], a_coef: float, b_
         b2 = b1 * (c - k) / (k + 1)
         s2 = s1 - b2
         s3 = s2 - b2 * (c - k - 1) / (k + 2)
-        h = max(0.0, a_coef * tail - b_coef * s1, a_coef * s1 - b_coef * s2,
-                a_coef * s2 - b_coef * s3)
-        largest_tail = max(largest_tail, tail)
-        largest_pmf = max(largest_pmf, b0, b1)
-        total += weights[i] * h
+        # the three candidate thresholds t - 1, t, t + 1
+        h = a_coef * tail - b_coef * s1
+        h2 = a_coef * s1 - b_coef * s2
+        h3 = a_coef * s2 - b_coef * s3
+        if h2 > h:
+            h = h2
+        if h3 > h:
+            h = h3
+        if tail > largest_tail:
+            largest_tail = tail
+        if b0 > largest_pmf:
+            largest_pmf = b0
+        if b1 > largest_pmf:
+            largest_pmf = b1
         if h < _NEGLIGIBLE:
-            cut = math.fsum(weights[i + 1:]) * _NEGLIGIBLE
+            cut = math.fsum(weights[i:]) * _NEGLIGIBLE
             break
+        total += weight * h
     rounding = (a_coef + b_coef) * _UNIT_ROUNDOFF * steps * (largest_tail + steps * largest_pmf)
     return total + cut + rounding
 
@@ -247,10 +260,10 @@ def _smallest_grid_epsilon(epsilon_local: float, n: int, delta: float, start: fl
     """The smallest multiple of EPSILON_GRID whose divergence bound is <= delta.
 
     The search keeps a bracket (lo, hi] of grid points, hi checked (bound <= delta), lo not,
-    and narrows it by interpolating ln(bound / delta) (the Illinois rule, with a bisection step
-    whenever the bracket fails to halve) until they are neighbours; the answer is hi, so the
-    tolerance is rounded up to the grid and the result is a checked upper bound. `start`, a
-    known bound (the closed form or eps0), sets the first hi.
+    and narrows it by interpolating ln(bound / delta) (the Illinois rule, with a bisection
+    step whenever the bracket has failed to halve twice running) until they are neighbours.
+    The answer is hi: the tolerance is rounded up to the grid, and the result is a checked
+    upper bound. `start`, a known bound (the closed form or eps0), sets the first hi.
     """
 
     def gap(k: int) -> tuple[bool, float]:
@@ -268,13 +281,13 @@ def _smallest_grid_epsilon(epsilon_local: float, n: int, delta: float, start: fl
     ok, f_lo = gap(lo)
     if ok:
         return 0.0
-    kept, width = 0, hi - lo
+    kept, slow = 0, 0
     while hi - lo > 1:
-        if hi - lo > width / 2 and kept:
+        width = hi - lo
+        if slow >= 2:
             k = (lo + hi) // 2
         else:
-            k = round(lo + (hi - lo) * f_lo / (f_lo - f_hi))
-        k, width = min(max(k, lo + 1), hi - 1), hi - lo
+            k = min(max(round(lo + width * f_lo / (f_lo - f_hi)), lo + 1), hi - 1)
         ok, f = gap(k)
         if ok:
             hi, f_hi = k, f
@@ -282,6 +295,7 @@ def _smallest_grid_epsilon(epsilon_local: float, n: int, delta: float, start: fl
         else:
             lo, f_lo = k, f
             f_hi, kept = (f_hi / 2, kept - 1) if kept < 0 else (f_hi, -1)
+        slow = slow + 1 if hi - lo > width / 2 else 0
     return hi * EPSILON_GRID
 
 
@@ -296,13 +310,16 @@ def numerical_epsilon(epsilon_local: float, n: int, delta: float = DEFAULT_DELTA
     EPSILON_GRID = 2^-24, rounded up (_smallest_grid_epsilon). Never above eps0 or the closed
     form where it applies (both are bounds too; the minimum is returned). One evaluation costs
     O(sqrt(n)); for n > NUMERICAL_MAX_N = 1e7 the bound at n = 1e7 is used (the bound does not
-    grow with n: C ~ Bin(n - 1, p) only grows), with the closed form. Cached.
+    grow with n: C ~ Bin(n - 1, p) only grows), with the closed form. For eps0 > 700 it is
+    eps0 (e^-eps0 < 1e-304: nothing to hide among). Cached.
     """
     _validate(epsilon_local, n, delta)
     bound = float(epsilon_local)
     closed = closed_form_epsilon(epsilon_local, n, delta)
     if closed is not None:
         bound = min(bound, closed)
+    if epsilon_local > _NO_CLONES_ABOVE:
+        return bound
     if n > NUMERICAL_MAX_N:
         return min(bound, numerical_epsilon(epsilon_local, NUMERICAL_MAX_N, delta))
     return min(bound, _smallest_grid_epsilon(epsilon_local, n, delta, bound))
@@ -317,15 +334,15 @@ def central_epsilon(epsilon_local: float, n: int, delta: float = DEFAULT_DELTA) 
 
 
 def _smallest_closed_form_batch(epsilon_local: float, target: float, delta: float) -> int | None:
-    """The smallest n <= MAX_RELEASE_BATCH whose closed form applies and is <= target."""
+    """The smallest n <= BATCH_SEARCH_LIMIT whose closed form applies and is <= target."""
 
     def within(n: int) -> bool:
         closed = closed_form_epsilon(epsilon_local, n, delta)
         return closed is not None and closed <= target
 
-    if not within(MAX_RELEASE_BATCH):
+    if not within(BATCH_SEARCH_LIMIT):
         return None
-    lo, hi = 0, MAX_RELEASE_BATCH
+    lo, hi = 0, BATCH_SEARCH_LIMIT
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if within(mid) else (mid, hi)
@@ -335,7 +352,7 @@ def _smallest_closed_form_batch(epsilon_local: float, target: float, delta: floa
 def release_batch_required(epsilon_local: float, target: float,
                            delta: float = DEFAULT_DELTA) -> int | None:
     """The smallest release batch n whose central epsilon (central_epsilon) is <= target, or
-    None if no n up to MAX_RELEASE_BATCH = 1e9 reaches it.
+    None if no n up to BATCH_SEARCH_LIMIT = 1e9 reaches it.
 
     The bound does not grow with n, so the search is a binary search over n. The closed form
     (cheap) is searched over the whole range; the numerical bound, one divergence evaluation
@@ -349,6 +366,8 @@ def release_batch_required(epsilon_local: float, target: float,
     if target >= epsilon_local:
         return 1
     closed = _smallest_closed_form_batch(epsilon_local, target, delta)
+    if epsilon_local > _NO_CLONES_ABOVE:  # numerical_epsilon is eps0 there
+        return closed
     limit = NUMERICAL_MAX_N if closed is None else min(NUMERICAL_MAX_N, closed - 1)
     at = math.floor(target / EPSILON_GRID) * EPSILON_GRID
 

@@ -11,6 +11,9 @@ SURVEY = {
     "title": "Habits",
     "description": "A test survey.",
     "public_results": False,
+    # Every response is released at once, so tests can read counts right after posting; the
+    # release-batch tests (test_release_batches.py) set their own.
+    "release_batch": 1,
     "questions": [
         {"id": "smoked", "text": "Smoked?", "type": "yes_no", "alpha": 0.5, "beta": 0.5},
         {"id": "drove", "text": "Drove after drinking?", "type": "yes_no", "alpha": 0.75,

@@ -120,16 +120,21 @@ def start_nginx(folder: Path, upstreams: list[int], rate: str | None = None
 
 def request(method: str, url: str, body=None, headers=None, timeout: float = 10):
     """(status, parsed JSON or None). Raises OSError when the server cannot be reached."""
+    status, parsed, _ = exchange(method, url, body, headers, timeout)
+    return status, parsed
+
+
+def exchange(method: str, url: str, body=None, headers=None, timeout: float = 10):
+    """(status, parsed JSON or None, response headers)."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout, context=INSECURE) as response:
-            raw = response.read()
-            status = response.status
+            raw, status, received = response.read(), response.status, response.headers
     except urllib.error.HTTPError as exc:
-        raw, status = exc.read(), exc.code
+        raw, status, received = exc.read(), exc.code, exc.headers
     try:
-        return status, json.loads(raw)
+        return status, json.loads(raw), received
     except ValueError:
-        return status, None
+        return status, None, received

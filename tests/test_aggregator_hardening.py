@@ -1,5 +1,6 @@
 """Security headers, cookies, the reverse proxy and the production gunicorn configuration."""
 
+import json
 import os
 import shutil
 import signal
@@ -7,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -112,6 +114,11 @@ def test_gunicorn_production_config_logs_no_address_or_query(tmp_path):
                 time.sleep(0.1)
         else:
             pytest.fail(f"gunicorn did not start: {log.read_text()}")
+        for path in ("/api/surveys/nope/responses", "/api/surveys/nope/responses/batch"):
+            post = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=b"{}",
+                                          headers={"Content-Type": "application/json"})
+            with pytest.raises(urllib.error.HTTPError):
+                urllib.request.urlopen(post, timeout=5)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -119,6 +126,33 @@ def test_gunicorn_production_config_logs_no_address_or_query(tmp_path):
     assert '"GET /healthz" 200' in text
     assert "secret-query" not in text and "127.0.0.1 " not in text.replace(
         f"127.0.0.1:{port}", "")
+    assert "/responses" not in text  # no line where responses arrive
+
+
+def test_the_development_server_logs_no_line_for_responses(app, client, survey_id, caplog):
+    """`ldp-survey serve` and the mock's embedded server: other requests get a line."""
+    import logging
+    import threading
+
+    from ldpsurvey.aggregator.serving import make_server
+
+    server = make_server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01})
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        with caplog.at_level(logging.INFO, logger="ldpsurvey.aggregator.requests"):
+            body = json.dumps({"answers": {"smoked": 1, "drove": 0, "sleep": 2}}).encode()
+            post = urllib.request.Request(f"{base}/api/surveys/{survey_id}/responses", data=body,
+                                          headers={"Content-Type": "application/json"})
+            assert urllib.request.urlopen(post, timeout=5).status == 201
+            urllib.request.urlopen(f"{base}/api/surveys/{survey_id}/status?x=1", timeout=5)
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines == [f'"GET /api/surveys/{survey_id}/status" 200']
 
 
 def test_gunicorn_refuses_production_without_key(tmp_path):

@@ -16,7 +16,7 @@ def stored_rows(app, survey_id):
 
     with app.app_context():
         db = get_db()
-        responses = db.query("SELECT answers, received_day FROM responses WHERE survey_id = ?",
+        responses = db.query("SELECT answers, released_day FROM responses WHERE survey_id = ?",
                              (survey_id,))
         counts = db.query("SELECT question_id, option_index, count FROM counts "
                           "WHERE survey_id = ? ORDER BY question_id, option_index", (survey_id,))

@@ -25,8 +25,9 @@ def columns(app) -> dict[str, list[str]]:
 def test_no_column_can_hold_an_ip_user_agent_token_or_time(app):
     schema = columns(app)
     assert set(schema) == {"surveys", "responses", "counts", "idempotency_keys", "api_keys",
-                           "invitation_tokens", "schema_version"}
-    assert sorted(schema["responses"]) == ["answers", "received_day", "response_id", "survey_id"]
+                           "invitation_tokens", "schema_version", "pending", "releases"}
+    assert sorted(schema["responses"]) == ["answers", "released_day", "response_id", "survey_id"]
+    assert sorted(schema["pending"]) == ["answers", "pending_id", "survey_id"]
     # Hashes of unspent invitation tokens, deleted when spent: nothing joins them to a response.
     assert sorted(schema["invitation_tokens"]) == ["survey_id", "token_hash"]
     for table, names in schema.items():
@@ -86,3 +87,13 @@ def test_response_ids_are_random_and_distinct():
 
     ids = new_ids(1000)
     assert len(set(ids)) == 1000 and all(len(i) == 16 for i in ids)
+
+
+def test_survey_ids_are_safe_on_a_command_line_and_in_urls():
+    import re
+
+    from ldpsurvey.aggregator.ids import new_survey_id
+
+    ids = {new_survey_id() for _ in range(10_000)}
+    assert len(ids) == 10_000
+    assert all(re.fullmatch(r"[a-z2-7]{21}", survey_id) for survey_id in ids)  # 105 bits

@@ -153,7 +153,7 @@ def test_jsonl_export(client, auth, survey_id):
     sent = submit_many(client, auth, survey_id, 30)
     response = client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth)
     head, *rows = [json.loads(line) for line in response.text.splitlines()]
-    assert set(head) == {"manifest", "parameters"}
+    assert set(head) == {"manifest", "parameters", "central"}
     assert canon(r["answers"] for r in rows) == canon(sent)
     assert all(set(r) == {"answers"} for r in rows)
 

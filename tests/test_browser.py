@@ -16,7 +16,9 @@ from helpers import require
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
-HEALTH = read_definition(resources.files("ldpsurvey.shared") / "examples" / "health.toml")
+# Released at once, so a test reads the count right after answering.
+HEALTH = {**read_definition(resources.files("ldpsurvey.shared") / "examples" / "health.toml"),
+          "release_batch": 1}
 VECTORS = json.loads((resources.files("ldpsurvey.shared") / "testvectors.json").read_text())
 TRUE_ANSWERS = {"smoked": "Yes", "drank_and_drove": "No", "cannabis": "No", "sleep": "6 to 8"}
 

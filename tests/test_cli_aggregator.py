@@ -17,9 +17,10 @@ def runner(researcher_key, monkeypatch):
     return CliRunner()
 
 
-def test_create_answer_results_close(runner, live_server, client):
-    with resources.as_file(EXAMPLE) as path:
-        created = runner.invoke(main, ["survey", "create", str(path), "--url", live_server])
+def test_create_answer_results_close(runner, live_server, client, tmp_path):
+    path = tmp_path / "released-at-once.toml"  # the example, releasing every response at once
+    path.write_text("release_batch = 1\n" + EXAMPLE.read_text())
+    created = runner.invoke(main, ["survey", "create", str(path), "--url", live_server])
     assert created.exit_code == 0, created.output
     survey_id = created.stdout.strip()
     answers = {"smoked": 1, "drank_and_drove": 0, "cannabis": 1, "sleep": 2}

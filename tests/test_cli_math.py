@@ -100,6 +100,23 @@ def test_human_table_by_default():
     (["plan", "--epsilon", "1", "--proportion", "2", "--margin", "0.1"], "--proportion"),
     (["plan", "--epsilon", "1", "--proportion", "0.2", "--margin", "0"], "--margin"),
     (["epsilon"], "--alpha"),
+    (["shuffle", "--epsilon", "1", "--n", "0"], "--n"),
+    (["shuffle", "--epsilon", "1", "--n", "100", "--delta", "1"], "--delta"),
+    (["shuffle", "--epsilon", "1", "--n", "100", "--delta", "2"], "--delta"),
+    (["shuffle", "--epsilon", "1", "--n", "100", "--delta", "0"], "--delta"),
+    (["shuffle", "--epsilon", "1", "--n", "100", "--delta", "nan"], "--delta"),
+    (["shuffle", "--epsilon", "-1", "--n", "100"], "--epsilon"),
+    (["shuffle", "--epsilon", "0", "--n", "100"], "--epsilon"),
+    (["shuffle", "--epsilon", "inf", "--n", "100"], "--epsilon"),
+    (["shuffle", "--n", "100"], "--epsilon"),
+    (["plan", "--epsilon", "1", "--proportion", "0.3"], "--margin"),
+    (["plan", "--epsilon", "1", "--margin", "0.03"], "--proportion"),
+    (["plan", "--epsilon", "1"], "--central-epsilon"),
+    (["plan", "--epsilon", "1", "--central-epsilon", "0"], "--central-epsilon"),
+    (["plan", "--epsilon", "1", "--central-epsilon", "nan"], "--central-epsilon"),
+    (["plan", "--epsilon", "1", "--central-epsilon", "0.1", "--delta", "1"], "--delta"),
+    (["plan", "--epsilon", "1", "--proportion", "0.3", "--margin", "0.03", "--delta", "1e-8"],
+     "--delta"),
 ])
 def test_bad_arguments_give_one_line_and_exit_2(args, problem):
     result = CliRunner().invoke(main, args)
@@ -109,8 +126,70 @@ def test_bad_arguments_give_one_line_and_exit_2(args, problem):
     assert result.stdout == ""
 
 
-def test_errors_have_no_traceback_as_a_process():
-    proc = subprocess.run([sys.executable, "-m", "ldpsurvey.cli", "estimate", "--alpha", "0.5",
-                           "--n", "10", "--yes", "11"], capture_output=True, text=True)
+@pytest.mark.parametrize("args", [["estimate", "--alpha", "0.5", "--n", "10", "--yes", "11"],
+                                  ["shuffle", "--epsilon", "-1", "--n", "10"]])
+def test_errors_have_no_traceback_as_a_process(args):
+    proc = subprocess.run([sys.executable, "-m", "ldpsurvey.cli", *args], capture_output=True,
+                          text=True)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+SHUFFLE_KEYS = {"epsilon_local", "n", "delta", "epsilon_closed_form", "epsilon_numerical",
+                "epsilon_central"}
+
+
+def test_shuffle_json_matches_the_library():
+    from ldpsurvey.shared import central_epsilon, closed_form_epsilon, numerical_epsilon
+
+    out = run_json("shuffle", "--epsilon", "4", "--n", "100000")
+    assert set(out) == SHUFFLE_KEYS
+    assert (out["epsilon_local"], out["n"], out["delta"]) == (4.0, 100000, 1e-6)
+    assert out["epsilon_closed_form"] == closed_form_epsilon(4.0, 100000, 1e-6)
+    assert math.isclose(out["epsilon_closed_form"], 0.5378040242374512, rel_tol=1e-12)
+    assert out["epsilon_numerical"] == numerical_epsilon(4.0, 100000, 1e-6)
+    assert out["epsilon_central"] == central_epsilon(4.0, 100000, 1e-6)
+
+
+def test_shuffle_closed_form_is_null_for_a_small_release():
+    from ldpsurvey.shared import central_epsilon, numerical_epsilon
+
+    eps0 = math.log(3)
+    out = run_json("shuffle", "--epsilon", repr(eps0), "--n", "100", "--delta", "1e-8")
+    assert set(out) == SHUFFLE_KEYS and out["delta"] == 1e-8
+    assert out["epsilon_closed_form"] is None
+    assert out["epsilon_numerical"] == numerical_epsilon(eps0, 100, 1e-8)
+    assert out["epsilon_central"] == central_epsilon(eps0, 100, 1e-8) <= eps0
+
+
+def test_shuffle_table_shows_null_as_a_dash():
+    result = CliRunner().invoke(main, ["shuffle", "--epsilon", "1", "--n", "100"])
+    assert result.exit_code == 0
+    assert "epsilon_closed_form  -" in result.stdout
+
+
+def test_plan_with_central_epsilon_alone():
+    from ldpsurvey.shared import Mechanism, release_batch_required
+
+    out = run_json("plan", "--epsilon", "1", "--central-epsilon", "0.1")
+    assert set(out) == {"alpha", "release_batch_required"}
+    assert out["alpha"] == Mechanism.from_epsilon(1.0).alpha
+    assert out["release_batch_required"] == release_batch_required(1.0, 0.1, 1e-6)
+
+
+def test_plan_with_margin_and_central_epsilon():
+    from ldpsurvey.shared import release_batch_required
+
+    out = run_json("plan", "--epsilon", "1", "--proportion", "0.3", "--margin", "0.03",
+                   "--central-epsilon", "0.1", "--delta", "1e-8")
+    assert set(out) == {"alpha", "n_required", "n_required_central_laplace",
+                        "release_batch_required"}
+    assert (out["n_required"], out["n_required_central_laplace"]) == (4827, 906)
+    assert out["release_batch_required"] == release_batch_required(1.0, 0.1, 1e-8)
+
+
+def test_plan_release_batch_is_null_when_out_of_reach():
+    out = run_json("plan", "--epsilon", "1", "--central-epsilon", "1e-6")
+    assert out["release_batch_required"] is None
+
+

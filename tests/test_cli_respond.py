@@ -13,7 +13,9 @@ from ldpsurvey.shared import read_definition
 def health_id(client, auth):
     example = resources.files("ldpsurvey.shared") / "examples" / "health.toml"
     with resources.as_file(example) as path:
-        response = client.post("/api/surveys", json=read_definition(path), headers=auth)
+        # released at once, so a test reads the count right after answering
+        response = client.post("/api/surveys", json={**read_definition(path), "release_batch": 1},
+                               headers=auth)
     return response.json["survey_id"]
 
 
@@ -81,3 +83,14 @@ def test_bad_answers_option(runner, live_server, health_id, answers, message):
     result = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id,
                                   "--answers", answers, "--yes"])
     assert result.exit_code == 2 and message in result.stderr
+
+
+def test_the_release_batch_is_shown_as_the_servers_promise(runner, live_server, client, auth):
+    definition = {**read_definition(resources.files("ldpsurvey.shared") / "examples" /
+                                    "health.toml"), "release_batch": 250}
+    survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+    result = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
+                                  "--answers", ANSWERS, "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "until at least 250 submissions have arrived" in result.stdout
+    assert "This is the server's promise: your device cannot check it." in result.stdout

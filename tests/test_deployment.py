@@ -19,6 +19,7 @@ from ldpsurvey.shared import read_definition
 from helpers import require
 from processes import (
     NGINX,
+    exchange,
     free_port,
     kill,
     request,
@@ -50,7 +51,8 @@ def random_answers(rng: random.Random) -> dict:
 
 
 def stored_state(app, survey_id):
-    """(number of responses, counters == recount from the rows, idempotency key hashes)."""
+    """(responses stored, released or pending; counters == recount of the released rows;
+    idempotency key hashes; integrity check; responses pending)."""
     import json
 
     from ldpsurvey.aggregator.db import get_db
@@ -59,6 +61,7 @@ def stored_state(app, survey_id):
         db = get_db()
         rows = [json.loads(a) for (a,) in db.query(
             "SELECT answers FROM responses WHERE survey_id = ?", (survey_id,))]
+        pending = db.query("SELECT COUNT(*) FROM pending WHERE survey_id = ?", (survey_id,))[0][0]
         counters = {(q, j): int(c) for q, j, c in db.query(
             "SELECT question_id, option_index, count FROM counts WHERE survey_id = ?",
             (survey_id,))}
@@ -67,7 +70,7 @@ def stored_state(app, survey_id):
         integrity = None if db.dialect == "postgresql" else db.query("PRAGMA integrity_check")[0][0]
     recount = Counter((q, j) for row in rows for q, j in row.items())
     consistent = all(counters[k] == recount.get(k, 0) for k in counters)
-    return len(rows), consistent, keys, integrity
+    return len(rows) + pending, consistent, keys, integrity, pending
 
 
 def test_kill_9_mid_stream_loses_no_acknowledged_answer(tmp_path, database_url):
@@ -115,7 +118,7 @@ def test_kill_9_mid_stream_loses_no_acknowledged_answer(tmp_path, database_url):
 
     server = start_gunicorn(env, port, tmp_path / "gunicorn.log")
     try:
-        stored, consistent, key_hashes, integrity = stored_state(app, survey_id)
+        stored, consistent, key_hashes, integrity, _ = stored_state(app, survey_id)
         assert {hash_text(k) for k, _ in acknowledged} <= key_hashes  # every ack is stored
         assert stored == len(key_hashes) and consistent
         assert integrity in (None, "ok")
@@ -124,14 +127,20 @@ def test_kill_9_mid_stream_loses_no_acknowledged_answer(tmp_path, database_url):
             status, _ = request("POST", f"{base}/api/surveys/{survey_id}/responses", body,
                                 {"Idempotency-Key": idempotency_key})
             assert status == 201
-        stored, consistent, key_hashes, integrity = stored_state(app, survey_id)
+        stored, consistent, key_hashes, integrity, pending = stored_state(app, survey_id)
         assert stored == len(sent) == len(key_hashes) and consistent
         assert integrity in (None, "ok")
+        # What was pending when the server died is released with the rest at close.
+        assert request("POST", f"{base}/api/surveys/{survey_id}/close", None,
+                       {"Authorization": f"Bearer {key}"})[0] == 200
+        released, consistent, _, _, left = stored_state(app, survey_id)
+        assert released == len(sent) and left == 0 and consistent
     finally:
         kill(server)
         close_app(app)
     print(f"\nkill -9 on {database_url.split(':')[0]}: {len(acknowledged)} acknowledged, "
-          f"all stored; {len(unacknowledged)} unacknowledged retried; {stored} stored in all")
+          f"all stored; {len(unacknowledged)} unacknowledged retried; {stored} stored in all, "
+          f"{pending} of them pending until the close released them")
 
 
 @pytest.fixture
@@ -141,11 +150,13 @@ def nginx_available():
 
 @contextlib.contextmanager
 def replicas_behind_nginx(tmp_path, database_url, rate=None):
-    """Two production replicas on one database behind nginx with the shipped config; yields
-    (https base URL, researcher key, checker app, replica ports)."""
+    """Two production replicas on one database behind nginx with the shipped config, each
+    named in a Served-By header (replica-PORT); yields (https base URL, researcher key, checker
+    app, replica ports)."""
     env, key, app = production(tmp_path, database_url)
     ports = [free_port(), free_port()]
-    replicas = [start_gunicorn(env, p, tmp_path / f"replica-{p}.log") for p in ports]
+    replicas = [start_gunicorn({**env, "LDP_SURVEY_SERVED_BY": f"replica-{p}"}, p,
+                               tmp_path / f"replica-{p}.log") for p in ports]
     proxy, base = start_nginx(tmp_path, ports, rate=rate)
     try:
         yield base, key, app, ports
@@ -169,18 +180,24 @@ def test_two_replicas_behind_nginx_on_postgresql(tmp_path, database_url, nginx_a
         per_client = 60
         answers = [random_answers(random.Random(i)) for i in range(8 * per_client)]
 
+        served_by: Counter = Counter()
+
         def client(number: int) -> None:
             for n in range(per_client):
                 index = number * per_client + n
-                status, _ = request("POST", f"{base}/api/surveys/{survey_id}/responses",
-                                    answers[index], {"Idempotency-Key": f"scale-{index:06d}"})
+                status, _, headers = exchange(
+                    "POST", f"{base}/api/surveys/{survey_id}/responses", answers[index],
+                    {"Idempotency-Key": f"scale-{index:06d}"})
                 assert status == 201
+                served_by[headers["Served-By"]] += 1
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        # Closing releases the last, smaller batch: then every response counts.
+        assert request("POST", f"{base}/api/surveys/{survey_id}/close", None, auth)[0] == 200
         _, estimates = request("GET", f"{base}/api/surveys/{survey_id}/estimates",
                                headers=auth)
         expected = Counter((q, j) for a in answers for q, j in a["answers"].items())
@@ -193,16 +210,20 @@ def test_two_replicas_behind_nginx_on_postgresql(tmp_path, database_url, nginx_a
         single_id = single.post("/api/surveys", json=HEALTH, headers=auth).json["survey_id"]
         single.post(f"/api/surveys/{single_id}/responses/batch",
                     json={"responses": answers}, headers=auth)
+        single.post(f"/api/surveys/{single_id}/close", headers=auth)
         reference = single.get(f"/api/surveys/{single_id}/estimates", headers=auth).json
         assert [q["options"] for q in estimates["questions"]] == \
             [q["options"] for q in reference["questions"]]
-        for port in ports:  # both replicas took part
-            log = (tmp_path / f"replica-{port}.log").read_text()
-            assert log.count(f'"POST /api/surveys/{survey_id}/responses" 201') > 10
+        # both replicas took part, as their Served-By headers show (no log line says so)
+        assert set(served_by) == {f"replica-{port}" for port in ports}
+        assert min(served_by.values()) > 10, served_by
         request("GET", f"{base}/healthz?who=secret-query-value")
         access = (tmp_path / "ldp-survey.access.log").read_text()
         assert "secret-query-value" not in access and "127.0.0.1" not in access
-        assert '"POST /api/surveys/' in access
+        assert '"POST /api/surveys" 201' in access  # other requests are logged
+        assert "/responses" not in access
+        for port in ports:
+            assert "/responses" not in (tmp_path / f"replica-{port}.log").read_text()
 
 
 def test_nginx_rate_limits_per_client(tmp_path, nginx_available):

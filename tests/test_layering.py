@@ -101,7 +101,8 @@ def test_store_never_branches_on_the_database_kind():
 
 def test_services_raise_plain_exceptions_only():
     """Services and store import nothing of Flask, so they cannot raise an HTTP error."""
-    for name in ("store", "surveys", "intake", "answers", "exceptions", "migrations", "ids"):
+    for name in ("store", "surveys", "intake", "answers", "exceptions", "migrations", "ids",
+                 "database"):
         modules = imported_modules(AGGREGATOR / f"{name}.py")
         assert not {m for m in modules if m.split(".")[0] in ("flask", "werkzeug")}, name
         assert not modules & {".errors", ".http", ".auth"}, name

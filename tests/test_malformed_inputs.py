@@ -94,7 +94,7 @@ def snapshot(app):
         db = get_db()
         return {table: db.query(f"SELECT * FROM {table} ORDER BY 1")
                 for table in ("surveys", "responses", "counts", "idempotency_keys",
-                              "invitation_tokens")}
+                              "invitation_tokens", "pending", "releases")}
 
 
 @pytest.mark.parametrize("name, path, headers, body, status, code", CATALOGUE,

@@ -127,3 +127,52 @@ def test_load_definition_reports_the_file(tmp_path):
     as_json = tmp_path / "survey.json"
     as_json.write_text(json.dumps(DEFINITION))
     assert load_definition(as_json).title == "Habits"
+
+
+def test_format_2_carries_release_batch_and_concept():
+    survey = published({**DEFINITION, "release_batch": 250,
+                        "questions": [{**DEFINITION["questions"][0], "concept": "smoking.ever"},
+                                      DEFINITION["questions"][1]]})
+    manifest = json.loads(survey.manifest_bytes())
+    assert manifest["format"] == "ldp-survey-manifest/2" and manifest["release_batch"] == 250
+    assert manifest["questions"][0]["concept"] == "smoking.ever"
+    assert "concept" not in manifest["questions"][1]
+    again = parse_manifest(survey.manifest_bytes())
+    assert again == survey and again.questions[0].concept == "smoking.ever"
+    assert parse_definition(DEFINITION).release_batch == 100  # the default
+
+
+def test_format_1_manifests_are_still_read_as_released_at_once():
+    """A manifest signed before release batches existed: its aggregator released every
+    response at once, so it reads as release_batch = 1; /1 never had the new fields."""
+    manifest = json.loads(published().manifest_bytes())
+    manifest["format"] = "ldp-survey-manifest/1"
+    del manifest["release_batch"]
+    old = parse_manifest(json.dumps(manifest).encode())
+    assert old.release_batch == 1 and old.questions == published().questions
+    manifest["release_batch"] = 5
+    with pytest.raises(SurveyError, match="unknown field 'release_batch'"):
+        parse_manifest(json.dumps(manifest).encode())
+    del manifest["release_batch"]
+    manifest["questions"][0]["concept"] = "smoking"
+    with pytest.raises(SurveyError, match="unknown field 'concept'"):
+        parse_manifest(json.dumps(manifest).encode())
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"release_batch": 0}, "survey.release_batch: must be a whole number from 1"),
+    ({"release_batch": 2.5}, "survey.release_batch"),
+    ({"release_batch": True}, "survey.release_batch"),
+    ({"release_batch": 10**7}, "survey.release_batch"),
+])
+def test_bad_release_batch(change, message):
+    with pytest.raises(SurveyError, match=re.escape(message)):
+        parse_definition({**DEFINITION, **change})
+
+
+@pytest.mark.parametrize("concept", ["Smoking", "1st", "a b", "x" * 65, 7, ""])
+def test_bad_concept(concept):
+    definition = copy.deepcopy(DEFINITION)
+    definition["questions"][0]["concept"] = concept
+    with pytest.raises(SurveyError, match=r"question 'smoked'\.concept"):
+        parse_definition(definition)

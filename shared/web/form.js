@@ -124,6 +124,20 @@ function chosenAnswers(manifest) {
   return { answers };
 }
 
+// The same words as the Python client's release_note (ldpsurvey/client/notes.py). A manifest
+// of format /1 has no release_batch: its server released each submission at once.
+function releaseNote(releaseBatch = 1) {
+  if (releaseBatch <= 1) {
+    return "The server shows each submission to the researchers as soon as it arrives: it " +
+      "does not pool them, so results can change with yours alone.";
+  }
+  return `The server promises to hold your answers until at least ${releaseBatch} ` +
+    "submissions have arrived and then release them all together in a random order, so " +
+    "that the researchers, and anyone they show results to, cannot tell when you " +
+    "answered or pick out your answers by when they arrived. This is the server's " +
+    "promise: your device cannot check it.";
+}
+
 function showConfirm(manifest, memo, total, again) {
   const payload = { answers: {} };
   const list = $("sent-list");
@@ -137,6 +151,7 @@ function showConfirm(manifest, memo, total, again) {
   $("total-note").textContent = `Together these answers have epsilon ${total.toFixed(3)}: ` +
     "someone who thought something about you 50 % likely could be at most " +
     `${percent(posteriorMax(0.5, total))} sure after seeing all of them.`;
+  $("release-note").textContent = releaseNote(manifest.release_batch);
   $("again").hidden = !again;
   show("confirm");
 }

@@ -1,0 +1,63 @@
+"""Release batches: accepted responses wait, on disk, in a pending pool; once a survey has at
+least `release_batch` of them (or when it closes) they are released together, in a uniformly
+random order from the OS's CSPRNG, in one transaction with the counters. Nothing released, and
+nothing stored, tells in which order they arrived within their release.
+
+After a release, what the deleted pending rows, spent tokens and rewritten idempotency records
+leave in the database's files is scrubbed (`Connection.scrub`).
+"""
+
+import json
+import secrets
+from collections import Counter
+
+from ldpsurvey.shared import Survey
+
+from . import store
+from .database import Connection
+
+SCRUBBED = ("pending", "invitation_tokens", "idempotency_keys")
+
+
+def release(db: Connection, survey: Survey, minimum: int) -> int:
+    """In one transaction: if the survey has at least `minimum` pending responses, release
+    them all; return how many were released. Call outside a transaction."""
+    with db.transaction():
+        store.lock_survey(db, survey.survey_id, exclusive=True)
+        released = release_locked(db, survey, minimum)
+    if released:
+        db.scrub(SCRUBBED)
+    return released
+
+
+def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
+    """The release itself, inside a transaction that holds the survey exclusively.
+
+    The rows are shuffled with SystemRandom (Fisher-Yates over the OS's CSPRNG: every order
+    equally likely) and inserted in that order under fresh random keys, so neither physical
+    order nor keys follow arrival; they all carry the day of release. The idempotency records
+    made since the last release are written again in a shuffled order too, so that on
+    PostgreSQL they share the release's transaction id instead of each their arrival's."""
+    survey_id = survey.survey_id
+    if store.pending_count(db, survey_id) < max(minimum, 1):
+        return 0
+    rows = store.take_pending(db, survey_id)
+    shuffle = secrets.SystemRandom().shuffle
+    shuffle(rows)
+    day = store.today()
+    store.insert_released(db, survey_id, rows, day)
+    store.add_counts(db, survey_id, Counter(
+        (qid, index) for row in rows for qid, index in json.loads(row).items()))
+    records = store.take_unreleased_idempotency(db, survey_id)
+    shuffle(records)
+    store.insert_released_idempotency(db, survey_id, records)
+    store.record_release(db, survey_id, day, len(rows))
+    return len(rows)
+
+
+def release_due(db: Connection) -> None:
+    """Release every survey whose pending pool reached its batch (after a crash between an
+    acknowledgement and its release, say)."""
+    for survey_id in store.surveys_with_pending(db):
+        survey = store.get_survey(db, survey_id).survey
+        release(db, survey, survey.release_batch)

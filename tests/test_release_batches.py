@@ -1,0 +1,140 @@
+"""Release batches: responses become visible only together, in batches of at least the survey's
+release_batch (or at close), and everything that promised exactly-once keeps its promise."""
+
+import pytest
+
+from helpers import SURVEY
+
+ANSWER = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
+
+
+def create(client, auth, **fields) -> str:
+    response = client.post("/api/surveys", json={**SURVEY, **fields}, headers=auth)
+    assert response.status_code == 201, response.json
+    return response.json["survey_id"]
+
+
+def post(client, survey_id, body=ANSWER, **headers):
+    return client.post(f"/api/surveys/{survey_id}/responses", json=body, headers=headers)
+
+
+def estimates(client, survey_id, headers=None) -> dict:
+    response = client.get(f"/api/surveys/{survey_id}/estimates", headers=headers or {})
+    assert response.status_code == 200, response.json
+    return response.json
+
+
+def test_counts_move_only_in_whole_releases(client, auth):
+    """A public-results poller sees n jump by the batch, never by one response, and no
+    pending count; the researcher sees how many wait."""
+    survey_id = create(client, auth, release_batch=5, public_results=True)
+    seen = []
+    for i in range(12):
+        assert post(client, survey_id).status_code == 201
+        public = estimates(client, survey_id)
+        assert "pending" not in public and public["release_batch"] == 5
+        seen.append(public["questions"][0]["n"])
+        assert estimates(client, survey_id, auth)["pending"] == (i + 1) % 5
+    assert seen == [0, 0, 0, 0, 5, 5, 5, 5, 5, 10, 10, 10]
+    assert all(q["n"] == 10 for q in estimates(client, survey_id)["questions"])
+    assert client.post(f"/api/surveys/{survey_id}/close", headers=auth).status_code == 200
+    closed = estimates(client, survey_id, auth)
+    assert closed["questions"][0]["n"] == 12 and closed["pending"] == 0
+
+
+def test_a_batch_reaching_the_threshold_is_released_whole(client, auth):
+    survey_id = create(client, auth, release_batch=5)
+    batch = client.post(f"/api/surveys/{survey_id}/responses/batch",
+                        json={"responses": [ANSWER] * 3}, headers=auth)
+    assert batch.status_code == 201 and estimates(client, survey_id, auth)["pending"] == 3
+    client.post(f"/api/surveys/{survey_id}/responses/batch",
+                json={"responses": [ANSWER] * 4}, headers=auth)
+    document = estimates(client, survey_id, auth)
+    assert document["pending"] == 0 and document["questions"][0]["n"] == 7
+
+
+def test_idempotency_holds_across_a_release(client, auth):
+    survey_id = create(client, auth, release_batch=3)
+    key = {"Idempotency-Key": "before-the-release-0001"}
+    assert post(client, survey_id, **key).status_code == 201
+    for _ in range(2):
+        post(client, survey_id)
+    assert estimates(client, survey_id, auth)["questions"][0]["n"] == 3  # released
+    again = post(client, survey_id, **key)
+    assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+    other = post(client, survey_id, {"answers": {"smoked": 0, "drove": 0, "sleep": 2}}, **key)
+    assert other.status_code == 409 and other.json["error"] == "idempotency_conflict"
+    document = estimates(client, survey_id, auth)
+    assert document["questions"][0]["n"] == 3 and document["pending"] == 0
+
+
+def test_tokens_across_a_release(client, auth):
+    survey_id = create(client, auth, release_batch=2, invitation_only=True)
+    tokens = client.post(f"/api/surveys/{survey_id}/tokens", json={"count": 3},
+                         headers=auth).json["tokens"]
+    for token in tokens[:2]:
+        assert post(client, survey_id, **{"Survey-Token": token}).status_code == 201
+    assert post(client, survey_id, **{"Survey-Token": tokens[0]}).status_code == 403
+    assert post(client, survey_id, **{"Survey-Token": tokens[2]}).status_code == 201
+    assert estimates(client, survey_id, auth)["pending"] == 1
+
+
+def test_a_survey_below_its_batch_shows_nothing_until_closed(client, auth):
+    survey_id = create(client, auth, release_batch=100)
+    for _ in range(3):
+        post(client, survey_id)
+    document = estimates(client, survey_id, auth)
+    assert document["questions"][0]["n"] == 0 and document["pending"] == 3
+    assert all(o["p_hat"] is None for o in document["questions"][0]["options"])
+    export = client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth)
+    assert export.get_data(as_text=True).rstrip().endswith("smoked,drove,sleep")  # no rows
+    client.post(f"/api/surveys/{survey_id}/close", headers=auth)
+    assert estimates(client, survey_id, auth)["questions"][0]["n"] == 3
+
+
+def test_the_release_batch_is_signed_in_the_manifest(client, auth):
+    survey_id = create(client, auth, release_batch=42)
+    manifest = client.get(f"/api/surveys/{survey_id}").json
+    assert manifest["format"] == "ldp-survey-manifest/2" and manifest["release_batch"] == 42
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "10"])
+def test_a_bad_release_batch_is_refused(client, auth, value):
+    response = client.post("/api/surveys", json={**SURVEY, "release_batch": value}, headers=auth)
+    assert response.status_code == 422 and "release_batch" in response.json["detail"]
+
+
+def test_the_central_epsilon_is_reported_per_release_and_for_the_whole_survey(client, auth):
+    """n per release is the smallest release so far; the whole survey's n is every released
+    response; before a release there is no amplification to claim."""
+    import math
+
+    from ldpsurvey.shared.shuffle import central_epsilon
+
+    one_question = {**SURVEY, "questions": [SURVEY["questions"][0]], "release_batch": 1500}
+    survey_id = client.post("/api/surveys", json=one_question, headers=auth).json["survey_id"]
+    eps0 = math.log(3)  # alpha 0.5, beta 0.5
+    before = estimates(client, survey_id, auth)["central"]
+    assert before["epsilon_per_release"] == before["epsilon_whole_survey"] == pytest.approx(eps0)
+    assert before["delta"] == 1e-6 and "honest respondents" in before["assumes"]
+    batch = {"responses": [{"answers": {"smoked": i % 2}} for i in range(2000)]}
+    client.post(f"/api/surveys/{survey_id}/responses/batch", json=batch, headers=auth)
+    client.post(f"/api/surveys/{survey_id}/responses/batch",
+                json={"responses": batch["responses"][:600]}, headers=auth)
+    client.post(f"/api/surveys/{survey_id}/close", headers=auth)  # a last release of 600
+    central = estimates(client, survey_id, auth)["central"]
+    delta = 1e-6  # min(CENTRAL_DELTA, 1 / (10 * 2600))
+    assert central["delta"] == delta
+    assert central["epsilon_per_release"] == central_epsilon(eps0, 600, delta) < eps0
+    assert central["epsilon_whole_survey"] == central_epsilon(eps0, 2600, delta)
+    assert central["epsilon_whole_survey"] < central["epsilon_per_release"]
+
+
+def test_delta_shrinks_with_the_survey(app, client, auth):
+    """delta = min(CENTRAL_DELTA, 1 / (10 n)): with CENTRAL_DELTA = 0.01 and 20 responses,
+    1 / 200."""
+    app.config["CENTRAL_DELTA"] = 0.01
+    survey_id = create(client, auth, release_batch=20)
+    client.post(f"/api/surveys/{survey_id}/responses/batch",
+                json={"responses": [ANSWER] * 20}, headers=auth)
+    assert estimates(client, survey_id, auth)["central"]["delta"] == pytest.approx(1 / 200)

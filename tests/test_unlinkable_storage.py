@@ -1,0 +1,164 @@
+"""Attacks on the stored data, as someone with a copy of the database would make them: read
+every table in physical order, the hidden columns (PostgreSQL's xmin, ctid) and the raw bytes
+of SQLite's files, and try to recover arrival order or link a response to its invitation token
+or idempotency key.
+
+Each response's answer names its arrival index (a 40-option question), so arrival order is
+known to the test; what must hold is that nothing stored after a release reveals it."""
+
+import hashlib
+import math
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from ldpsurvey.aggregator.db import get_db
+
+N, BATCH = 40, 20
+ORDERED = {
+    "title": "Arrival order", "release_batch": BATCH, "invitation_only": True,
+    "questions": [{"id": "arrival", "text": "Which one?", "type": "choice", "epsilon": 1.0,
+                   "options": [f"o{i}" for i in range(N)]}],
+}
+
+
+def spearman_bound(values: list[int]) -> float:
+    """|Spearman's rho| * sqrt(n - 1) between position and value (distinct values): about a
+    standard normal when the order is uniformly random, so < 4.5 but with odds of 1 in 10^5."""
+    n = len(values)
+    ranks = {v: r for r, v in enumerate(sorted(values))}
+    d2 = sum((position - ranks[v]) ** 2 for position, v in enumerate(values))
+    rho = 1 - 6 * d2 / (n * (n * n - 1))
+    return abs(rho) * math.sqrt(n - 1)
+
+
+def idempotency_key(i: int) -> str:
+    return f"arrival-key-{i:04d}-5c1e9"
+
+
+def submit_in_order(client, auth, count=N, with_keys=True):
+    """Create the survey, mint tokens, submit response i with token i (and an idempotency key
+    for even i) in order. Returns (survey id, tokens)."""
+    survey_id = client.post("/api/surveys", json=ORDERED, headers=auth).json["survey_id"]
+    tokens = client.post(f"/api/surveys/{survey_id}/tokens", json={"count": count},
+                         headers=auth).json["tokens"]
+    for i, token in enumerate(tokens):
+        headers = {"Survey-Token": token}
+        if with_keys and i % 2 == 0:
+            headers["Idempotency-Key"] = idempotency_key(i)
+        response = client.post(f"/api/surveys/{survey_id}/responses",
+                               json={"answers": {"arrival": i}}, headers=headers)
+        assert response.status_code == 201
+    return survey_id, tokens
+
+
+def physical(db, table: str, columns: str) -> list[tuple]:
+    """A table's rows in their physical order (with xmin on PostgreSQL)."""
+    if db.dialect == "postgresql":
+        return db.query(f"SELECT {columns}, xmin::text FROM {table} ORDER BY ctid")
+    return db.query(f"SELECT {columns} FROM {table}")
+
+
+def test_no_stored_order_or_value_follows_arrival(app, client, auth):
+    survey_id, _ = submit_in_order(client, auth)
+    import json
+
+    with app.app_context():
+        db = get_db()
+        rows = physical(db, "responses", "answers, response_id, released_day")
+        assert len(rows) == N and db.query("SELECT COUNT(*) FROM pending") == [(0,)]
+        arrival = [json.loads(row[0])["arrival"] for row in rows]
+        by_key = [json.loads(row[0])["arrival"] for row in sorted(rows, key=lambda r: r[1])]
+        for release in range(N // BATCH):
+            members = range(release * BATCH, (release + 1) * BATCH)
+            assert spearman_bound([a for a in arrival if a in members]) < 4.5
+            assert spearman_bound([a for a in by_key if a in members]) < 4.5
+        assert len({row[2] for row in rows}) == 1  # one day: the day of release
+        hashes = {hashlib.sha256(idempotency_key(i).encode()).hexdigest(): i
+                  for i in range(0, N, 2)}
+        records = physical(db, "idempotency_keys", "key_hash, released")
+        assert {r[0] for r in records} == set(hashes) and {r[1] for r in records} == {1}
+        for release in range(N // BATCH):
+            members = range(release * BATCH, (release + 1) * BATCH)
+            assert spearman_bound([hashes[r[0]] for r in records if hashes[r[0]] in members]) < 4.5
+        assert db.query("SELECT released_day, size FROM releases WHERE survey_id = ?",
+                        (survey_id,)) == [(rows[0][2], BATCH)] * (N // BATCH)
+        if db.dialect == "postgresql":  # a release is one transaction: one xmin for all
+            for table_rows, column in ((rows, 3), (records, 2)):
+                xmins = [row[column] for row in table_rows]
+                assert len(set(xmins)) == N // BATCH
+        assert db.query("SELECT COUNT(*) FROM invitation_tokens") == [(0,)]
+
+
+def sqlite_files(app) -> bytes:
+    path = Path(app.config["DATABASE_URL"].removeprefix("sqlite:///"))
+    return b"".join(Path(f"{path}{suffix}").read_bytes() for suffix in ("", "-wal", "-shm")
+                    if Path(f"{path}{suffix}").exists())
+
+
+def forms(secret: str) -> list[bytes]:
+    """A secret as text, as hex SHA-256 and as the raw digest."""
+    digest = hashlib.sha256(secret.encode())
+    return [secret.encode(), digest.hexdigest().encode(), digest.digest()]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_copy_of_the_sqlite_files_links_no_token_and_keeps_no_key(app, client, auth):
+    survey_id, tokens = submit_in_order(client, auth)
+    files = sqlite_files(app)
+    assert files.count(b'"arrival":') == N  # the responses are there to be found
+    for token in tokens:
+        assert not any(form in files for form in forms(token)), token
+    client.post(f"/api/surveys/{survey_id}/close", headers=auth)
+    files = sqlite_files(app)
+    for i in range(0, N, 2):
+        assert not any(form in files for form in forms(idempotency_key(i)))
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_wal_is_truncated_once_a_long_reader_finishes(app, client, auth):
+    """A reader holding an old snapshot (a long export) stops the checkpoint; it is retried
+    in the background, and writers are not held up meanwhile."""
+    import sqlite3
+
+    path = app.config["DATABASE_URL"].removeprefix("sqlite:///")
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM surveys").fetchone()
+    try:
+        started = time.monotonic()
+        _, tokens = submit_in_order(client, auth)
+        assert time.monotonic() - started < 10  # intake went on while the reader read
+        checkpointer = app.extensions["ldp_database"].checkpointer
+        assert checkpointer.pending()
+        assert Path(f"{path}-wal").stat().st_size > 0
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+    deadline = time.monotonic() + 10
+    while checkpointer.pending() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not checkpointer.pending() and Path(f"{path}-wal").stat().st_size == 0
+    files = sqlite_files(app)
+    for token in tokens:
+        assert not any(form in files for form in forms(token))
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_postgresql_keeps_no_dead_row_of_pending_tokens_or_keys(app, client, auth):
+    """After a release, VACUUM has removed the row versions that tied a spent token (xmax)
+    or an idempotency record to its response's arrival (xmin); read with pageinspect."""
+    submit_in_order(client, auth)
+    with psycopg.connect(app.config["DATABASE_URL"], autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
+        for table in ("pending", "invitation_tokens", "idempotency_keys"):
+            live = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            blocks = conn.execute(f"SELECT pg_relation_size('{table}') / 8192").fetchone()[0]
+            stored = 0
+            for block in range(blocks):
+                stored += conn.execute(
+                    "SELECT COUNT(*) FROM public.heap_page_items(public.get_raw_page(%s, %s)) "
+                    "WHERE lp_len > 0", (table, block)).fetchone()[0]
+            assert stored == live, table
