@@ -28,3 +28,23 @@ def test_stdlib_client_example_runs_against_a_live_aggregator(live_server, resea
     assert proc.returncode == 0, proc.stderr
     n, p_hat, low, high = proc.stdout.split()
     assert n == "10" and float(low) <= max(0.0, min(1.0, float(p_hat))) <= float(high)
+
+
+def test_every_test_the_readme_cites_exists():
+    """The threat model backs its claims with named tests: each must exist (`file.py::name`,
+    or `::name` for another test in the file named last)."""
+    import ast
+
+    tests = Path(__file__).resolve().parent
+    cited, current = [], None
+    for file, name, bare in re.findall(r"`(?:(test_\w+\.py)(?:::(\w+))?|::(\w+))`", README):
+        current = file or current
+        if name or bare:
+            cited.append((current, name or bare))
+        elif file:
+            assert (tests / file).exists(), file
+    assert len(cited) >= 8
+    for file, name in cited:
+        tree = ast.parse((tests / file).read_text())
+        assert name in {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}, \
+            f"{file}::{name}"
