@@ -234,3 +234,17 @@ def test_closed_and_unknown_surveys_get_a_friendly_page(page, live_server, clien
     response = page.goto(f"{live_server}/s/does-not-exist")
     assert response.status == 404 and "Survey not found" in page.content()
     screenshot(page, "unknown")
+
+
+def test_the_form_states_the_release_batch_as_the_servers_promise(page, live_server, client,
+                                                                   auth):
+    """The same words as the Python client's note, for the batch signed in the manifest."""
+    from ldpsurvey.client import release_note
+
+    survey_id = create(client, auth, {**HEALTH, "release_batch": 250})
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    answer_all(page)
+    page.click("#review")
+    page.wait_for_selector("#confirm:not([hidden])")
+    assert page.locator("#release-note").inner_text() == release_note(250)
