@@ -11,7 +11,7 @@ request its connection.
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -67,9 +67,9 @@ class SQLiteConnection(Connection):
     dialect = "sqlite"
     without_rowid = " WITHOUT ROWID"
 
-    def __init__(self, raw: Any, checkpointer: "Checkpointer"):
+    def __init__(self, raw: Any, scrubber: "Scrubber"):
         super().__init__(raw)
-        self.checkpointer = checkpointer
+        self.scrubber = scrubber
 
     def query_locked(self, sql: str, params: Sequence[Any] = (), *,
                      exclusive: bool = False) -> list[tuple]:
@@ -77,8 +77,8 @@ class SQLiteConnection(Connection):
 
     def scrub(self, tables: Sequence[str]) -> None:
         """secure_delete has zeroed the deleted rows in their pages; the write-ahead log still
-        holds the pages as they were, so move it into the file and truncate it."""
-        self.checkpointer.checkpoint(self.raw)
+        holds the pages as they were, so move it into the file and truncate it (truncate_wal)."""
+        self.scrubber.scrub(self.raw, tables)
 
     def lock_database(self) -> None:
         pass  # BEGIN IMMEDIATE already serializes writers
@@ -121,12 +121,13 @@ class PostgresConnection(Connection):
                      exclusive: bool = False) -> list[tuple]:
         return self.query(sql + (" FOR UPDATE" if exclusive else " FOR SHARE"), params)
 
+    def __init__(self, raw: Any, scrubber: "Scrubber"):
+        super().__init__(raw)
+        self.scrubber = scrubber
+
     def scrub(self, tables: Sequence[str]) -> None:
-        """VACUUM removes the dead row versions a DELETE or UPDATE leaves in the table (those
-        no open transaction can still see). The bytes of a removed version may stay in the
-        page until the space is reused, and archived WAL keeps everything: see the README's
-        threat model."""
-        self.raw.execute(f"VACUUM {', '.join(tables)}")
+        """VACUUM the tables (vacuum_tables), retried until no dead row version is left."""
+        self.scrubber.scrub(self.raw, tables)
 
     def lock_database(self) -> None:
         self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (self.MIGRATION_LOCK,))
@@ -137,68 +138,79 @@ class PostgresConnection(Connection):
             yield self
 
 
-class Checkpointer:
-    """Truncates a SQLite database's write-ahead log (wal_checkpoint(TRUNCATE)), so that a copy
-    of its files holds no page as it was before the last release or close.
+class Scrubber:
+    """Runs a database's scrub (`attempt(raw connection, tables) -> done`) until it is done: at
+    once on the caller's connection, and if that could not finish (a reader holds an old
+    snapshot: a long export, a backup), again every RETRY seconds in a background thread on a
+    connection of its own, until one attempt finishes."""
 
-    A TRUNCATE checkpoint cannot finish while a reader holds an older snapshot (a long export),
-    and while it waits it holds off writers. So each attempt waits at most ATTEMPT seconds; one
-    that could not finish is retried every RETRY seconds by a background thread until one does.
-    """
+    RETRY = 0.2
 
-    ATTEMPT, RETRY = 0.1, 0.2
-
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, attempt: Callable[[Any, Sequence[str]], bool],
+                 connect: Callable[[], AbstractContextManager[Any]]):
+        self._attempt, self._connect = attempt, connect
+        self._tables: set[str] = set()
         self._wanted = threading.Event()
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def checkpoint(self, raw: sqlite3.Connection) -> bool:
-        """Try now on `raw` (outside a transaction); if readers prevent it, retry in the
-        background. True if the log is truncated now."""
-        if self._truncate(raw):
+    def scrub(self, raw: Any, tables: Sequence[str]) -> bool:
+        """Try now on `raw` (outside a transaction), else keep trying in the background.
+        True if done now."""
+        if self._attempt(raw, tables):
             return True
+        with self._lock:
+            self._tables.update(tables)
         self._wanted.set()
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._retry, daemon=True,
-                                                name="ldp-survey-checkpoint")
+                                                name="ldp-survey-scrub")
                 self._thread.start()
         return False
 
     def pending(self) -> bool:
-        """A checkpoint is still waiting for readers to finish."""
+        """A scrub is still waiting for readers to finish."""
         with self._lock:
             return self._thread is not None
 
     def stop(self) -> None:
         self._stopped.set()
 
-    def _truncate(self, raw: sqlite3.Connection) -> bool:
-        waited = raw.execute("PRAGMA busy_timeout").fetchone()[0]
-        raw.execute(f"PRAGMA busy_timeout = {int(self.ATTEMPT * 1000)}")
-        try:
-            busy, _, _ = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        finally:
-            raw.execute(f"PRAGMA busy_timeout = {waited}")
-        return busy == 0
-
     def _retry(self) -> None:
-        raw = sqlite3.connect(self.path, isolation_level=None)
-        try:
-            while not self._stopped.is_set():
+        with self._connect() as raw:
+            while not self._stopped.wait(self.RETRY):
                 with self._lock:
                     if not self._wanted.is_set():
                         self._thread = None
                         return
                     self._wanted.clear()
-                if not self._truncate(raw):
+                    tables = sorted(self._tables)
+                if not self._attempt(raw, tables):
                     self._wanted.set()
-                    self._stopped.wait(self.RETRY)
-        finally:
-            raw.close()
+
+
+def truncate_wal(raw: sqlite3.Connection, _tables: Sequence[str], wait: float = 0.1) -> bool:
+    """wal_checkpoint(TRUNCATE): copy the log into the database file (where secure_delete has
+    zeroed deleted rows) and empty it. It cannot finish while a reader holds an older snapshot,
+    and while it waits it holds off writers, so it waits at most `wait` seconds.
+
+    The -shm index would still list the pages each earlier transaction touched; the first
+    frame of a new log clears that list, so one write that touches only the header page
+    (user_version, which nothing else uses) and a second truncation leave it naming page 1."""
+    waited = raw.execute("PRAGMA busy_timeout").fetchone()[0]
+    raw.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+    try:
+        if raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+            return False
+        version = raw.execute("PRAGMA user_version").fetchone()[0]
+        raw.execute(f"PRAGMA user_version = {(version + 1) % 2**31}")
+        return not raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    except sqlite3.OperationalError:  # busy: the header write could not start
+        return False
+    finally:
+        raw.execute(f"PRAGMA busy_timeout = {waited}")
 
 
 class SQLiteDatabase:
@@ -211,7 +223,7 @@ class SQLiteDatabase:
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self.checkpointer = Checkpointer(path)
+        self.scrubber = Scrubber(truncate_wal, self._own_connection)
 
     def connect(self) -> Connection:
         connection = getattr(self._local, "connection", None)
@@ -224,20 +236,41 @@ class SQLiteDatabase:
                 raw.execute(f"PRAGMA {pragma}")
             with self._lock:
                 self._opened.append(raw)
-            connection = self._local.connection = SQLiteConnection(raw, self.checkpointer)
+            connection = self._local.connection = SQLiteConnection(raw, self.scrubber)
         return connection
 
     def release(self, connection: Connection) -> None:
         pass  # kept for this thread's next request
 
+    @contextmanager
+    def _own_connection(self) -> Iterator[sqlite3.Connection]:
+        raw = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            yield raw
+        finally:
+            raw.close()
+
     def close(self) -> None:
         """Close every thread's connection (when the app shuts down)."""
-        self.checkpointer.stop()
+        self.scrubber.stop()
         with self._lock:
             for raw in self._opened:
                 raw.close()
             self._opened.clear()
         self._local = threading.local()
+
+
+def vacuum_tables(raw: Any, tables: Sequence[str]) -> bool:
+    """VACUUM removes the dead row versions that DELETEs and UPDATEs leave in a table (the old
+    versions carry the transaction ids that ordered and linked them), but only those no open
+    snapshot can still see: a long read or a backup holds them. Done when VACUUM's own count of
+    dead versions it had to leave (the statistics it reports, pg_stat_get_dead_tuples) is 0.
+    Bytes of a removed version may stay in its page until the space is reused: see the
+    README's threat model."""
+    raw.execute(f"VACUUM {', '.join(tables)}")
+    left = raw.execute("SELECT SUM(pg_stat_get_dead_tuples(relid)) FROM "
+                       "UNNEST(%s::regclass[]) AS relid", (list(tables),)).fetchone()[0]
+    return not left
 
 
 class PostgresDatabase:
@@ -249,14 +282,16 @@ class PostgresDatabase:
         self.pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True,
                                    kwargs={"autocommit": True})
         self.pool.wait(timeout=10)
+        self.scrubber = Scrubber(vacuum_tables, self.pool.connection)
 
     def connect(self) -> Connection:
-        return PostgresConnection(self.pool.getconn())
+        return PostgresConnection(self.pool.getconn(), self.scrubber)
 
     def release(self, connection: Connection) -> None:
         self.pool.putconn(connection.raw)
 
     def close(self) -> None:
+        self.scrubber.stop()
         self.pool.close()
 
 

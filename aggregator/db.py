@@ -4,7 +4,7 @@ schema brought up to date, when the app is created."""
 
 from flask import Flask, current_app, g
 
-from . import migrations, releases
+from . import migrations, releases, store
 from .database import Connection, connection_to, open_database
 
 
@@ -23,13 +23,15 @@ def close_db(_exc: BaseException | None = None) -> None:
 
 def init_app(app: Flask) -> None:
     """Open the configured database, bring its schema up to date, release any pending pool
-    that is due (a crash may have come between an acknowledgement and its release), register
-    the teardown."""
+    that is due (a crash may have come between an acknowledgement and its release), scrub what
+    deleted rows left, register the teardown."""
     database = open_database(app.config["DATABASE_URL"])
     try:
         with connection_to(database) as connection:
             migrations.migrate(connection)
             releases.release_due(connection)
+            if store.has_surveys(connection):  # a crash may have cut the last scrub short
+                connection.scrub(releases.SCRUBBED)
     except BaseException:
         database.close()
         raise

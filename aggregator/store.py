@@ -80,6 +80,10 @@ def get_survey(db: Connection, survey_id: str) -> StoredSurvey:
     return StoredSurvey(manifest.encode(), bytes.fromhex(signature), status)
 
 
+def has_surveys(db: Connection) -> bool:
+    return bool(db.query("SELECT 1 FROM surveys LIMIT 1"))
+
+
 def list_surveys(db: Connection) -> list[tuple[str, str]]:
     """(survey_id, status) of every survey."""
     return [tuple(row) for row in db.query("SELECT survey_id, status FROM surveys ORDER BY survey_id")]

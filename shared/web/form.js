@@ -134,8 +134,9 @@ function releaseNote(releaseBatch = 1) {
   return `The server promises to hold your answers until at least ${releaseBatch} ` +
     "submissions have arrived and then release them all together in a random order, so " +
     "that the researchers, and anyone they show results to, cannot tell when you " +
-    "answered or pick out your answers by when they arrived. This is the server's " +
-    "promise: your device cannot check it.";
+    "answered or pick out your answers by when they arrived. The last release, when the " +
+    "survey closes, can be smaller. This is the server's promise: your device cannot " +
+    "check it.";
 }
 
 function showConfirm(manifest, memo, total, again) {
