@@ -48,12 +48,16 @@ def accept_batch(db: Connection, survey_id: str, body: Any, idempotency_key: str
 
 def _store(db: Connection, survey: Survey, responses: list[Answers],
            idempotency_key: str | None, token: str | None) -> Accepted:
-    """The intake transaction: open check, idempotency claim, token spend, pending insert.
-    When it commits the responses are on disk (acknowledged); a full pool is then released."""
+    """The intake transaction: open check, idempotency claim, token spend, then the responses
+    go to the pending pool. When it commits they are on disk (acknowledged); a pool that is
+    full then is released. A request that brings a whole batch by itself (a researcher's or
+    relay's) holds the survey alone and is released in the same transaction, pool and all,
+    without a detour through the pool."""
     survey_id = survey.survey_id
     rows = store.answers_json(survey, responses)
+    whole_batch = len(rows) >= survey.release_batch
     with db.transaction():
-        store.lock_open_survey(db, survey_id)
+        store.lock_open_survey(db, survey_id, exclusive=whole_batch)
         if idempotency_key is not None:
             earlier = store.claim_idempotency_key(db, survey_id, idempotency_key,
                                                   "\n".join(rows), len(rows))
@@ -61,7 +65,12 @@ def _store(db: Connection, survey: Survey, responses: list[Answers],
                 return Accepted(survey_id, earlier, replayed=True)
         if token is not None:
             store.spend_token(db, survey_id, token)
-        pending = store.insert_pending(db, survey_id, rows)
-    if pending >= survey.release_batch:
+        if whole_batch:
+            releases.release_locked(db, survey, survey.release_batch, arriving=rows)
+        else:
+            pending = store.insert_pending(db, survey_id, rows)
+    if whole_batch:
+        db.scrub(releases.SCRUBBED)
+    elif pending >= survey.release_batch:
         releases.release(db, survey, survey.release_batch)
     return Accepted(survey_id, len(rows), replayed=False)

@@ -10,6 +10,8 @@ leave in the database's files is scrubbed (`Connection.scrub`).
 import json
 import secrets
 from collections import Counter
+from collections.abc import Sequence
+from itertools import chain
 
 from ldpsurvey.shared import Survey
 
@@ -30,8 +32,11 @@ def release(db: Connection, survey: Survey, minimum: int) -> int:
     return released
 
 
-def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
-    """The release itself, inside a transaction that holds the survey exclusively.
+def release_locked(db: Connection, survey: Survey, minimum: int,
+                   arriving: Sequence[str] = ()) -> int:
+    """The release itself, inside a transaction that holds the survey exclusively: if the
+    pending responses and `arriving` (accepted in this same transaction, never written to the
+    pool) number at least `minimum`, release them all; return how many.
 
     The rows are shuffled with SystemRandom (Fisher-Yates over the OS's CSPRNG: every order
     equally likely) and inserted in that order under fresh random keys, so neither physical
@@ -39,15 +44,15 @@ def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
     made since the last release are written again in a shuffled order too, so that on
     PostgreSQL they share the release's transaction id instead of each their arrival's."""
     survey_id = survey.survey_id
-    if store.pending_count(db, survey_id) < max(minimum, 1):
+    if store.pending_count(db, survey_id) + len(arriving) < max(minimum, 1):
         return 0
-    rows = store.take_pending(db, survey_id)
+    rows = [*store.take_pending(db, survey_id), *arriving]
     shuffle = secrets.SystemRandom().shuffle
     shuffle(rows)
     day = store.today()
     store.insert_released(db, survey_id, rows, day)
-    store.add_counts(db, survey_id, Counter(
-        (qid, index) for row in rows for qid, index in json.loads(row).items()))
+    store.add_counts(db, survey_id, Counter(chain.from_iterable(
+        json.loads(row).items() for row in rows)))  # (question id, option) pairs
     records = store.take_unreleased_idempotency(db, survey_id)
     shuffle(records)
     store.insert_released_idempotency(db, survey_id, records)

@@ -99,10 +99,10 @@ def lock_survey(db: Connection, survey_id: str, *, exclusive: bool = False) -> s
     return status[0][0]
 
 
-def lock_open_survey(db: Connection, survey_id: str) -> None:
-    """Check the survey is open and hold that until the transaction ends. SurveyNotFound,
-    SurveyClosed."""
-    if lock_survey(db, survey_id) != "open":
+def lock_open_survey(db: Connection, survey_id: str, *, exclusive: bool = False) -> None:
+    """Check the survey is open and hold that (as lock_survey) until the transaction ends.
+    SurveyNotFound, SurveyClosed."""
+    if lock_survey(db, survey_id, exclusive=exclusive) != "open":
         raise SurveyClosed()
 
 
@@ -145,7 +145,7 @@ def spend_token(db: Connection, survey_id: str, token: str) -> None:
 def insert_pending(db: Connection, survey_id: str, rows: list[str]) -> int:
     """Keep accepted responses (their canonical JSON) until release, under random keys; return
     how many of the survey's responses are now pending."""
-    db.executemany("INSERT INTO pending (survey_id, pending_id, answers) VALUES (?, ?, ?)",
+    db.insert_rows("pending", ("survey_id", "pending_id", "answers"),
                    [(survey_id, pending_id, row)
                     for pending_id, row in zip(new_ids(len(rows)), rows, strict=True)])
     return pending_count(db, survey_id)
@@ -171,8 +171,7 @@ def take_pending(db: Connection, survey_id: str) -> list[str]:
 
 def insert_released(db: Connection, survey_id: str, rows: list[str], day: str) -> None:
     """Store released responses in the order given, under new random keys, with the day."""
-    db.executemany("INSERT INTO responses (survey_id, response_id, answers, released_day) "
-                   "VALUES (?, ?, ?, ?)",
+    db.insert_rows("responses", ("survey_id", "response_id", "answers", "released_day"),
                    [(survey_id, response_id, row, day)
                     for response_id, row in zip(new_ids(len(rows)), rows, strict=True)])
 
@@ -195,9 +194,9 @@ def take_unreleased_idempotency(db: Connection, survey_id: str) -> list[tuple]:
 
 def insert_released_idempotency(db: Connection, survey_id: str, records: list[tuple]) -> None:
     """Store idempotency records again, in the order given, as released."""
-    db.executemany("INSERT INTO idempotency_keys (survey_id, key_hash, body_mac, accepted, "
-                   "released) VALUES (?, ?, ?, ?, 1)",
-                   [(survey_id, *record) for record in records])
+    db.insert_rows("idempotency_keys", ("survey_id", "key_hash", "body_mac", "accepted",
+                                        "released"),
+                   [(survey_id, *record, 1) for record in records])
 
 
 def record_release(db: Connection, survey_id: str, day: str, size: int) -> None:
@@ -215,7 +214,7 @@ def smallest_release(db: Connection, survey_id: str) -> int | None:
 
 def insert_tokens(db: Connection, survey_id: str, tokens: list[str]) -> None:
     """Keep only the tokens' hashes."""
-    db.executemany("INSERT INTO invitation_tokens (survey_id, token_hash) VALUES (?, ?)",
+    db.insert_rows("invitation_tokens", ("survey_id", "token_hash"),
                    [(survey_id, hash_text(token)) for token in tokens])
 
 
