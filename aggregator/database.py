@@ -134,7 +134,7 @@ class PostgresConnection(Connection):
         self.scrubber = scrubber
 
     def scrub(self, tables: Sequence[str]) -> None:
-        """VACUUM the tables (vacuum_tables), retried until no dead row version is left."""
+        """VACUUM the tables in the background (vacuum_tables), until no dead version is left."""
         self.scrubber.scrub(self.raw, tables)
 
     def lock_database(self) -> None:
@@ -155,15 +155,16 @@ class PostgresConnection(Connection):
 
 class Scrubber:
     """Runs a database's scrub (`attempt(raw connection, tables) -> done`) until it is done: at
-    once on the caller's connection, and if that could not finish (a reader holds an old
-    snapshot: a long export, a backup), again every RETRY seconds in a background thread on a
-    connection of its own, until one attempt finishes."""
+    once on the caller's connection when `inline`, and, if that could not finish (a reader holds
+    an old snapshot: a long export, a backup) or is not inline, in a background thread on a
+    connection of its own, retried after RETRY seconds, doubling up to MAX_RETRY, until one
+    attempt finishes."""
 
-    RETRY = 0.2
+    RETRY, MAX_RETRY = 0.1, 30.0
 
     def __init__(self, attempt: Callable[[Any, Sequence[str]], bool],
-                 connect: Callable[[], AbstractContextManager[Any]]):
-        self._attempt, self._connect = attempt, connect
+                 connect: Callable[[], AbstractContextManager[Any]], inline: bool):
+        self._attempt, self._connect, self._inline = attempt, connect, inline
         self._tables: set[str] = set()
         self._wanted = threading.Event()
         self._stopped = threading.Event()
@@ -171,9 +172,9 @@ class Scrubber:
         self._thread: threading.Thread | None = None
 
     def scrub(self, raw: Any, tables: Sequence[str]) -> bool:
-        """Try now on `raw` (outside a transaction), else keep trying in the background.
-        True if done now."""
-        if self._attempt(raw, tables):
+        """Try now on `raw` (outside a transaction) if inline, else (or if that could not
+        finish) keep trying in the background. True if done now."""
+        if self._inline and self._attempt(raw, tables):
             return True
         with self._lock:
             self._tables.update(tables)
@@ -194,16 +195,20 @@ class Scrubber:
         self._stopped.set()
 
     def _retry(self) -> None:
+        wait = 0.0 if not self._inline else self.RETRY
         with self._connect() as raw:
-            while not self._stopped.wait(self.RETRY):
+            while not self._stopped.wait(wait):
                 with self._lock:
                     if not self._wanted.is_set():
                         self._thread = None
                         return
                     self._wanted.clear()
                     tables = sorted(self._tables)
-                if not self._attempt(raw, tables):
+                if self._attempt(raw, tables):
+                    wait = 0.0
+                else:
                     self._wanted.set()
+                    wait = min(max(2 * wait, self.RETRY), self.MAX_RETRY)
 
 
 def truncate_wal(raw: sqlite3.Connection, _tables: Sequence[str], wait: float = 0.1) -> bool:
@@ -238,7 +243,7 @@ class SQLiteDatabase:
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self.scrubber = Scrubber(truncate_wal, self._own_connection)
+        self.scrubber = Scrubber(truncate_wal, self._own_connection, inline=True)
 
     def connect(self) -> Connection:
         connection = getattr(self._local, "connection", None)
@@ -279,10 +284,12 @@ def vacuum_tables(raw: Any, tables: Sequence[str]) -> bool:
     """VACUUM removes the dead row versions that DELETEs and UPDATEs leave in a table (the old
     versions carry the transaction ids that ordered and linked them), but only those no open
     snapshot can still see: a long read or a backup holds them. Done when VACUUM's own count of
-    dead versions it had to leave (the statistics it reports, pg_stat_get_dead_tuples) is 0.
-    Bytes of a removed version may stay in its page until the space is reused: see the
-    README's threat model."""
-    raw.execute(f"VACUUM {', '.join(tables)}")
+    dead versions it had to leave (the statistics it reports, pg_stat_get_dead_tuples) is 0;
+    under steady intake new ones keep coming, so the scrubber keeps vacuuming, at most every
+    MAX_RETRY seconds. SKIP_LOCKED: never wait behind another VACUUM of the same table (that
+    one is doing the work). It runs in the background, never in a request. Bytes of a removed
+    version may stay in its page until the space is reused: see the README's threat model."""
+    raw.execute(f"VACUUM (SKIP_LOCKED) {', '.join(tables)}")
     left = raw.execute("SELECT SUM(pg_stat_get_dead_tuples(relid)) FROM "
                        "UNNEST(%s::regclass[]) AS relid", (list(tables),)).fetchone()[0]
     return not left
@@ -297,7 +304,7 @@ class PostgresDatabase:
         self.pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True,
                                    kwargs={"autocommit": True})
         self.pool.wait(timeout=10)
-        self.scrubber = Scrubber(vacuum_tables, self.pool.connection)
+        self.scrubber = Scrubber(vacuum_tables, self.pool.connection, inline=False)
 
     def connect(self) -> Connection:
         return PostgresConnection(self.pool.getconn(), self.scrubber)

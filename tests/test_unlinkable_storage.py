@@ -137,10 +137,8 @@ def test_the_wal_is_truncated_once_a_long_reader_finishes(app, client, auth):
     finally:
         reader.execute("COMMIT")
         reader.close()
-    deadline = time.monotonic() + 10
-    while scrubber.pending() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not scrubber.pending() and Path(f"{path}-wal").stat().st_size == 0
+    wait_for_scrub(app)
+    assert Path(f"{path}-wal").stat().st_size == 0
     files = sqlite_files(app)
     for token in tokens:
         assert not any(form in files for form in forms(token))
@@ -198,6 +196,15 @@ def test_a_crash_before_the_log_was_truncated_is_scrubbed_at_start(app, client, 
         close_app(restarted)
 
 
+def wait_for_scrub(app, seconds: float = 10) -> None:
+    """Until the database's scrub (in the background on PostgreSQL) has finished."""
+    scrubber = app.extensions["ldp_database"].scrubber
+    deadline = time.monotonic() + seconds
+    while scrubber.pending() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not scrubber.pending()
+
+
 def heap_rows(conn, table: str) -> int:
     """Row versions with storage in the table's pages, live or dead (pageinspect)."""
     blocks = conn.execute(f"SELECT pg_relation_size('{table}') / 8192").fetchone()[0]
@@ -219,10 +226,7 @@ def test_a_vacuum_held_off_by_a_backup_is_retried(app, client, auth):
         scrubber = app.extensions["ldp_database"].scrubber
         assert scrubber.pending() and heap_rows(conn, "pending") > 0
         backup.rollback()
-        deadline = time.monotonic() + 10
-        while scrubber.pending() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not scrubber.pending()
+        wait_for_scrub(app)
         for table in ("pending", "invitation_tokens", "idempotency_keys"):
             assert heap_rows(conn, table) == conn.execute(
                 f"SELECT COUNT(*) FROM {table}").fetchone()[0], table
@@ -233,6 +237,7 @@ def test_postgresql_keeps_no_dead_row_of_pending_tokens_or_keys(app, client, aut
     """After a release, VACUUM has removed the row versions that tied a spent token (xmax)
     or an idempotency record to its response's arrival (xmin); read with pageinspect."""
     submit_in_order(client, auth)
+    wait_for_scrub(app)
     with psycopg.connect(app.config["DATABASE_URL"], autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
         for table in ("pending", "invitation_tokens", "idempotency_keys"):
