@@ -11,7 +11,6 @@ import json
 import secrets
 from collections import Counter
 from collections.abc import Sequence
-from itertools import chain
 
 from ldpsurvey.shared import Survey
 
@@ -51,13 +50,22 @@ def release_locked(db: Connection, survey: Survey, minimum: int,
     shuffle(rows)
     day = store.today()
     store.insert_released(db, survey_id, rows, day)
-    store.add_counts(db, survey_id, Counter(chain.from_iterable(
-        json.loads(row).items() for row in rows)))  # (question id, option) pairs
+    store.add_counts(db, survey_id, option_counts(rows))
     records = store.take_unreleased_idempotency(db, survey_id)
     shuffle(records)
     store.insert_released_idempotency(db, survey_id, records)
     store.record_release(db, survey_id, day, len(rows))
     return len(rows)
+
+
+def option_counts(rows: Sequence[str]) -> Counter:
+    """How often each (question id, option) was reported in these canonical JSON rows. Rows
+    repeat (a few questions with few options each), so each distinct row is parsed once."""
+    counts: Counter = Counter()
+    for row, times in Counter(rows).items():
+        for pair in json.loads(row).items():
+            counts[pair] += times
+    return counts
 
 
 def release_due(db: Connection) -> None:
