@@ -4,6 +4,7 @@ secrets are stored (they are 128 or 256 random bits, so no salt or stretching is
 import base64
 import hashlib
 import hmac
+import re
 import secrets
 
 
@@ -11,6 +12,10 @@ def new_ids(count: int) -> list[str]:
     """`count` random opaque identifiers (96 bits each, URL-safe), from one CSPRNG call."""
     random = secrets.token_bytes(12 * count)
     return [base64.urlsafe_b64encode(random[i:i + 12]).decode() for i in range(0, 12 * count, 12)]
+
+
+# Any survey id this aggregator ever made: base64url (release 0.1.0) or base32 (since).
+SURVEY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def new_survey_id() -> str:

@@ -16,7 +16,7 @@ from ldpsurvey.shared import Survey, parse_manifest
 from .answers import Answers
 from .database import Connection
 from .exceptions import IdempotencyConflict, SurveyClosed, SurveyNotFound, TokenRejected
-from .ids import body_mac, hash_text, new_ids
+from .ids import SURVEY_ID, body_mac, hash_text, new_ids
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,16 @@ def create_survey(db: Connection, survey: Survey, signature: bytes) -> None:
                         for j in range(len(q.options))])
 
 
+def _known_form(survey_id: str) -> None:
+    """An id no survey can have (a NUL byte, which PostgreSQL refuses outright, say) is not
+    looked up: SurveyNotFound."""
+    if not SURVEY_ID.fullmatch(survey_id):
+        raise SurveyNotFound(survey_id)
+
+
 def get_survey(db: Connection, survey_id: str) -> StoredSurvey:
     """The stored survey; SurveyNotFound if there is none."""
+    _known_form(survey_id)
     rows = db.query("SELECT manifest, signature, status FROM surveys WHERE survey_id = ?",
                     (survey_id,))
     if not rows:
@@ -92,6 +100,7 @@ def list_surveys(db: Connection) -> list[tuple[str, str]]:
 def lock_survey(db: Connection, survey_id: str, *, exclusive: bool = False) -> str:
     """The survey's status, locked until the transaction ends: shared (intake: a concurrent
     close or release waits) or exclusive (a release or close: one at a time). SurveyNotFound."""
+    _known_form(survey_id)
     status = db.query_locked("SELECT status FROM surveys WHERE survey_id = ?", (survey_id,),
                              exclusive=exclusive)
     if not status:

@@ -18,9 +18,11 @@ def check_confidence(confidence: float) -> None:
 
 
 def z_value(confidence: float) -> float:
-    """Two-sided standard-normal quantile z = Phi^-1(1 - (1 - confidence)/2)."""
+    """Two-sided standard-normal quantile z = Phi^-1(1 - (1 - confidence)/2), computed as
+    -Phi^-1((1 - confidence)/2): the same by symmetry, and it stays finite for a confidence
+    so close to 1 that 1 - (1 - confidence)/2 rounds to 1 (0.9999999999999999, say)."""
     check_confidence(confidence)
-    return NormalDist().inv_cdf(1.0 - (1.0 - confidence) / 2.0)
+    return -NormalDist().inv_cdf((1.0 - confidence) / 2.0)
 
 
 def wilson(successes: int, n: int, confidence: float) -> Interval:

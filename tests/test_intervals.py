@@ -73,3 +73,15 @@ def test_wilson_has_honest_coverage(coverage):
 
 def test_the_coverage_test_can_fail_wald_undercovers(coverage):
     assert min(coverage["wald"]) < 0.90
+
+
+@pytest.mark.parametrize("method", ["wilson", "wald", "clopper-pearson"])
+def test_a_confidence_next_to_1_gives_an_interval(method):
+    """1 - (1 - c)/2 rounds to 1 for c = 0.9999999999999999: the quantile must not."""
+    from ldpsurvey.shared.intervals import z_value
+
+    assert z_value(0.9999999999999999) == pytest.approx(8.29, abs=0.01)
+    assert z_value(0.95) == pytest.approx(1.959963984540054, rel=1e-15)
+    result = estimate(Mechanism(0.5, 0.5), [5, 5], confidence=0.9999999999999999,
+                      method=method)[1]
+    assert 0.0 <= result.ci_low <= result.p_hat_clipped <= result.ci_high <= 1.0

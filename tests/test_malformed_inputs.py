@@ -61,6 +61,10 @@ CATALOGUE = [
     ("unknown survey", "@nope/responses", {}, answers(), 404, "unknown_survey"),
     ("over-long unicode survey id", "@" + "é" * 3000 + "/responses", {}, answers(), 404,
      "unknown_survey"),
+    ("NUL byte in the survey id", "@ab%00cd/responses", {}, answers(), 404, "unknown_survey"),
+    ("NUL byte in the survey id of a batch", "@ab%00cd/responses/batch", {},
+     {"responses": [answers()]}, 404, "unknown_survey"),
+    ("NUL byte in the survey id to close", "@ab%00cd/close", {}, {}, 404, "unknown_survey"),
     ("invitation survey without token", "@{invited}/responses", {}, answers(), 401,
      "token_required"),
     ("invitation survey, forged token", "@{invited}/responses", {"Survey-Token": "A" * 22},
@@ -116,3 +120,21 @@ def test_malformed_input(app, client, auth, survey_id, name, path, headers, body
     assert response.status_code == status, response.get_data(as_text=True)[:300]
     assert response.json["error"] == code and response.json["detail"]
     assert snapshot(app) == before
+
+
+@pytest.mark.parametrize("path", ["/api/surveys/ab%00cd", "/api/surveys/ab%00cd/status",
+                                  "/api/surveys/ab%00cd/estimates",
+                                  "/api/surveys/ab%00cd/export.csv"])
+def test_a_nul_byte_in_a_survey_id_is_an_unknown_survey(client, auth, path):
+    """PostgreSQL refuses NUL bytes in text outright: such an id is never looked up."""
+    response = client.get(path, headers=auth)
+    assert response.status_code == 404 and response.json["error"] == "unknown_survey"
+
+
+def test_a_confidence_next_to_1_is_answered(client, auth, survey_id):
+    client.post(f"/api/surveys/{survey_id}/responses", json=answers())
+    response = client.get(f"/api/surveys/{survey_id}/estimates?confidence=0.9999999999999999",
+                          headers=auth)
+    assert response.status_code == 200, response.json
+    option = response.json["questions"][0]["options"][1]
+    assert 0 <= option["ci_low"] <= option["ci_high"] <= 1
