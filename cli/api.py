@@ -6,7 +6,9 @@ and only when a request needs it; there is deliberately no --key flag (it would 
 history and `ps`). Every failure becomes one clear line and a non-zero exit.
 """
 
+import ipaddress
 import os
+import urllib.parse
 from typing import Any
 
 import click
@@ -55,12 +57,49 @@ class Api:
         return self.call("POST", path, **kwargs)
 
 
+def is_loopback(host: str) -> bool:
+    """localhost, 127.0.0.0/8 or ::1: this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_url(url: str, insecure_http: bool = False) -> str:
+    """The URL, if it is https, or plain http to this machine; plain http elsewhere would show
+    answers, keys and invitation tokens to the network, so it needs --insecure-http."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme == "https" or (parts.scheme == "http" and (
+            insecure_http or is_loopback(host))):
+        return url.rstrip("/")
+    if parts.scheme == "http":
+        raise click.BadParameter(f"{url} is plain http to another machine: use https://, or "
+                                 "--insecure-http if you really mean it", param_hint="'--url'")
+    raise click.BadParameter(f"{url} is not an http(s) URL", param_hint="'--url'")
+
+
 def _make_api(ctx: click.Context, _param: click.Parameter, url: str) -> str:
-    ctx.obj = Api(url)
+    ctx.obj = Api(check_url(url, ctx.meta.get("ldp_insecure_http", False)))
     return url
 
 
-url_option = click.option("--url", required=True, envvar=URL_VARIABLE, show_envvar=True,
-                          callback=_make_api, expose_value=False,
-                          help="The aggregator's base URL, e.g. http://127.0.0.1:8000.")
+def _allow_insecure_http(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    ctx.meta["ldp_insecure_http"] = value
+    return value
+
+
+def url_option(command):
+    """--url (or $LDP_SURVEY_URL), checked by check_url, and --insecure-http."""
+    command = click.option("--url", required=True, envvar=URL_VARIABLE, show_envvar=True,
+                           callback=_make_api, expose_value=False,
+                           help="The aggregator's base URL, e.g. https://survey.example.org "
+                                "(plain http only to this machine).")(command)
+    return click.option("--insecure-http", is_flag=True, is_eager=True, expose_value=False,
+                        callback=_allow_insecure_http,
+                        help="Allow a plain http:// URL to another machine.")(command)
+
+
 pass_api = click.make_pass_decorator(Api)

@@ -25,7 +25,7 @@ from ldpsurvey.shared import Survey, SurveyError, read_definition
 from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES
 from ldpsurvey.shared.randomizer import thresholds
 
-from .api import Api
+from .api import Api, check_url
 from .extras import load
 from .output import emit_json, release_lines, table
 
@@ -172,7 +172,7 @@ def mock(respondents: int, seed: int | None, survey_file: str | None, truth_file
             definition = read_definition(survey_path)
         except SurveyError as exc:
             raise click.ClickException(str(exc)) from None
-        api = Api(url) if url else stack.enter_context(embedded_aggregator())
+        api = Api(check_url(url)) if url else stack.enter_context(embedded_aggregator())
         result = run_mock(api, definition, truth_path, respondents, seed, batch_size)
     if as_json:
         emit_json(result.as_json())

@@ -3,6 +3,7 @@
 import json
 from importlib import resources
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -139,3 +140,28 @@ def test_public_results_are_read_without_a_key_and_others_ask_for_one(
     assert asked.exit_code == 0, asked.output
     assert asked.output.count("Researcher key") == 1
     assert json.loads(asked.stdout.split("\n", 1)[1])["survey_id"] == private
+
+
+@pytest.mark.parametrize("command", [["results", "--survey", "x"], ["survey", "close", "x"],
+                                     ["respond", "--survey", "x", "--yes"]])
+def test_plain_http_to_another_machine_needs_insecure_http(command, monkeypatch):
+    monkeypatch.setenv("LDP_SURVEY_KEY", "ldp_res_unused")
+    refused = CliRunner().invoke(main, [*command, "--url", "http://survey.example.org"])
+    assert refused.exit_code == 2 and "--insecure-http" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    allowed = CliRunner().invoke(main, [*command, "--insecure-http", "--url",
+                                        "http://127.0.0.1:9"])
+    assert "insecure" not in allowed.stderr and "could not reach" in allowed.stderr
+
+
+
+def test_the_url_check():
+    from ldpsurvey.cli.api import check_url
+
+    assert check_url("https://survey.example.org/") == "https://survey.example.org"
+    assert check_url("http://localhost:8000") == "http://localhost:8000"
+    assert check_url("http://[::1]:8000") == "http://[::1]:8000"
+    assert check_url("http://survey.example.org", insecure_http=True)
+    for url in ("http://survey.example.org", "http://127.0.0.1.example.org", "ftp://x"):
+        with pytest.raises(click.BadParameter):
+            check_url(url)
