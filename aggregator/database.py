@@ -16,6 +16,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from .instance import private_database_file
+
 
 class Connection(ABC):
     """One database connection with the few operations the store needs."""
@@ -239,7 +241,7 @@ class SQLiteDatabase:
 
     def __init__(self, path: str):
         self.path = path
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        private_database_file(Path(path))
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._lock = threading.Lock()

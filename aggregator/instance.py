@@ -1,5 +1,7 @@
-"""Secrets that development keeps in the instance folder, created on first start (mode 0600)."""
+"""The instance folder (mode 0700) and what development keeps there: secrets created on first
+start (mode 0600) and the SQLite file (0600; SQLite gives its -wal and -shm the same mode)."""
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable
@@ -16,7 +18,7 @@ def private_file(path: Path, make: Callable[[], bytes]) -> bytes:
         return path.read_bytes()
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(path.parent)
     descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
     temporary = Path(name)
     with os.fdopen(descriptor, "wb") as file:
@@ -30,3 +32,20 @@ def private_file(path: Path, make: Callable[[], bytes]) -> bytes:
     finally:
         temporary.unlink()
     return path.read_bytes()
+
+
+def private_folder(path: Path) -> None:
+    """Create the folder, readable only by its owner, if it does not exist."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def private_database_file(path: Path) -> None:
+    """Create an empty SQLite file readable only by its owner, if none exists."""
+    private_folder(path.parent)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
+def exposed(path: Path) -> bool:
+    """Whether the file can be read (or written) by its group or by others."""
+    return bool(os.stat(path).st_mode & 0o077)

@@ -5,6 +5,7 @@ Production requires KEY_FILE, so every replica serves the same key.
 """
 
 import base64
+import os
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -48,6 +49,13 @@ def new_key_pem() -> bytes:
     return Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption())
+
+
+def write_key_file(path: Path) -> None:
+    """A new key in a new file readable only by its owner (mode 0600, whatever the umask)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(new_key_pem())
 
 
 def load_or_create(path: Path) -> SigningKey:

@@ -114,9 +114,9 @@ def median_ms(url: str, key: str, repeats: int = 50) -> float:
 def aggregator_env(folder: Path, database_url: str) -> tuple[dict, str]:
     """Production settings with a fresh key file; returns (environment, researcher key)."""
     from ldpsurvey.aggregator import close_app, create_api_key, create_app
-    from ldpsurvey.aggregator.signing import new_key_pem
+    from ldpsurvey.aggregator.signing import write_key_file
 
-    (folder / "key.pem").write_bytes(new_key_pem())
+    write_key_file(folder / "key.pem")
     env = {"LDP_SURVEY_KEY_FILE": str(folder / "key.pem"),
            "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
            "LDP_SURVEY_DATABASE_URL": database_url}

@@ -97,3 +97,44 @@ def test_survey_ids_are_safe_on_a_command_line_and_in_urls():
     ids = {new_survey_id() for _ in range(10_000)}
     assert len(ids) == 10_000
     assert all(re.fullmatch(r"[a-z2-7]{21}", survey_id) for survey_id in ids)  # 105 bits
+
+
+def test_the_instance_folder_and_database_files_are_private(tmp_path):
+    """Under the usual umask 022 too: 0700 for the folder, 0600 for the key, the secret and
+    the SQLite file with its -wal and -shm."""
+    import os
+    import stat
+
+    from ldpsurvey.aggregator import close_app, create_api_key, create_app
+
+    old = os.umask(0o022)
+    try:
+        app = create_app(instance_path=tmp_path / "instance")
+        create_api_key(app)
+        instance = tmp_path / "instance"
+        assert stat.S_IMODE(instance.stat().st_mode) == 0o700
+        for name in ("signing-key.pem", "secret-key", "ldp-survey.sqlite3",
+                     "ldp-survey.sqlite3-wal", "ldp-survey.sqlite3-shm"):
+            assert stat.S_IMODE((instance / name).stat().st_mode) == 0o600, name
+        close_app(app)
+    finally:
+        os.umask(old)
+
+
+def test_a_key_file_others_can_read_is_refused_in_production(tmp_path):
+    import pytest
+
+    from ldpsurvey.aggregator import ConfigurationError, close_app, create_app
+    from ldpsurvey.aggregator.signing import new_key_pem
+
+    key = tmp_path / "key.pem"
+    key.write_bytes(new_key_pem())
+    key.chmod(0o644)
+    config = {"KEY_FILE": str(key), "SECRET_KEY": "s" * 64,
+              "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"}
+    with pytest.raises(ConfigurationError, match="chmod 600"):
+        create_app({**config, "DEPLOYMENT": "production"}, instance_path=tmp_path / "i")
+    with pytest.warns(UserWarning, match="chmod 600"):
+        close_app(create_app(config, instance_path=tmp_path / "i"))
+    key.chmod(0o600)
+    close_app(create_app({**config, "DEPLOYMENT": "production"}, instance_path=tmp_path / "i"))

@@ -55,9 +55,9 @@ def test_a_secret_of_digits_stays_text(tmp_path, monkeypatch):
 
 
 def test_production_needs_a_long_secret(tmp_path):
-    from ldpsurvey.aggregator.signing import new_key_pem
+    from ldpsurvey.aggregator.signing import write_key_file
 
-    (tmp_path / "key.pem").write_bytes(new_key_pem())
+    write_key_file(tmp_path / "key.pem")
     production = {"DEPLOYMENT": "production", "KEY_FILE": str(tmp_path / "key.pem")}
     with pytest.raises(ConfigurationError, match="SECRET_KEY must be at least 32 bytes"):
         start(tmp_path, **production, SECRET_KEY="s" * 31)
@@ -71,9 +71,9 @@ def test_unknown_names_with_the_prefix_are_ignored(tmp_path, monkeypatch):
 
 
 def test_the_old_env_name_still_works_with_a_deprecation_warning(tmp_path, monkeypatch):
-    from ldpsurvey.aggregator.signing import new_key_pem
+    from ldpsurvey.aggregator.signing import write_key_file
 
-    (tmp_path / "key.pem").write_bytes(new_key_pem())
+    write_key_file(tmp_path / "key.pem")
     monkeypatch.setenv("LDP_SURVEY_ENV", "production")
     with pytest.warns(DeprecationWarning, match="LDP_SURVEY_DEPLOYMENT"):
         app = start(tmp_path, KEY_FILE=str(tmp_path / "key.pem"), SECRET_KEY="s" * 64)
