@@ -33,6 +33,7 @@ FORMAT_1 = "ldp-survey-manifest/1"
 QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 DEFAULT_RELEASE_BATCH = 100
+MIN_BETA = 1e-9  # smallest forced-answer probability of an option
 MAX_RELEASE_BATCH = 1_000_000
 YES_NO_OPTIONS = ("No", "Yes")
 MAX_QUESTIONS = 100
@@ -186,6 +187,10 @@ def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
     for j, b in enumerate(beta):
         if not 0.0 < b < 1.0:
             raise _fail(f"{where}[{j}]", f"must be in (0, 1), got {b!r}")
+        if b < MIN_BETA:
+            raise _fail(f"{where}[{j}]", f"must be at least {MIN_BETA:g}: the randomizer's "
+                        f"53-bit thresholds cannot realize a smaller probability's epsilon, "
+                        f"got {b!r}")
     if abs(math.fsum(beta) - 1.0) > 1e-9:
         raise _fail(where, f"must sum to 1, got {math.fsum(beta)!r}")
     return beta

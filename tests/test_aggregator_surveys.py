@@ -129,3 +129,18 @@ def test_close_requires_key_and_is_final(client, auth, survey_id):
 
 def test_health(client):
     assert client.get("/healthz").json == {"status": "ok"}
+
+
+def test_the_cap_applies_to_the_epsilon_the_randomizer_realizes(client, auth):
+    """With beta_0 = 1e-9 the integer thresholds realize 5.000000028 where the formula gives
+    5.0: above a cap of 5, so refused; a beta below 1e-9 is refused outright."""
+    from ldpsurvey.shared import alpha_for_epsilon
+
+    beta = [1e-9, 1 - 1e-9]
+    tiny = _survey_with(alpha=alpha_for_epsilon(5.0, beta), beta=beta)
+    response = client.post("/api/surveys", json=tiny, headers=auth)
+    assert response.status_code == 422 and response.json["error"] == "epsilon_above_cap"
+    assert "5.00000002" in response.json["detail"]
+    tinier = _survey_with(alpha=0.5, beta=[1.9999 / 2**53, 1 - 1.9999 / 2**53])
+    response = client.post("/api/surveys", json=tinier, headers=auth)
+    assert response.status_code == 422 and "at least 1e-09" in response.json["detail"]
