@@ -71,7 +71,7 @@ def create_survey(db: Connection, survey: Survey, signature: bytes) -> None:
 
 
 def _known_form(survey_id: str) -> None:
-    """An id no survey can have (a NUL byte, which PostgreSQL refuses outright, say) is not
+    """An id no survey can have (a NUL byte, which some databases refuse outright, say) is not
     looked up: SurveyNotFound."""
     if not SURVEY_ID.fullmatch(survey_id):
         raise SurveyNotFound(survey_id)

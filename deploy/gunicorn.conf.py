@@ -6,11 +6,15 @@
 The app refuses to start without the key file and secret (every replica must serve the same
 signing key). The access log holds method, path without query string, status, size and
 duration: no client address, no query string, no user agent, no referrer; and no line at all
-for the responses endpoints (journald would time-stamp each, in arrival order).
+for the responses endpoints (journald would time-stamp each, in arrival order). The error log
+holds no client address either (gunicorn names one when it refuses a malformed request).
 """
 
+import ipaddress
+import logging
 import multiprocessing
 import os
+import re
 
 from gunicorn.glogging import Logger
 
@@ -38,8 +42,49 @@ accesslog = "-"
 access_log_format = '"%(m)s %(U)s" %(s)s %(B)s %(M)sms'
 
 
+# The control socket (gunicorn >= 25.1: gunicornc, under $XDG_RUNTIME_DIR or $HOME) would let
+# anyone running as this user change the worker count or stop the server: systemd does that.
+control_socket_disable = True
+
+# gunicorn's own line for a malformed request, at warning level: "Invalid request from
+# ip=ADDRESS: error".
+_FROM_IP = re.compile(r" from ip=\S*?(?=: )")
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.])")
+_IPV6_LIKE = re.compile(r"[0-9A-Fa-f]*(?::[0-9A-Fa-f]*){2,}(?:\.\d{1,3}){0,3}(?:%[\w.-]+)?")
+_BIND = "Listening at: "  # the arbiter's own addresses, from `bind`, not a client's
+
+
+def _ipv6(match: re.Match) -> str:
+    text = match.group()
+    trimmed = text.rstrip(":")  # "::1:" in "ip=::1: error"
+    try:
+        ipaddress.IPv6Address(trimmed)
+    except ValueError:
+        return text  # e.g. a time, 12:30:45
+    return "[address]" + text[len(trimmed):]
+
+
+def without_addresses(record: logging.LogRecord) -> bool:
+    """A filter on gunicorn's error log: every IP address in the message and in a traceback
+    replaced by [address], the "from ip=..." of a malformed request's line removed."""
+    message = record.getMessage()
+    if not message.startswith(_BIND):
+        message = _IPV4.sub("[address]", _IPV6_LIKE.sub(_ipv6, _FROM_IP.sub("", message)))
+    record.msg, record.args = message, ()
+    if record.exc_info and not record.exc_text:
+        record.exc_text = logging.Formatter().formatException(record.exc_info)
+    if record.exc_text:
+        record.exc_text = _IPV4.sub("[address]", _IPV6_LIKE.sub(_ipv6, record.exc_text))
+    return True
+
+
 class PrivateLogger(Logger):
-    """gunicorn's logger without access-log lines for the responses endpoints."""
+    """gunicorn's logger without access-log lines for the responses endpoints, and without any
+    client address in the error log (at any level)."""
+
+    def setup(self, cfg):
+        super().setup(cfg)
+        self.error_log.addFilter(without_addresses)  # once: the same filter is not added twice
 
     def access(self, resp, req, environ, request_time):
         if logged(req.path):
@@ -48,4 +93,4 @@ class PrivateLogger(Logger):
 
 logger_class = PrivateLogger
 errorlog = "-"
-loglevel = "info"  # gunicorn names client addresses only at debug level
+loglevel = "info"  # start, workers, stops and refused requests; no addresses (above)

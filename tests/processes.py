@@ -62,13 +62,16 @@ def kill(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
     proc.wait(timeout=30)
 
 
-def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
+def self_signed_certificate(folder: Path, rsa_key: bool = False) -> tuple[Path, Path]:
+    """An ECDSA certificate, or an RSA one (rsa_key): only with RSA can a client offer a
+    cipher suite without forward secrecy (RSA key exchange) that the server might accept."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
     from cryptography.x509.oid import NameOID
 
-    key = ec.generate_private_key(ec.SECP256R1())
+    key = (rsa.generate_private_key(public_exponent=65537, key_size=2048) if rsa_key
+           else ec.generate_private_key(ec.SECP256R1()))
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "survey.example.org")])
     now = datetime.now(UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
@@ -83,11 +86,12 @@ def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def start_nginx(folder: Path, upstreams: list[int], rate: str | None = None
-                ) -> tuple[subprocess.Popen, str]:
+def start_nginx(folder: Path, upstreams: list[int], rate: str | None = None,
+                rsa_key: bool = False) -> tuple[subprocess.Popen, str, str]:
     """The shipped site config with only ports, certificate and log paths (and, if given, the
-    rate) replaced, inside a minimal nginx.conf; returns (process, https base URL)."""
-    cert, key = self_signed_certificate(folder)
+    rate) replaced, inside a minimal nginx.conf; returns (process, https base URL, plain-HTTP
+    base URL)."""
+    cert, key = self_signed_certificate(folder, rsa_key)
     port, plain_port = free_port(), free_port()
     site = (ROOT / "deploy" / "nginx" / "ldp-survey.conf").read_text()
     replacements = {
@@ -107,15 +111,18 @@ def start_nginx(folder: Path, upstreams: list[int], rate: str | None = None
     (folder / "site.conf").write_text(site)
     temp = "".join(f"{kind}_temp_path {folder}/{kind}_temp;\n"
                    for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    # Started as root, nginx's workers would switch to nobody, who cannot enter pytest's 0700
+    # folders to buffer a request body (over 16 KiB) on disk: they keep the caller's user.
+    user = "user root;\n" if os.geteuid() == 0 else ""
     (folder / "nginx.conf").write_text(
-        f"daemon off;\npid {folder}/nginx.pid;\nerror_log {folder}/nginx-error.log;\n"
+        f"daemon off;\n{user}pid {folder}/nginx.pid;\nerror_log {folder}/nginx-error.log;\n"
         f"events {{ worker_connections 256; }}\n"
         f"http {{\n{temp}include {folder}/site.conf;\n}}\n")
     proc = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"https://127.0.0.1:{port}"
     wait_until_up(url + "/healthz")
-    return proc, url
+    return proc, url, f"http://127.0.0.1:{plain_port}"
 
 
 def request(method: str, url: str, body=None, headers=None, timeout: float = 10):

@@ -48,10 +48,10 @@ def test_session_cookie_settings(app):
 
 def production_app(tmp_path, database_url, **extra):
     from ldpsurvey.aggregator import create_app
-    from ldpsurvey.aggregator.signing import new_key_pem
+    from ldpsurvey.aggregator.signing import write_key_file
 
     key_file = tmp_path / "key.pem"
-    key_file.write_bytes(new_key_pem())
+    write_key_file(key_file)
     return create_app({"DEPLOYMENT": "production", "KEY_FILE": str(key_file),
                        "SECRET_KEY": "s" * 64, "DATABASE_URL": database_url, **extra},
                       instance_path=tmp_path / "i")
@@ -88,12 +88,12 @@ def free_port() -> int:
 
 
 def test_gunicorn_production_config_logs_no_address_or_query(tmp_path):
-    from ldpsurvey.aggregator.signing import new_key_pem
+    from ldpsurvey.aggregator.signing import write_key_file
 
     gunicorn = shutil.which("gunicorn", path=os.path.dirname(sys.executable))
     assert gunicorn, "gunicorn comes with the server extra"
     key_file = tmp_path / "key.pem"
-    key_file.write_bytes(new_key_pem())
+    write_key_file(key_file)
     port = free_port()
     env = {**os.environ, "LDP_SURVEY_KEY_FILE": str(key_file), "LDP_SURVEY_SECRET_KEY": "x" * 64,
            "LDP_SURVEY_DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
@@ -127,6 +127,70 @@ def test_gunicorn_production_config_logs_no_address_or_query(tmp_path):
     assert "secret-query" not in text and "127.0.0.1 " not in text.replace(
         f"127.0.0.1:{port}", "")
     assert "/responses" not in text  # no line where responses arrive
+
+
+def test_gunicorn_logs_no_client_address_and_opens_no_control_socket(tmp_path):
+    """gunicorn logs an invalid request at warning level as 'Invalid request from ip=...':
+    the shipped logger drops the address; and no control socket (gunicorn >= 25.1) is
+    opened where $XDG_RUNTIME_DIR or $HOME would put it."""
+    from ldpsurvey.aggregator.signing import write_key_file
+
+    gunicorn = shutil.which("gunicorn", path=os.path.dirname(sys.executable))
+    key_file = tmp_path / "key.pem"
+    write_key_file(key_file)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "home").mkdir()
+    port = free_port()
+    env = {**os.environ, "LDP_SURVEY_KEY_FILE": str(key_file), "LDP_SURVEY_SECRET_KEY": "x" * 64,
+           "LDP_SURVEY_DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+           "LDP_SURVEY_BIND": f"127.0.0.1:{port}", "LDP_SURVEY_WORKERS": "1",
+           "XDG_RUNTIME_DIR": str(tmp_path / "run"), "HOME": str(tmp_path / "home")}
+    log = tmp_path / "gunicorn.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([gunicorn, "-c", str(ROOT / "deploy" / "gunicorn.conf.py")],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail(f"gunicorn did not start: {log.read_text()}")
+        for malformed in (b"GET /x HTTP/1.1 and more\r\n\r\n", b"\x16\x03\x01\x02\x00 x\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                sock.sendall(malformed)
+                assert sock.recv(4096).startswith(b"HTTP/1.1 400")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    text = log.read_text()
+    assert text.count("Invalid request") == 2  # still logged, without the address
+    assert "127.0.0.1" not in text.replace(f"Listening at: http://127.0.0.1:{port}", ""), text
+    assert "Control socket" not in text  # "Control socket listening at $XDG_RUNTIME_DIR/..."
+
+
+def test_gunicorn_log_filter_removes_any_address():
+    import logging
+    import runpy
+
+    config = runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))
+    for message in ("Invalid request from ip=203.0.113.9: Invalid HTTP Version",
+                    "Invalid request from ip=2001:db8::7: Invalid HTTP Version",
+                    "Invalid request from ip=::ffff:203.0.113.9: bad",
+                    "peer [2001:db8:0:0:1::7]:443 and 203.0.113.9:80 and fe80::1%eth0 left"):
+        record = logging.LogRecord("gunicorn.error", logging.WARNING, __file__, 1, message,
+                                   None, None)
+        assert config["without_addresses"](record)
+        scrubbed = record.getMessage()
+        for address in ("203", "113", "2001:db8", "::7", "fe80", "ip="):
+            assert address not in scrubbed, scrubbed
+        assert "Invalid HTTP Version" in scrubbed or "bad" in scrubbed or "left" in scrubbed
+    record = logging.LogRecord("gunicorn.error", logging.INFO, __file__, 1, "%s at %s", (
+        "Error handling request", "12:30:45"), None)
+    assert config["without_addresses"](record) and record.getMessage() == \
+        "Error handling request at 12:30:45"  # a time is no address
 
 
 def test_the_development_server_logs_no_line_for_responses(app, client, survey_id, caplog):
@@ -173,3 +237,36 @@ def test_respondent_pages_set_no_cookies(client, survey_id):
         assert response.status_code in (200, 404)
         assert "Set-Cookie" not in response.headers, path
         assert_hardened(response)
+
+
+def unit_settings(path: Path) -> dict[str, dict[str, list[str]]]:
+    """A systemd unit file as {section: {key: [values, in order]}}."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current = None
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        key, _, value = line.partition("=")
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
+def test_systemd_unit_keeps_its_sandbox():
+    service = unit_settings(ROOT / "deploy" / "ldp-survey.service")["Service"]
+    expected = {
+        "User": "ldp-survey", "NoNewPrivileges": "true", "PrivateTmp": "true",
+        "ProtectSystem": "strict", "ProtectHome": "true", "ReadWritePaths": "/var/lib/ldp-survey",
+        "CapabilityBoundingSet": "", "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX",
+        "UMask": "0077", "ProtectKernelTunables": "true", "ProtectKernelModules": "true",
+        "ProtectControlGroups": "true", "PrivateDevices": "true",
+        "SystemCallFilter": "@system-service", "SystemCallArchitectures": "native",
+        "LockPersonality": "true", "RestrictNamespaces": "true", "RestrictRealtime": "true",
+        "RestrictSUIDSGID": "true", "MemoryDenyWriteExecute": "true", "ProtectHostname": "true",
+        "ProtectClock": "true",
+    }
+    for key, value in expected.items():
+        assert service.get(key) == [value], (key, service.get(key))

@@ -6,10 +6,13 @@ import http.client
 import random
 import secrets
 import signal
+import socket
+import ssl
 import threading
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -36,9 +39,9 @@ def production(tmp_path: Path, database_url: str):
     """Environment for production replicas sharing one key file and secret; a researcher key;
     and a direct handle on the database for checking."""
     from ldpsurvey.aggregator import create_api_key, create_app
-    from ldpsurvey.aggregator.signing import new_key_pem
+    from ldpsurvey.aggregator.signing import write_key_file
 
-    (tmp_path / "signing-key.pem").write_bytes(new_key_pem())
+    write_key_file(tmp_path / "signing-key.pem")  # 0600: production refuses others
     env = {"LDP_SURVEY_KEY_FILE": str(tmp_path / "signing-key.pem"),
            "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
            "LDP_SURVEY_DATABASE_URL": database_url, "LDP_SURVEY_INSTANCE": str(tmp_path)}
@@ -149,17 +152,17 @@ def nginx_available():
 
 
 @contextlib.contextmanager
-def replicas_behind_nginx(tmp_path, database_url, rate=None):
+def replicas_behind_nginx(tmp_path, database_url, rate=None, rsa_key=False):
     """Two production replicas on one database behind nginx with the shipped config, each
     named in a Served-By header (replica-PORT); yields (https base URL, researcher key, checker
-    app, replica ports)."""
+    app, replica ports, plain-HTTP base URL)."""
     env, key, app = production(tmp_path, database_url)
     ports = [free_port(), free_port()]
     replicas = [start_gunicorn({**env, "LDP_SURVEY_SERVED_BY": f"replica-{p}"}, p,
                                tmp_path / f"replica-{p}.log") for p in ports]
-    proxy, base = start_nginx(tmp_path, ports, rate=rate)
+    proxy, base, plain = start_nginx(tmp_path, ports, rate=rate, rsa_key=rsa_key)
     try:
-        yield base, key, app, ports
+        yield base, key, app, ports, plain
     finally:
         proxy.terminate()
         proxy.wait(timeout=10)
@@ -171,7 +174,7 @@ def replicas_behind_nginx(tmp_path, database_url, rate=None):
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_two_replicas_behind_nginx_on_postgresql(tmp_path, database_url, nginx_available):
     with replicas_behind_nginx(tmp_path, database_url, rate="100000r/s") as (base, key, app,
-                                                                             ports):
+                                                                             ports, _):
         auth = {"Authorization": f"Bearer {key}"}
         _, created = request("POST", f"{base}/api/surveys", HEALTH, auth)
         survey_id = created["survey_id"]
@@ -234,3 +237,110 @@ def test_nginx_rate_limits_per_client(tmp_path, nginx_available):
         status, _ = request("POST", f"{base}/api/surveys/x/responses/batch",
                             {"pad": "x" * (17 * 2**20)})
         assert status == 413  # nginx's client_max_body_size, before any replica
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory):
+    """The shipped nginx config with an RSA certificate (so that a client can offer suites
+    without forward secrecy at all) before two replicas on SQLite, shared by the tests below;
+    yields (https base URL, researcher key, checker app, replica ports, plain-HTTP base URL)."""
+    require(Path(NGINX).exists(), "nginx is not installed (apt-get install nginx-light)")
+    folder = tmp_path_factory.mktemp("proxy")
+    with replicas_behind_nginx(folder, f"sqlite:///{folder}/proxy.sqlite3", rate="100000r/s",
+                               rsa_key=True) as running:
+        yield running
+
+
+def response_head(url: str, raw_request: bytes) -> tuple[str, list[tuple[str, str]]]:
+    """(status line, header fields) of the answer to a request sent byte for byte."""
+    address = urlsplit(url)
+    with socket.create_connection((address.hostname, address.port), timeout=5) as sock:
+        sock.sendall(raw_request)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    status, *lines = received.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    return status, [(name.strip().lower(), value.strip())
+                    for name, _, value in (line.partition(":") for line in lines)]
+
+
+def test_plain_http_redirect_never_decodes_the_path(proxy):
+    *_, plain = proxy
+    status, fields = response_head(plain, b"GET /%0d%0aSet-Cookie:%20x=1?who=secret HTTP/1.1\r\n"
+                                          b"Host: survey.example.org\r\nConnection: close\r\n\r\n")
+    assert status.startswith("HTTP/1.1 301"), status
+    assert "set-cookie" not in dict(fields), fields  # no header injected by a decoded CR LF
+    # the path still percent-encoded, as sent, and no query string
+    assert dict(fields)["location"] == "https://survey.example.org/%0d%0aSet-Cookie:%20x=1"
+    assert dict(fields)["server"] == "nginx"
+
+
+def test_nginx_drops_a_client_sent_forwarded_prefix(proxy):
+    base, key, *_ = proxy
+    # The app's ProxyFix trusts one X-Forwarded-Prefix: only nginx may set it (to nothing).
+    # (gunicorn would take a SCRIPT_NAME header from nginx's address; nginx drops header names
+    # with underscores.)
+    headers = {"Authorization": f"Bearer {key}", "X-Forwarded-Prefix": "/evil",
+               "SCRIPT_NAME": "/evil"}
+    status, created, received = exchange("POST", f"{base}/api/surveys",
+                                         {**HEALTH, "invitation_only": True}, headers)
+    assert status == 201, created
+    survey_id = created["survey_id"]
+    assert created["manifest_url"] == received["Location"]
+    assert created["manifest_url"].startswith(f"/api/surveys/{survey_id}")
+    status, minted, _ = exchange("POST", f"{base}/api/surveys/{survey_id}/tokens",
+                                 {"count": 1}, headers)
+    assert status == 201, minted
+    assert urlsplit(minted["links"][0]).path == f"/s/{survey_id}"
+
+
+def test_nginx_names_no_version_and_pins_https_with_subdomains(proxy):
+    base, *_ = proxy
+    for path in ("/healthz", "/api/surveys/nope"):
+        _, _, headers = exchange("GET", base + path)
+        assert headers["Server"] == "nginx"  # no version
+        assert headers["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains"
+
+
+def tls12_cipher(url: str, ciphers: str) -> str:
+    """The suite a TLS 1.2 handshake offering only `ciphers` agrees on (ssl.SSLError if none)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # our own self-signed test certificate
+    context.minimum_version = context.maximum_version = ssl.TLSVersion.TLSv1_2
+    context.set_ciphers(ciphers)
+    address = urlsplit(url)
+    with socket.create_connection((address.hostname, address.port), timeout=5) as sock, \
+            context.wrap_socket(sock) as tls:
+        assert tls.version() == "TLSv1.2"
+        return tls.cipher()[0]
+
+
+def test_tls_1_2_only_with_forward_secret_aead_suites(proxy):
+    base, *_ = proxy
+    for suite in ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384",
+                  "ECDHE-RSA-CHACHA20-POLY1305"):
+        assert tls12_cipher(base, suite) == suite
+    # RSA key exchange (no forward secrecy), and ECDHE with CBC: no handshake
+    for suites in ("AES128-GCM-SHA256:AES256-GCM-SHA384:AES128-SHA:AES256-SHA",
+                   "ECDHE-RSA-AES128-SHA:ECDHE-RSA-AES256-SHA384"):
+        with pytest.raises(ssl.SSLError):
+            tls12_cipher(base, suites)
+
+
+def test_nginx_body_limits_per_endpoint(proxy):
+    base, key, *_ = proxy
+    auth = {"Authorization": f"Bearer {key}"}
+    # One response: 64 KiB, the app's MAX_RESPONSE_BYTES, refused by nginx (no replica's
+    # Served-By header) before any replica reads it.
+    status, _, headers = exchange("POST", f"{base}/api/surveys/x/responses",
+                                  {"pad": "x" * (70 * 2**10)})
+    assert status == 413 and "Served-By" not in headers
+    # Batches (and survey definitions) up to 16 MiB reach a replica.
+    for path in ("/api/surveys/x/responses/batch", "/api/surveys"):
+        status, _, headers = exchange("POST", base + path, {"pad": "x" * 2**20}, auth)
+        assert status != 413 and "Served-By" in headers, (path, status)
+    # Anything else: 1 MiB.
+    status, _, headers = exchange("POST", f"{base}/api/surveys/x/tokens",
+                                  {"pad": "x" * (2 * 2**20)}, auth)
+    assert status == 413 and "Served-By" not in headers
