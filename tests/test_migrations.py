@@ -49,6 +49,14 @@ def release_database(kind: str, tmp_path: Path, schema: str | None) -> tuple[str
     return postgres_url(schema), facts
 
 
+def private_copy(key: Path, folder: Path) -> str:
+    """The fixture's key as a 0600 file (git checks files out 0644)."""
+    copy = folder / key.name
+    copy.write_bytes(key.read_bytes())
+    copy.chmod(0o600)
+    return str(copy)
+
+
 def version_of(app) -> int:
     with app.app_context():
         return get_db().query("SELECT version FROM schema_version")[0][0]
@@ -58,7 +66,8 @@ def version_of(app) -> int:
 def test_a_release_0_1_0_database_is_upgraded_with_nothing_lost(kind, tmp_path, request):
     schema = request.getfixturevalue("schema") if kind == "postgresql" else None
     url, facts = release_database(kind, tmp_path, schema)
-    app = create_app({"DATABASE_URL": url, "KEY_FILE": str(RELEASE / "signing-key.pem")},
+    key_file = private_copy(RELEASE / "signing-key.pem", tmp_path)
+    app = create_app({"DATABASE_URL": url, "KEY_FILE": key_file},
                      instance_path=tmp_path / "instance")
     try:
         assert version_of(app) == LATEST
@@ -99,7 +108,7 @@ def test_a_release_0_1_0_database_is_upgraded_with_nothing_lost(kind, tmp_path, 
     finally:
         close_app(app)
     # Starting again finds nothing to do.
-    again = create_app({"DATABASE_URL": url, "KEY_FILE": str(RELEASE / "signing-key.pem")},
+    again = create_app({"DATABASE_URL": url, "KEY_FILE": key_file},
                        instance_path=tmp_path / "instance")
     assert version_of(again) == LATEST
     close_app(again)
