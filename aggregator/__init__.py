@@ -6,7 +6,6 @@ Its life cycle: `create_app()` configures it and brings the database schema up t
 
 import os
 import secrets
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from flask import Flask
 from . import auth, db, errors, openapi, pages, researchers, respondents, security, settings, signing
 from .db import close_app
 from .exceptions import ConfigurationError
-from .instance import exposed, private_file
+from .instance import private_file
 from .settings import DEFAULTS
 
 __all__ = ["DEFAULTS", "ConfigurationError", "close_app", "create_api_key", "create_app"]
@@ -38,14 +37,7 @@ def create_app(config: dict[str, Any] | None = None,
     if app.config["PROXY_HOPS"] is None:
         app.config["PROXY_HOPS"] = 1 if production else 0
     if app.config["KEY_FILE"]:
-        key_file = Path(app.config["KEY_FILE"])
-        if exposed(key_file):
-            message = (f"the signing key file {key_file} can be read by others than its owner: "
-                       f"chmod 600 {key_file} (or create it with install -m 600)")
-            if production:
-                raise ConfigurationError(message)
-            warnings.warn(message, stacklevel=2)
-        key = signing.load_key(key_file)
+        key = signing.load_key(Path(app.config["KEY_FILE"]), refuse_exposed=production)
     else:
         key = signing.load_or_create(instance / "signing-key.pem")
     app.extensions["ldp_signing_key"] = key

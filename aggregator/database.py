@@ -27,8 +27,8 @@ class Connection(ABC):
     # rowid counting insertions (SQLite); PostgreSQL has no rowid.
     without_rowid: str = ""
 
-    def __init__(self, raw: Any):
-        self.raw = raw
+    def __init__(self, raw: Any, scrubber: "Scrubber"):
+        self.raw, self.scrubber = raw, scrubber
 
     def _sql(self, sql: str) -> str:
         return sql
@@ -58,10 +58,10 @@ class Connection(ABC):
         `exclusive`, no other may even lock them for reading (intake shares a survey's row,
         a release or close takes it alone)."""
 
-    @abstractmethod
     def scrub(self, tables: Sequence[str]) -> None:
         """Outside a transaction: remove what deleted rows of `tables` leave behind in the
-        database's files (old versions, log frames), as far as the database allows."""
+        database's files, as far as the database allows (truncate_wal, vacuum_tables)."""
+        self.scrubber.scrub(self.raw, tables)
 
     @abstractmethod
     def lock_database(self) -> None:
@@ -77,18 +77,9 @@ class SQLiteConnection(Connection):
     dialect = "sqlite"
     without_rowid = " WITHOUT ROWID"
 
-    def __init__(self, raw: Any, scrubber: "Scrubber"):
-        super().__init__(raw)
-        self.scrubber = scrubber
-
     def query_locked(self, sql: str, params: Sequence[Any] = (), *,
                      exclusive: bool = False) -> list[tuple]:
         return self.query(sql, params)  # BEGIN IMMEDIATE already holds the write lock
-
-    def scrub(self, tables: Sequence[str]) -> None:
-        """secure_delete has zeroed the deleted rows in their pages; the write-ahead log still
-        holds the pages as they were, so move it into the file and truncate it (truncate_wal)."""
-        self.scrubber.scrub(self.raw, tables)
 
     def lock_database(self) -> None:
         pass  # BEGIN IMMEDIATE already serializes writers
@@ -131,14 +122,6 @@ class PostgresConnection(Connection):
                      exclusive: bool = False) -> list[tuple]:
         return self.query(sql + (" FOR UPDATE" if exclusive else " FOR SHARE"), params)
 
-    def __init__(self, raw: Any, scrubber: "Scrubber"):
-        super().__init__(raw)
-        self.scrubber = scrubber
-
-    def scrub(self, tables: Sequence[str]) -> None:
-        """VACUUM the tables in the background (vacuum_tables), until no dead version is left."""
-        self.scrubber.scrub(self.raw, tables)
-
     def lock_database(self) -> None:
         self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (self.MIGRATION_LOCK,))
 
@@ -180,8 +163,7 @@ class Scrubber:
             return True
         with self._lock:
             self._tables.update(tables)
-        self._wanted.set()
-        with self._lock:
+            self._wanted.set()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._retry, daemon=True,
                                                 name="ldp-survey-scrub")
@@ -214,8 +196,9 @@ class Scrubber:
 
 
 def truncate_wal(raw: sqlite3.Connection, _tables: Sequence[str], wait: float = 0.1) -> bool:
-    """wal_checkpoint(TRUNCATE): copy the log into the database file (where secure_delete has
-    zeroed deleted rows) and empty it. It cannot finish while a reader holds an older snapshot,
+    """SQLite's scrub. secure_delete has zeroed deleted rows in their pages, but the write-ahead
+    log still holds the pages as they were: wal_checkpoint(TRUNCATE) copies the log into the
+    database file and empties it. It cannot finish while a reader holds an older snapshot,
     and while it waits it holds off writers, so it waits at most `wait` seconds.
 
     The -shm index would still list the pages each earlier transaction touched; the first

@@ -4,7 +4,7 @@ schema brought up to date, when the app is created."""
 
 from flask import Flask, current_app, g
 
-from . import migrations, releases, store
+from . import migrations, releases
 from .database import Connection, connection_to, open_database
 
 
@@ -29,9 +29,7 @@ def init_app(app: Flask) -> None:
     try:
         with connection_to(database) as connection:
             migrations.migrate(connection)
-            releases.release_due(connection)
-            if store.has_surveys(connection):  # a crash may have cut the last scrub short
-                connection.scrub(releases.SCRUBBED)
+            releases.recover(connection)
     except BaseException:
         database.close()
         raise

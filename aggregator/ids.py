@@ -30,7 +30,7 @@ def new_tokens(count: int) -> list[str]:
 
 
 def hash_text(text: str | bytes) -> str:
-    """Hex SHA-256: how keys, tokens, idempotency keys and bodies are stored."""
+    """Hex SHA-256: how API keys, invitation tokens and idempotency keys are stored."""
     return hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest()
 
 

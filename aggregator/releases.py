@@ -68,9 +68,11 @@ def option_counts(rows: Sequence[str]) -> Counter:
     return counts
 
 
-def release_due(db: Connection) -> None:
-    """Release every survey whose pending pool reached its batch (after a crash between an
-    acknowledgement and its release, say)."""
+def recover(db: Connection) -> None:
+    """At start: release every pool that reached its batch (a crash may have come between an
+    acknowledgement and its release) and scrub (a crash may have cut the last scrub short)."""
     for survey_id in store.surveys_with_pending(db):
         survey = store.get_survey(db, survey_id).survey
         release(db, survey, survey.release_batch)
+    if store.has_surveys(db):  # a new database has nothing to scrub
+        db.scrub(SCRUBBED)

@@ -84,10 +84,10 @@ def validate(config: Config) -> None:
     if config["DEPLOYMENT"] == "production":
         if not (config["KEY_FILE"] and config["SECRET_KEY"]):
             raise ConfigurationError(
-                "production needs LDP_SURVEY_KEY_FILE (the shared signing key) and "
-                "LDP_SURVEY_SECRET_KEY, so every replica serves the same key")
+                f"production needs {PREFIX}_KEY_FILE (the shared signing key) and "
+                f"{PREFIX}_SECRET_KEY, so every replica serves the same key")
         if len(config["SECRET_KEY"].encode()) < MIN_SECRET_BYTES:
-            raise ConfigurationError(f"LDP_SURVEY_SECRET_KEY must be at least {MIN_SECRET_BYTES} "
+            raise ConfigurationError(f"{PREFIX}_SECRET_KEY must be at least {MIN_SECRET_BYTES} "
                                      "bytes in production (e.g. 64 random hex digits)")
 
 

@@ -6,6 +6,7 @@ Production requires KEY_FILE, so every replica serves the same key.
 
 import base64
 import os
+import warnings
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -13,7 +14,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ldpsurvey.shared.manifest import key_id
 
-from .instance import private_file
+from .exceptions import ConfigurationError
+from .instance import exposed, private_file
 
 
 class SigningKey:
@@ -41,7 +43,15 @@ def parse_key(pem: bytes, source: str) -> SigningKey:
     return SigningKey(key)
 
 
-def load_key(path: Path) -> SigningKey:
+def load_key(path: Path, refuse_exposed: bool) -> SigningKey:
+    """The key file; one that its group or others can read is refused (ConfigurationError)
+    with refuse_exposed (production), else loaded with a warning."""
+    if exposed(path):
+        message = (f"the signing key file {path} can be read by others than its owner: "
+                   f"chmod 600 {path} (or create it with install -m 600)")
+        if refuse_exposed:
+            raise ConfigurationError(message)
+        warnings.warn(message, stacklevel=3)
     return parse_key(path.read_bytes(), str(path))
 
 

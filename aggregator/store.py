@@ -64,9 +64,8 @@ def create_survey(db: Connection, survey: Survey, signature: bytes) -> None:
         db.execute("INSERT INTO surveys (survey_id, manifest, signature, status) "
                    "VALUES (?, ?, ?, 'open')",
                    (survey.survey_id, survey.manifest_bytes().decode(), signature.hex()))
-        db.executemany("INSERT INTO counts (survey_id, question_id, option_index, count) "
-                       "VALUES (?, ?, ?, 0)",
-                       [(survey.survey_id, q.id, j) for q in survey.questions
+        db.insert_rows("counts", ("survey_id", "question_id", "option_index", "count"),
+                       [(survey.survey_id, q.id, j, 0) for q in survey.questions
                         for j in range(len(q.options))])
 
 

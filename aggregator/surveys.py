@@ -124,13 +124,17 @@ def estimates(db: Connection, survey_id: str, role: str | None, central_delta: f
     """The estimates document for a caller of this role (None: anonymous), at the given
     confidence level and interval method (as text, from a query; default 0.95 and wilson), with
     the central epsilon at delta at most `central_delta`.
-    Anyone reads a public-results survey's estimates; others need a researcher.
-    SurveyNotFound, Unauthorized, InvalidParameter."""
+    SurveyNotFound, Unauthorized (see readable), InvalidParameter."""
     stored = store.get_survey(db, survey_id)
-    if not (stored.survey.public_results or role == "researcher"):
+    if not readable(stored.survey, role):
         raise Unauthorized("this survey's results need a researcher key")
     return estimates_document(db, stored, *estimate_options(confidence, method),
                               researcher=role == "researcher", central_delta=central_delta)
+
+
+def readable(survey: Survey, role: str | None) -> bool:
+    """Anyone reads a public-results survey's estimates; others need a researcher."""
+    return survey.public_results or role == "researcher"
 
 
 @dataclass(frozen=True)
@@ -144,11 +148,12 @@ class ResultsPage:
 def results_page(db: Connection, survey_id: str, role: str | None,
                  central_delta: float) -> ResultsPage:
     """The results page's content at the default confidence and method. SurveyNotFound."""
-    survey = published(db, survey_id).survey
-    try:
-        return ResultsPage(survey, estimates(db, survey_id, role, central_delta))
-    except Unauthorized:
-        return ResultsPage(survey, None)
+    stored = store.get_survey(db, survey_id)
+    if not readable(stored.survey, role):
+        return ResultsPage(stored.survey, None)
+    return ResultsPage(stored.survey, estimates_document(
+        db, stored, DEFAULT_CONFIDENCE, DEFAULT_METHOD, researcher=role == "researcher",
+        central_delta=central_delta))
 
 
 def estimate_options(confidence: str | None, method: str | None) -> tuple[float, str]:

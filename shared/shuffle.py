@@ -327,10 +327,9 @@ def numerical_epsilon(epsilon_local: float, n: int, delta: float = DEFAULT_DELTA
 
 def central_epsilon(epsilon_local: float, n: int, delta: float = DEFAULT_DELTA) -> float:
     """The central epsilon of a shuffled release of n honest eps0-LDP reports, at delta:
-    min(eps0, closed form where valid, numerical bound) (FMT Theorems 3.1 and 3.2)."""
-    closed = closed_form_epsilon(epsilon_local, n, delta)
-    bounds = [float(epsilon_local), numerical_epsilon(epsilon_local, n, delta)]
-    return min(bounds if closed is None else [*bounds, closed])
+    min(eps0, closed form where valid, numerical bound) (FMT Theorems 3.1 and 3.2), which is
+    what numerical_epsilon returns."""
+    return numerical_epsilon(epsilon_local, n, delta)
 
 
 def _smallest_closed_form_batch(epsilon_local: float, target: float, delta: float) -> int | None:
