@@ -11,16 +11,13 @@ from ldpsurvey.shared import (
     DEFAULT_METHOD,
     METHODS,
     Estimate,
-    Question,
     Survey,
     SurveyError,
     estimate,
     parse_definition,
     strict_json,
-    total_epsilon,
 )
 from ldpsurvey.shared.budget import exceeds
-from ldpsurvey.shared.randomizer import realized_epsilon, thresholds
 from ldpsurvey.shared.shuffle import central_epsilon
 
 from . import exports, releases, store
@@ -55,20 +52,13 @@ def publish(db: Connection, definition: Any, key: SigningKey, epsilon_cap: float
         if question.concept is not None:
             raise InvalidSurvey(f"question {question.id!r}.concept: answers reused across "
                                 "surveys are not supported by this aggregator yet")
-        epsilon = realized_epsilon_of(question)
+        epsilon = question.epsilon
         if exceeds(epsilon, epsilon_cap):
             raise EpsilonAboveCap(f"question {question.id!r}: epsilon {epsilon:.10g} is above "
                                   f"this server's cap {epsilon_cap:g}")
     survey = replace(survey, survey_id=new_survey_id(), key_id=key.key_id)
     store.create_survey(db, survey, key.sign(survey.manifest_bytes()))
     return survey
-
-
-def realized_epsilon_of(question: Question) -> float:
-    """The epsilon the integer randomizer realizes for this question (what clients compute and
-    enforce; up to about 3e-8 above the nominal formula when an option's beta is tiny)."""
-    return max(question.epsilon,
-               realized_epsilon(thresholds(question.mechanism.alpha, question.mechanism.beta)))
 
 
 def published(db: Connection, survey_id: str) -> store.StoredSurvey:
@@ -221,7 +211,7 @@ def central(survey: Survey, smallest_release: int | None, released: int,
     Per release with n = the smallest release so far; over the whole survey (against someone
     who sees only the final export) with n = the released responses; each at most eps0, and
     eps0 itself before any release. One delta for both: min(CENTRAL_DELTA, 1 / (10 n))."""
-    eps0 = total_epsilon(realized_epsilon_of(q) for q in survey.questions)
+    eps0 = survey.total_epsilon
     delta = min(delta_setting, 1 / (10 * released)) if released else delta_setting
     return {"delta": delta,
             "epsilon_per_release": central_epsilon(eps0, smallest_release, delta)

@@ -27,6 +27,7 @@ from typing import Any
 from . import strict_json
 from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
 from .mechanism import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
+from .randomizer import realized_epsilon, thresholds
 
 MANIFEST_FORMAT = "ldp-survey-manifest/2"
 FORMAT_1 = "ldp-survey-manifest/1"
@@ -63,7 +64,10 @@ class Question:
 
     @property
     def epsilon(self) -> float:
-        return self.mechanism.epsilon
+        """The epsilon the integer randomizer realizes (what is published, capped and charged):
+        the nominal formula's, or up to about 1e-7 above it when an option's beta is tiny."""
+        m = self.mechanism
+        return max(m.epsilon, realized_epsilon(thresholds(m.alpha, m.beta)))
 
     def as_dict(self) -> dict[str, Any]:
         fields = {"id": self.id, "text": self.text, "type": self.type,
@@ -305,15 +309,20 @@ def parse_manifest(raw: bytes) -> Survey:
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
     survey = parse_definition(definition)
     for question, eps in zip(survey.questions, stated, strict=True):
-        if _disagree(eps, question.epsilon):
+        if _disagree(eps, question.epsilon, question.mechanism.epsilon):
             raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but alpha and "
                         f"beta give {question.epsilon!r}")
-    if _disagree(_number(data["total_epsilon"], "manifest.total_epsilon"), survey.total_epsilon):
+    nominal_total = total_epsilon(q.mechanism.epsilon for q in survey.questions)
+    if _disagree(_number(data["total_epsilon"], "manifest.total_epsilon"), survey.total_epsilon,
+                 nominal_total):
         raise _fail("manifest.total_epsilon", "does not equal the sum of the questions' epsilon")
     for key in ("survey_id", "key_id"):
         _text(data[key], f"manifest.{key}")
     return replace(survey, survey_id=data["survey_id"], key_id=data["key_id"])
 
 
-def _disagree(stated: float, computed: float) -> bool:
-    return abs(stated - computed) > EPSILON_TOLERANCE * max(1.0, abs(computed))
+def _disagree(stated: float, realized: float, nominal: float) -> bool:
+    """Whether a stated epsilon matches neither the realized one (published since 0.2) nor the
+    nominal formula's (published before)."""
+    return all(abs(stated - computed) > EPSILON_TOLERANCE * max(1.0, abs(computed))
+               for computed in (realized, nominal))

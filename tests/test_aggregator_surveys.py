@@ -144,3 +144,26 @@ def test_the_cap_applies_to_the_epsilon_the_randomizer_realizes(client, auth):
     tinier = _survey_with(alpha=0.5, beta=[1.9999 / 2**53, 1 - 1.9999 / 2**53])
     response = client.post("/api/surveys", json=tinier, headers=auth)
     assert response.status_code == 422 and "at least 1e-09" in response.json["detail"]
+
+
+def test_the_manifest_publishes_the_epsilon_the_randomizer_realizes(client, auth):
+    """Published per-question and total epsilon are the integer randomizer's (what clients
+    enforce), not the nominal formula's; a manifest stating the nominal value (as before 0.2)
+    still parses."""
+    from ldpsurvey.shared import alpha_for_epsilon, parse_manifest
+    from ldpsurvey.shared.randomizer import realized_epsilon, thresholds
+
+    beta = [1e-8, 1 - 1e-8]
+    alpha = alpha_for_epsilon(4.0, beta)
+    created = client.post("/api/surveys", json=_survey_with(alpha=alpha, beta=beta), headers=auth)
+    assert created.status_code == 201, created.json
+    manifest = client.get(f"/api/surveys/{created.json['survey_id']}").get_data()
+    stated = json.loads(manifest)
+    realized = realized_epsilon(thresholds(alpha, beta))
+    assert realized - 4.0 > 1e-9  # the two differ by more than the parsing tolerance
+    smoked = next(q for q in stated["questions"] if q["id"] == "smoked")
+    assert smoked["epsilon"] == realized
+    assert parse_manifest(manifest).question("smoked").epsilon == realized
+    smoked["epsilon"] = 4.0
+    stated["total_epsilon"] -= realized - 4.0
+    assert parse_manifest(json.dumps(stated).encode()).question("smoked").epsilon == realized

@@ -30,7 +30,7 @@ def test_definition_derives_parameters():
     assert smoked.mechanism.beta == (0.7, 0.3) and smoked.options == ("No", "Yes")
     assert smoked.epsilon == pytest.approx(math.log(1 + 0.5 / (0.5 * 0.3)))
     assert sleep.mechanism.beta == pytest.approx((1 / 3,) * 3)
-    assert sleep.epsilon <= 1.0 and sleep.epsilon == pytest.approx(1.0)
+    assert sleep.mechanism.epsilon <= 1.0 and sleep.epsilon == pytest.approx(1.0)
     assert survey.total_epsilon == pytest.approx(smoked.epsilon + sleep.epsilon)
 
 
