@@ -1,7 +1,7 @@
 """The ldp-survey aggregator: a Flask service that only ever holds randomized answers.
 
 Its life cycle: `create_app()` configures it and brings the database schema up to date,
-`create_api_key(app)` mints a researcher (or relay) key, `close_app(app)` closes its database.
+`create_api_key(app)` mints an API key (accounts.py), `close_app(app)` closes its database.
 """
 
 import os
@@ -11,13 +11,14 @@ from typing import Any
 
 from flask import Flask
 
-from . import auth, db, errors, openapi, pages, researchers, respondents, security, settings, signing
+from . import accounts, db, errors, openapi, pages, researchers, respondents, security, settings, signing
 from .db import close_app
-from .exceptions import ConfigurationError
+from .exceptions import ConfigurationError, DomainError
 from .instance import private_file
 from .settings import DEFAULTS
 
-__all__ = ["DEFAULTS", "ConfigurationError", "close_app", "create_api_key", "create_app"]
+__all__ = ["DEFAULTS", "ConfigurationError", "DomainError", "accounts", "close_app",
+           "create_api_key", "create_app"]
 
 
 def create_app(config: dict[str, Any] | None = None,
@@ -53,9 +54,11 @@ def create_app(config: dict[str, Any] | None = None,
     return app
 
 
-def create_api_key(app: Flask, role: str = "researcher") -> str:
-    """A new API key for `role` in the app's database; returned once, only its hash is kept."""
+def create_api_key(app: Flask, role: str = "researcher", name: str | None = None,
+                   surveys: tuple[str, ...] = ()) -> accounts.IssuedKey:
+    """A new API key in the app's database (see accounts.create_key); the key appears only in
+    what this returns, only its hash is kept."""
     with app.app_context():
-        return auth.create_key(db.get_db(), role)
+        return accounts.create_key(db.get_db(), role, name, surveys)
 
 

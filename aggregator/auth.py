@@ -1,59 +1,48 @@
-"""Researcher and relay API keys. A key is shown once when created; only its SHA-256 is stored.
+"""Who is calling: the API key of `Authorization: Bearer <key>`, or, for reading (GET) only,
+the key behind the results page's session. See accounts.py for keys and sessions, access.py
+for what each may do with a survey."""
 
-Requests carry it as `Authorization: Bearer <key>`; the results page's login keeps the role in
-a session cookie instead.
-"""
-
-import secrets
 from collections.abc import Callable
 from functools import wraps
 
 from flask import request, session
 
-from ldpsurvey.shared.protocol import ROLES
-
-from . import store
-from .database import Connection
+from . import accounts
 from .db import get_db
 from .exceptions import Forbidden, Unauthorized
+from .store import KeyRecord
+
+PEOPLE = ("researcher", "admin")  # the roles of keys held by people rather than programs
 
 
-def create_key(db: Connection, role: str = "researcher") -> str:
-    """Mint a key for `role`, store its hash, return the key (the only time it exists)."""
-    if role not in ROLES:
-        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
-    key = f"ldp_{role[:3]}_{secrets.token_urlsafe(32)}"
-    store.insert_api_key(db, key, role)
-    return key
-
-
-def role_of_key(key: str) -> str | None:
-    """The role of an API key, or None if it is unknown."""
-    return store.role_of_key(get_db(), key) if key else None
-
-
-def request_role() -> str | None:
-    """The role of this request: its bearer key's, or, for reading (GET) only, that of the
-    researcher session the results page's login set. None without either."""
+def request_caller() -> KeyRecord | None:
+    """The key this request acts with, or None without a valid one."""
     header = request.headers.get("Authorization")
     if header is None:
-        return session.get("role") if request.method == "GET" else None
+        return session_caller() if request.method == "GET" else None
     scheme, _, key = header.partition(" ")
-    return role_of_key(key.strip()) if scheme.lower() == "bearer" else None
+    return accounts.key_in_use(get_db(), key.strip()) if scheme.lower() == "bearer" else None
+
+
+def session_caller() -> KeyRecord | None:
+    """The key behind the results page's session, while the session lives."""
+    session_id = session.get("sid")
+    return accounts.session_key(get_db(), session_id) if isinstance(session_id, str) else None
 
 
 def require_key(*roles: str) -> Callable:
-    """Decorator: Unauthorized (401) without a key, Forbidden (403) with a key of another role."""
+    """Decorator: Unauthorized (401) without a key, Forbidden (403) with a key of another role;
+    the view gets the key's record as its `caller` argument."""
 
     def decorator(view: Callable) -> Callable:
         @wraps(view)
         def wrapped(*args, **kwargs):
-            role = request_role()
-            if role is None:
+            caller = request_caller()
+            if caller is None:
                 raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
-            if role not in roles:
+            if caller.role not in roles:
                 raise Forbidden(f"this needs a {' or '.join(roles)} key")
-            return view(*args, **kwargs)
+            return view(*args, caller=caller, **kwargs)
 
         return wrapped
 

@@ -38,7 +38,10 @@ ANSWERS: dict[type[ex.DomainError], Answer] = {
     ex.TokenRequired: Answer(401, "token_required"),
     ex.Forbidden: Answer(403, "forbidden"),
     ex.TokenRejected: Answer(403, "invalid_token"),
+    ex.BatchOnInvitationOnly: Answer(403, "invitation_only"),
     ex.SurveyNotFound: Answer(404, "unknown_survey", NOT_FOUND_PAGE),
+    ex.ResearcherNotFound: Answer(404, "unknown_researcher"),
+    ex.KeyNotFound: Answer(404, "unknown_key"),
     ex.SurveyClosed: Answer(409, "survey_closed", CLOSED_PAGE),
     ex.IdempotencyConflict: Answer(409, "idempotency_conflict"),
     ex.NotInvitationOnly: Answer(409, "not_invitation_only"),
@@ -49,6 +52,8 @@ ANSWERS: dict[type[ex.DomainError], Answer] = {
     ex.InvalidAnswers: Answer(422, "invalid_answers"),
     ex.BatchTooLarge: Answer(422, "batch_too_large"),
     ex.InvalidCount: Answer(422, "invalid_count"),
+    ex.InvalidKeyRequest: Answer(422, "invalid_key_request"),
+    ex.InvalidShare: Answer(422, "invalid_share"),
 }
 
 

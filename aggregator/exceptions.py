@@ -50,6 +50,30 @@ class Forbidden(DomainError):
     """A valid key whose role may not do this."""
 
 
+class BatchOnInvitationOnly(Forbidden):
+    def __init__(self):
+        super().__init__("this survey is by invitation only: each respondent answers with their "
+                         "own token, so batches are refused")
+
+
+class ResearcherNotFound(DomainError):
+    def __init__(self, name: str):
+        super().__init__(f"no researcher named {name[:70]!r}")
+
+
+class KeyNotFound(DomainError):
+    def __init__(self, api_key_id: str):
+        super().__init__(f"no API key with id {api_key_id[:40]!r}")
+
+
+class InvalidKeyRequest(DomainError):
+    """A key asked for with a bad role, name or survey scope."""
+
+
+class InvalidShare(DomainError):
+    """A share that makes no sense (with the survey's owner, say)."""
+
+
 class InvalidSurvey(DomainError):
     """The survey definition is refused."""
 

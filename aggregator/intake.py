@@ -8,10 +8,11 @@ from typing import Any
 from ldpsurvey.shared import Survey
 from ldpsurvey.shared.protocol import SURVEY_TOKEN
 
-from . import releases, store
+from . import access, releases, store
 from .answers import Answers, parse_answers, parse_batch
 from .database import Connection
-from .exceptions import TokenRejected, TokenRequired
+from .exceptions import BatchOnInvitationOnly, TokenRejected, TokenRequired
+from .store import KeyRecord
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,15 @@ def accept_one(db: Connection, survey_id: str, body: Any, idempotency_key: str |
     return _store(db, survey, [answers], idempotency_key, token)
 
 
-def accept_batch(db: Connection, survey_id: str, body: Any, idempotency_key: str | None,
-                 limit: int) -> Accepted:
-    """Many responses at once (researchers and relays): all stored or none."""
+def accept_batch(db: Connection, caller: KeyRecord, survey_id: str, body: Any,
+                 idempotency_key: str | None, limit: int) -> Accepted:
+    """Many responses at once from a key that may fill the survey (access.check): all stored
+    or none. Never on an invitation-only survey, where each response needs its own token.
+    SurveyNotFound, Forbidden, BatchOnInvitationOnly."""
+    access.check(db, caller, survey_id, access.FILL)
     survey = store.get_survey(db, survey_id).survey
+    if survey.invitation_only:
+        raise BatchOnInvitationOnly()
     return _store(db, survey, parse_batch(survey, body, limit), idempotency_key, None)
 
 

@@ -6,13 +6,15 @@ or an old release started after a newer one migrated it) is refused at start rat
 misread; the version is checked only at start.
 A change to the schema is always one more step at the end; released steps never change.
 
-What the tables hold (since step 2): surveys and their signed manifests; responses waiting for
-release (`pending`); released responses under random keys with the day of their release;
-per-option counters of released responses; each release's day and size; per idempotency key
-its SHA-256 and an HMAC of the body keyed by the idempotency key itself; hashes of unspent
-invitation tokens and of researcher keys. There is no column for an IP address, user agent,
-cookie, token or precise time, and nothing links a token to a response: spending a token deletes
-its hash. Statements may contain {without_rowid}, which the connection fills in for its dialect.
+What the tables hold (since step 3): surveys, their signed manifests, owners and shares;
+responses waiting for release (`pending`); released responses under random keys with the day
+of their release; per-option counters of released responses; each release's day and size; per
+idempotency key its SHA-256 and an HMAC of the body keyed by the idempotency key itself; hashes
+of unspent invitation tokens; researchers, the hashes of their API keys and the hashes of their
+results-page sessions. Nothing about respondents but their randomized answers and a release
+day: no column for an IP address, user agent, cookie, token or precise time, and nothing links
+a token to a response (spending a token deletes its hash). Statements may contain
+{without_rowid}, which the connection fills in for its dialect.
 """
 
 from .database import Connection
@@ -102,6 +104,54 @@ STEPS: list[tuple[str, ...]] = [
             SELECT survey_id, token_hash FROM invitation_tokens ORDER BY token_hash""",
         "DROP TABLE invitation_tokens",
         "ALTER TABLE unspent_tokens RENAME TO invitation_tokens",
+    ),
+    # 3: researcher accounts. A survey has an owner; it may be shared with other researchers;
+    # keys have ids, an owner, a role (now also admin) and the days they were made and last
+    # used; relay keys name the surveys they may fill; results-page sessions live here, so a
+    # logout or a revoked key ends them. Release 0.2's keys each become a researcher of their
+    # own (named after their role and hash, created on an unknown day), every survey from
+    # before owners existed is shared with every researcher key of then, and its relay keys
+    # keep filling any survey (outside invitation-only ones, which now refuse batches).
+    (
+        """CREATE TABLE researchers (
+            researcher_id TEXT PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            created_day TEXT)""",
+        """INSERT INTO researchers (researcher_id, name, created_day)
+            SELECT role || '-' || substr(key_hash, 1, 16), role || '-' || substr(key_hash, 1, 16),
+                   NULL FROM api_keys ORDER BY key_hash""",
+        """CREATE TABLE credentials (
+            api_key_id TEXT PRIMARY KEY,
+            key_hash TEXT NOT NULL UNIQUE,
+            researcher_id TEXT NOT NULL REFERENCES researchers (researcher_id),
+            role TEXT NOT NULL CHECK (role IN ('researcher', 'relay', 'admin')),
+            any_survey INTEGER NOT NULL CHECK (any_survey IN (0, 1)),
+            created_day TEXT,
+            last_used_day TEXT)""",
+        """INSERT INTO credentials (api_key_id, key_hash, researcher_id, role, any_survey,
+                                   created_day, last_used_day)
+            SELECT 'key-' || substr(key_hash, 1, 16), key_hash,
+                   role || '-' || substr(key_hash, 1, 16), role,
+                   CASE WHEN role = 'relay' THEN 1 ELSE 0 END, NULL, NULL
+            FROM api_keys ORDER BY key_hash""",
+        "DROP TABLE api_keys",
+        "ALTER TABLE credentials RENAME TO api_keys",
+        """CREATE TABLE relay_surveys (
+            api_key_id TEXT NOT NULL REFERENCES api_keys (api_key_id),
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            PRIMARY KEY (api_key_id, survey_id))""",
+        "ALTER TABLE surveys ADD COLUMN owner_id TEXT REFERENCES researchers (researcher_id)",
+        """CREATE TABLE shares (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            researcher_id TEXT NOT NULL REFERENCES researchers (researcher_id),
+            PRIMARY KEY (survey_id, researcher_id))""",
+        """INSERT INTO shares (survey_id, researcher_id)
+            SELECT surveys.survey_id, api_keys.researcher_id FROM surveys, api_keys
+            WHERE api_keys.role = 'researcher' ORDER BY 1, 2""",
+        """CREATE TABLE sessions (
+            session_hash TEXT PRIMARY KEY,
+            api_key_id TEXT NOT NULL REFERENCES api_keys (api_key_id),
+            expires TEXT NOT NULL)""",
     ),
 ]
 LATEST = len(STEPS)

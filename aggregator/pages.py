@@ -17,7 +17,7 @@ from flask import (
     url_for,
 )
 
-from . import auth, surveys
+from . import accounts, auth, surveys
 from .charts import estimate_chart
 from .db import get_db
 
@@ -47,12 +47,12 @@ def _csrf_token() -> str:
 
 @bp.get("/s/<survey_id>/results")
 def results(survey_id: str):
-    page = surveys.results_page(get_db(), survey_id, session.get("role"),
-                                current_app.config["CENTRAL_DELTA"])
+    caller = auth.session_caller()
+    page = surveys.results_page(get_db(), survey_id, caller, current_app.config["CENTRAL_DELTA"])
     if page.estimates is None:
         return render_template("login.html", survey=page.survey, csrf=_csrf_token(),
                                error=request.args.get("error"))
-    researcher = session.get("role") == "researcher"
+    researcher = caller is not None
     charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
     return render_template("results.html", body=page.estimates, charts=charts,
                            researcher=researcher, csrf=_csrf_token() if researcher else None)
@@ -60,18 +60,24 @@ def results(survey_id: str):
 
 @bp.post("/s/<survey_id>/login")
 def login(survey_id: str):
-    """Exchange a researcher key for a session cookie (HttpOnly, SameSite=Strict)."""
+    """Exchange a researcher or admin key for a session (accounts.open_session) whose id the
+    signed cookie carries (HttpOnly, SameSite=Strict)."""
     _check_csrf()
-    if auth.role_of_key(request.form.get("key", "").strip()) != "researcher":
+    session_id = accounts.open_session(get_db(), request.form.get("key", "").strip(),
+                                       current_app.config["SESSION_HOURS"])
+    if session_id is None:
         return redirect(url_for("pages.results", survey_id=survey_id, error="1"))
     session.clear()
-    session["role"] = "researcher"
+    session["sid"] = session_id
     return redirect(url_for("pages.results", survey_id=survey_id))
 
 
 @bp.post("/s/<survey_id>/logout")
 def logout(survey_id: str):
+    """End the session on the server too: a copy of the cookie no longer works."""
     _check_csrf()
+    if isinstance(session.get("sid"), str):
+        accounts.close_session(get_db(), session["sid"])
     session.clear()
     return redirect(url_for("pages.results", survey_id=survey_id))
 

@@ -1,21 +1,24 @@
-"""What researchers call: create, list and close surveys, batch intake, invitation tokens,
-exports and estimates."""
+"""What researchers call: create, list, share and close surveys, batch intake, invitation
+tokens, exports and estimates. Which survey a key may use is the services' decision
+(access.py); these check only the key's role."""
 
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
-from . import intake, surveys
-from .auth import request_role, require_key
+from . import access, intake, surveys
+from .auth import PEOPLE, request_caller, require_key
 from .db import get_db
 from .http import created, idempotency_key, json_body
+from .store import KeyRecord
 
 bp = Blueprint("researchers", __name__)
 
 
 @bp.post("/api/surveys")
-@require_key("researcher")
-def create_survey():
-    """Validate a survey definition, publish its signed manifest, open it."""
-    survey = surveys.publish(get_db(), json_body(), current_app.extensions["ldp_signing_key"],
+@require_key(*PEOPLE)
+def create_survey(caller: KeyRecord):
+    """Validate a survey definition, publish its signed manifest, open it; the caller owns it."""
+    survey = surveys.publish(get_db(), caller, json_body(),
+                             current_app.extensions["ldp_signing_key"],
                              float(current_app.config["EPSILON_CAP"]))
     manifest_url = url_for("respondents.manifest", survey_id=survey.survey_id)
     response = jsonify(survey_id=survey.survey_id, status="open",
@@ -26,33 +29,57 @@ def create_survey():
 
 
 @bp.get("/api/surveys")
-@require_key("researcher")
-def list_surveys():
-    return jsonify(surveys=surveys.listing(get_db()))
+@require_key(*PEOPLE)
+def list_surveys(caller: KeyRecord):
+    """The caller's own and shared surveys (an admin's: all)."""
+    return jsonify(surveys=surveys.listing(get_db(), caller))
 
 
 @bp.post("/api/surveys/<survey_id>/close")
-@require_key("researcher")
-def close_survey(survey_id: str):
+@require_key(*PEOPLE)
+def close_survey(survey_id: str, caller: KeyRecord):
     """Close for good: the survey refuses answers from now on."""
-    surveys.close(get_db(), survey_id)
+    surveys.close(get_db(), caller, survey_id)
     return jsonify(survey_id=survey_id, status="closed")
 
 
+@bp.get("/api/surveys/<survey_id>/shares")
+@require_key(*PEOPLE)
+def list_shares(survey_id: str, caller: KeyRecord):
+    """The researchers the survey is shared with (its owner or an admin asks)."""
+    return jsonify(survey_id=survey_id, shared_with=access.shares(get_db(), caller, survey_id))
+
+
+@bp.put("/api/surveys/<survey_id>/shares/<name>")
+@require_key(*PEOPLE)
+def share(survey_id: str, name: str, caller: KeyRecord):
+    """Let the researcher called `name` read the survey's results and exports."""
+    names = access.share(get_db(), caller, survey_id, name)
+    return jsonify(survey_id=survey_id, shared_with=names)
+
+
+@bp.delete("/api/surveys/<survey_id>/shares/<name>")
+@require_key(*PEOPLE)
+def unshare(survey_id: str, name: str, caller: KeyRecord):
+    """Stop sharing the survey with the researcher called `name`."""
+    names = access.unshare(get_db(), caller, survey_id, name)
+    return jsonify(survey_id=survey_id, shared_with=names)
+
+
 @bp.post("/api/surveys/<survey_id>/responses/batch")
-@require_key("researcher", "relay")
-def submit_batch(survey_id: str):
+@require_key("researcher", "relay", "admin")
+def submit_batch(survey_id: str, caller: KeyRecord):
     """Many responses at once: all stored or none."""
     body, key = json_body(), idempotency_key()
-    return created(intake.accept_batch(get_db(), survey_id, body, key,
+    return created(intake.accept_batch(get_db(), caller, survey_id, body, key,
                                        current_app.config["MAX_BATCH_RESPONSES"]))
 
 
 @bp.post("/api/surveys/<survey_id>/tokens")
-@require_key("researcher")
-def mint_tokens(survey_id: str):
+@require_key(*PEOPLE)
+def mint_tokens(survey_id: str, caller: KeyRecord):
     """Single-use invitation tokens and links carrying them in the URL fragment."""
-    tokens = surveys.mint_tokens(get_db(), survey_id, json_body,
+    tokens = surveys.mint_tokens(get_db(), caller, survey_id, json_body,
                                  current_app.config["MAX_TOKENS_PER_REQUEST"])
     link = url_for("pages.survey_form", survey_id=survey_id, _external=True)
     response = jsonify(survey_id=survey_id, tokens=tokens,
@@ -62,10 +89,11 @@ def mint_tokens(survey_id: str):
 
 
 @bp.get("/api/surveys/<survey_id>/export.<any(csv, jsonl):kind>")
-@require_key("researcher")
-def export(survey_id: str, kind: str):
+@require_key(*PEOPLE)
+def export(survey_id: str, kind: str, caller: KeyRecord):
     """Every response, one per row in random order, with the manifest and design parameters."""
-    result = surveys.export(get_db(), survey_id, kind, current_app.config["CENTRAL_DELTA"])
+    result = surveys.export(get_db(), caller, survey_id, kind,
+                            current_app.config["CENTRAL_DELTA"])
     return Response(result.body, mimetype=result.mimetype, headers={
         "Content-Disposition": f'attachment; filename="{result.filename}"'})
 
@@ -74,9 +102,10 @@ def export(survey_id: str, kind: str):
 def estimates(survey_id: str):
     """Per question and option, the shared estimator applied to the stored counts.
 
-    Query: confidence (default 0.95), method (default wilson; clopper-pearson, wald).
-    Public-results surveys need no key; others need a researcher key.
+    Query: confidence (default 0.95), method (shared.METHODS).
+    Public-results surveys need no key; others a key of their owner, a researcher they are
+    shared with, or an admin.
     """
-    return jsonify(surveys.estimates(get_db(), survey_id, request_role(),
+    return jsonify(surveys.estimates(get_db(), survey_id, request_caller(),
                                      current_app.config["CENTRAL_DELTA"],
                                      request.args.get("confidence"), request.args.get("method")))

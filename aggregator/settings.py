@@ -35,11 +35,12 @@ DEFAULTS: dict[str, Any] = {
     "PROXY_HOPS": None,                 # reverse proxies in front (default: 1 in production)
     "SERVED_BY": None,                  # this replica's name, sent as a Served-By header
     "CENTRAL_DELTA": 1e-6,              # delta of the shuffle-amplified central epsilon
+    "SESSION_HOURS": protocol.SESSION_HOURS,  # a results-page login ends after this long
 }
 PREFIX = "LDP_SURVEY"
 TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "SERVED_BY")
 LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
-          "MAX_TOKENS_PER_REQUEST")
+          "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS")
 MIN_SECRET_BYTES = 32
 
 

@@ -57,13 +57,14 @@ def ping(db: Connection) -> None:
 
 # --- surveys ------------------------------------------------------------------------------------
 
-def create_survey(db: Connection, survey: Survey, signature: bytes) -> None:
-    """Store the signed manifest, open, with a zero counter for every question and option
-    (its own transaction)."""
+def create_survey(db: Connection, survey: Survey, signature: bytes, owner_id: str) -> None:
+    """Store the signed manifest, open, owned by a researcher, with a zero counter for every
+    question and option (its own transaction)."""
     with db.transaction():
-        db.execute("INSERT INTO surveys (survey_id, manifest, signature, status) "
-                   "VALUES (?, ?, ?, 'open')",
-                   (survey.survey_id, survey.manifest_bytes().decode(), signature.hex()))
+        db.execute("INSERT INTO surveys (survey_id, manifest, signature, status, owner_id) "
+                   "VALUES (?, ?, ?, 'open', ?)",
+                   (survey.survey_id, survey.manifest_bytes().decode(), signature.hex(),
+                    owner_id))
         db.insert_rows("counts", ("survey_id", "question_id", "option_index", "count"),
                        [(survey.survey_id, q.id, j, 0) for q in survey.questions
                         for j in range(len(q.options))])
@@ -91,9 +92,16 @@ def has_surveys(db: Connection) -> bool:
     return bool(db.query("SELECT 1 FROM surveys LIMIT 1"))
 
 
-def list_surveys(db: Connection) -> list[tuple[str, str]]:
-    """(survey_id, status) of every survey."""
-    return [tuple(row) for row in db.query("SELECT survey_id, status FROM surveys ORDER BY survey_id")]
+def list_surveys(db: Connection, researcher_id: str | None) -> list[tuple[str, str]]:
+    """(survey_id, status) of the surveys the researcher owns or shares, or of every survey
+    (None)."""
+    if researcher_id is None:
+        return [tuple(row) for row in db.query(
+            "SELECT survey_id, status FROM surveys ORDER BY survey_id")]
+    return [tuple(row) for row in db.query(
+        "SELECT survey_id, status FROM surveys WHERE owner_id = ? OR survey_id IN "
+        "(SELECT survey_id FROM shares WHERE researcher_id = ?) ORDER BY survey_id",
+        (researcher_id, researcher_id))]
 
 
 def lock_survey(db: Connection, survey_id: str, *, exclusive: bool = False) -> str:
@@ -242,13 +250,129 @@ def counts(db: Connection, survey_id: str) -> dict[str, list[int]]:
     return {qid: [by_index[j] for j in sorted(by_index)] for qid, by_index in result.items()}
 
 
-def insert_api_key(db: Connection, key: str, role: str) -> None:
-    """Keep the key's hash and role (its own transaction)."""
-    with db.transaction():
-        db.execute("INSERT INTO api_keys (key_hash, role) VALUES (?, ?)", (hash_text(key), role))
+# --- researchers, keys, sessions, owners and shares -------------------------------------------
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """An API key's id, researcher, role, whether it may fill any survey (relay keys from
+    before accounts existed) and the day it was last used."""
+
+    api_key_id: str
+    researcher_id: str
+    role: str
+    any_survey: bool
+    last_used_day: str | None
 
 
-def role_of_key(db: Connection, key: str) -> str | None:
-    """The role of an API key, or None if it is unknown."""
-    rows = db.query("SELECT role FROM api_keys WHERE key_hash = ?", (hash_text(key),))
+def _key_record(row: tuple) -> KeyRecord:
+    api_key_id, researcher_id, role, any_survey, last_used_day = row
+    return KeyRecord(api_key_id, researcher_id, role, bool(any_survey), last_used_day)
+
+
+def researcher_id_of(db: Connection, name: str) -> str | None:
+    rows = db.query("SELECT researcher_id FROM researchers WHERE name = ?", (name,))
     return rows[0][0] if rows else None
+
+
+def insert_researcher(db: Connection, researcher_id: str, name: str, day: str) -> None:
+    db.execute("INSERT INTO researchers (researcher_id, name, created_day) VALUES (?, ?, ?)",
+               (researcher_id, name, day))
+
+
+def insert_api_key(db: Connection, record: KeyRecord, key: str, day: str,
+                   surveys: list[str]) -> None:
+    """Keep the key's hash, owner, role and day made, and a relay key's surveys (inside the
+    caller's transaction). SurveyNotFound for a survey that does not exist."""
+    for survey_id in surveys:
+        get_survey(db, survey_id)
+    db.execute("INSERT INTO api_keys (api_key_id, key_hash, researcher_id, role, any_survey, "
+               "created_day, last_used_day) VALUES (?, ?, ?, ?, ?, ?, NULL)",
+               (record.api_key_id, hash_text(key), record.researcher_id, record.role,
+                int(record.any_survey), day))
+    db.insert_rows("relay_surveys", ("api_key_id", "survey_id"),
+                   [(record.api_key_id, survey_id) for survey_id in sorted(set(surveys))])
+
+
+def key_by_secret(db: Connection, key: str) -> KeyRecord | None:
+    rows = db.query("SELECT api_key_id, researcher_id, role, any_survey, last_used_day "
+                    "FROM api_keys WHERE key_hash = ?", (hash_text(key),))
+    return _key_record(rows[0]) if rows else None
+
+
+def mark_key_used(db: Connection, api_key_id: str, day: str) -> None:
+    db.execute("UPDATE api_keys SET last_used_day = ? WHERE api_key_id = ?", (day, api_key_id))
+
+
+def relay_may_fill(db: Connection, api_key_id: str, survey_id: str) -> bool:
+    return bool(db.query("SELECT 1 FROM relay_surveys WHERE api_key_id = ? AND survey_id = ?",
+                         (api_key_id, survey_id)))
+
+
+def list_keys(db: Connection) -> list[tuple[str, str, str, str | None, str | None]]:
+    """(api_key_id, researcher name, role, created day, last-used day) of every key."""
+    return [tuple(row) for row in db.query(
+        "SELECT k.api_key_id, r.name, k.role, k.created_day, k.last_used_day FROM api_keys k "
+        "JOIN researchers r ON r.researcher_id = k.researcher_id ORDER BY r.name, k.api_key_id")]
+
+
+def delete_key(db: Connection, api_key_id: str) -> bool:
+    """Delete a key with its sessions and relay scope (its own transaction); False if there
+    was no such key."""
+    with db.transaction():
+        db.execute("DELETE FROM sessions WHERE api_key_id = ?", (api_key_id,))
+        db.execute("DELETE FROM relay_surveys WHERE api_key_id = ?", (api_key_id,))
+        return db.execute("DELETE FROM api_keys WHERE api_key_id = ?", (api_key_id,)) > 0
+
+
+def insert_session(db: Connection, session_id: str, api_key_id: str, expires: str) -> None:
+    db.execute("INSERT INTO sessions (session_hash, api_key_id, expires) VALUES (?, ?, ?)",
+               (hash_text(session_id), api_key_id, expires))
+
+
+def key_of_session(db: Connection, session_id: str, now: str) -> KeyRecord | None:
+    """The key a live session (expiring after `now`, an ISO time) belongs to."""
+    rows = db.query("SELECT k.api_key_id, k.researcher_id, k.role, k.any_survey, "
+                    "k.last_used_day FROM sessions s JOIN api_keys k ON k.api_key_id = s.api_key_id "
+                    "WHERE s.session_hash = ? AND s.expires > ?", (hash_text(session_id), now))
+    return _key_record(rows[0]) if rows else None
+
+
+def delete_sessions(db: Connection, *, session_id: str | None = None,
+                    expired_by: str | None = None) -> None:
+    """Delete one session, or every session that expired by an ISO time."""
+    if session_id is not None:
+        db.execute("DELETE FROM sessions WHERE session_hash = ?", (hash_text(session_id),))
+    if expired_by is not None:
+        db.execute("DELETE FROM sessions WHERE expires <= ?", (expired_by,))
+
+
+def access_of(db: Connection, survey_id: str, researcher_id: str) -> str | None:
+    """'owner', 'shared' or None: what the researcher holds of the survey. SurveyNotFound."""
+    _known_form(survey_id)
+    rows = db.query("SELECT owner_id, EXISTS (SELECT 1 FROM shares WHERE shares.survey_id = "
+                    "surveys.survey_id AND researcher_id = ?) FROM surveys WHERE survey_id = ?",
+                    (researcher_id, survey_id))
+    if not rows:
+        raise SurveyNotFound(survey_id)
+    owner_id, shared = rows[0]
+    return "owner" if owner_id == researcher_id else "shared" if shared else None
+
+
+def share(db: Connection, survey_id: str, researcher_id: str) -> None:
+    """Share the survey with the researcher (nothing if it already is)."""
+    if not db.query("SELECT 1 FROM shares WHERE survey_id = ? AND researcher_id = ?",
+                    (survey_id, researcher_id)):
+        db.execute("INSERT INTO shares (survey_id, researcher_id) VALUES (?, ?)",
+                   (survey_id, researcher_id))
+
+
+def unshare(db: Connection, survey_id: str, researcher_id: str) -> None:
+    db.execute("DELETE FROM shares WHERE survey_id = ? AND researcher_id = ?",
+               (survey_id, researcher_id))
+
+
+def shared_with(db: Connection, survey_id: str) -> list[str]:
+    """The names of the researchers the survey is shared with."""
+    return [name for (name,) in db.query(
+        "SELECT r.name FROM shares s JOIN researchers r ON r.researcher_id = s.researcher_id "
+        "WHERE s.survey_id = ? ORDER BY r.name", (survey_id,))]

@@ -11,6 +11,7 @@ from ldpsurvey.shared import (
     DEFAULT_METHOD,
     METHODS,
     Estimate,
+    Question,
     Survey,
     SurveyError,
     estimate,
@@ -20,7 +21,7 @@ from ldpsurvey.shared import (
 from ldpsurvey.shared.budget import exceeds
 from ldpsurvey.shared.shuffle import central_epsilon
 
-from . import exports, releases, store
+from . import access, exports, releases, store
 from .database import Connection
 from .exceptions import (
     EpsilonAboveCap,
@@ -29,10 +30,12 @@ from .exceptions import (
     InvalidSurvey,
     NotInvitationOnly,
     SurveyClosed,
+    SurveyNotFound,
     Unauthorized,
 )
 from .ids import new_survey_id, new_tokens
 from .signing import SigningKey
+from .store import KeyRecord
 
 
 def empty_estimate(epsilon: float, confidence: float, method: str) -> dict:
@@ -42,22 +45,21 @@ def empty_estimate(epsilon: float, confidence: float, method: str) -> dict:
     return {field.name: known.get(field.name) for field in fields(Estimate)}
 
 
-def publish(db: Connection, definition: Any, key: SigningKey, epsilon_cap: float) -> Survey:
-    """Validate a survey definition, give it a new id, sign its manifest, store it open."""
+def publish(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
+            epsilon_cap: float) -> Survey:
+    """Validate a survey definition, give it a new id, sign its manifest, store it open and
+    owned by the caller's researcher."""
     try:
         survey = parse_definition(definition)
     except SurveyError as exc:
         raise InvalidSurvey(str(exc)) from None
     for question in survey.questions:
-        if question.concept is not None:
-            raise InvalidSurvey(f"question {question.id!r}.concept: answers reused across "
-                                "surveys are not supported by this aggregator yet")
         epsilon = question.epsilon
         if exceeds(epsilon, epsilon_cap):
             raise EpsilonAboveCap(f"question {question.id!r}: epsilon {epsilon:.10g} is above "
                                   f"this server's cap {epsilon_cap:g}")
     survey = replace(survey, survey_id=new_survey_id(), key_id=key.key_id)
-    store.create_survey(db, survey, key.sign(survey.manifest_bytes()))
+    store.create_survey(db, survey, key.sign(survey.manifest_bytes()), caller.researcher_id)
     return survey
 
 
@@ -74,13 +76,17 @@ def open_for_answers(db: Connection, survey_id: str) -> Survey:
     return stored.survey
 
 
-def listing(db: Connection) -> list[dict[str, str]]:
-    return [{"survey_id": sid, "status": status} for sid, status in store.list_surveys(db)]
+def listing(db: Connection, caller: KeyRecord) -> list[dict[str, str]]:
+    """The surveys the caller owns or shares (an admin: all), with their status."""
+    return [{"survey_id": sid, "status": status}
+            for sid, status in store.list_surveys(db, access.listed_for(caller))]
 
 
-def close(db: Connection, survey_id: str) -> None:
+def close(db: Connection, caller: KeyRecord, survey_id: str) -> None:
     """Close for good: release whatever is pending (a final batch can be small), refuse
-    answers from now on, delete the idempotency records and unspent tokens. SurveyNotFound."""
+    answers from now on, delete the idempotency records and unspent tokens.
+    SurveyNotFound, Forbidden (see access.check)."""
+    access.check(db, caller, survey_id, access.MANAGE)
     with db.transaction():
         store.lock_survey(db, survey_id, exclusive=True)
         releases.release_locked(db, store.get_survey(db, survey_id).survey, minimum=1)
@@ -88,11 +94,13 @@ def close(db: Connection, survey_id: str) -> None:
     db.scrub(releases.SCRUBBED)
 
 
-def mint_tokens(db: Connection, survey_id: str, read_body: Callable[[], Any],
-                limit: int) -> list[str]:
+def mint_tokens(db: Connection, caller: KeyRecord, survey_id: str,
+                read_body: Callable[[], Any], limit: int) -> list[str]:
     """`{"count": N}` single-use invitation tokens (1 <= N <= limit) for an open,
-    invitation-only survey; only their hashes are stored. The body is read only once the
-    survey is known to take tokens, so that is what an unknown or closed survey is told."""
+    invitation-only survey the caller manages; only their hashes are stored. The body is read
+    only once the survey is known to take tokens, so that is what an unknown or closed survey
+    is told."""
+    access.check(db, caller, survey_id, access.MANAGE)
     stored = store.get_survey(db, survey_id)
     if not stored.survey.invitation_only:
         raise NotInvitationOnly()
@@ -109,22 +117,31 @@ def mint_tokens(db: Connection, survey_id: str, read_body: Callable[[], Any],
     return tokens
 
 
-def estimates(db: Connection, survey_id: str, role: str | None, central_delta: float,
+def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_delta: float,
               confidence: str | None = None, method: str | None = None) -> dict:
-    """The estimates document for a caller of this role (None: anonymous), at the given
-    confidence level and interval method (as text, from a query; default 0.95 and wilson), with
-    the central epsilon at delta at most `central_delta`.
-    SurveyNotFound, Unauthorized (see readable), InvalidParameter."""
+    """The estimates document for this caller (None: anonymous), at the given confidence
+    level and interval method (as text, from a query; default 0.95 and the default method),
+    with the central epsilon at delta at most `central_delta`.
+    SurveyNotFound, Unauthorized (see reader_of), InvalidParameter."""
     stored = store.get_survey(db, survey_id)
-    if not readable(stored.survey, role):
+    reader = reader_of(db, stored.survey, caller)
+    if reader is None:
         raise Unauthorized("this survey's results need a researcher key")
     return estimates_document(db, stored, *estimate_options(confidence, method),
-                              researcher=role == "researcher", central_delta=central_delta)
+                              researcher=reader, central_delta=central_delta)
 
 
-def readable(survey: Survey, role: str | None) -> bool:
-    """Anyone reads a public-results survey's estimates; others need a researcher."""
-    return survey.public_results or role == "researcher"
+def reader_of(db: Connection, survey: Survey, caller: KeyRecord | None) -> bool | None:
+    """Whether the caller reads the survey's results as one of its researchers (True) or as
+    the public (False, a public-results survey); None: only with a key. A key that may not
+    use the survey gets SurveyNotFound, as for an unknown survey."""
+    if access.may_read(db, caller, survey.survey_id):
+        return True
+    if survey.public_results:
+        return False
+    if caller is None or caller.role == "relay":
+        return None
+    raise SurveyNotFound(survey.survey_id)
 
 
 @dataclass(frozen=True)
@@ -135,14 +152,16 @@ class ResultsPage:
     estimates: dict | None
 
 
-def results_page(db: Connection, survey_id: str, role: str | None,
+def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
                  central_delta: float) -> ResultsPage:
-    """The results page's content at the default confidence and method. SurveyNotFound."""
+    """The results page's content at the default confidence and method for the caller of a
+    session (None: not logged in). SurveyNotFound (see reader_of)."""
     stored = store.get_survey(db, survey_id)
-    if not readable(stored.survey, role):
+    reader = reader_of(db, stored.survey, caller)
+    if reader is None:
         return ResultsPage(stored.survey, None)
     return ResultsPage(stored.survey, estimates_document(
-        db, stored, DEFAULT_CONFIDENCE, DEFAULT_METHOD, researcher=role == "researcher",
+        db, stored, DEFAULT_CONFIDENCE, DEFAULT_METHOD, researcher=reader,
         central_delta=central_delta))
 
 
@@ -174,8 +193,10 @@ def estimates_document(db: Connection, stored: store.StoredSurvey, confidence: f
         question_counts = counts[question.id]
         n = sum(question_counts)
         if n:
-            for entry, result in zip(options, estimate(question.mechanism, question_counts,
-                                                       confidence=confidence, method=method),
+            # a concept question's reports went through two layers: invert both, composed
+            for entry, result in zip(options, estimate(question.reported_mechanism,
+                                                       question_counts, confidence=confidence,
+                                                       method=method),
                                      strict=True):
                 entry.update(result.as_dict())
         else:
@@ -185,7 +206,7 @@ def estimates_document(db: Connection, stored: store.StoredSurvey, confidence: f
                           "alpha": question.mechanism.alpha,
                           "beta": list(question.mechanism.beta),
                           "epsilon": question.epsilon, "n": n,
-                          "options": options})
+                          "options": options, **concept_fields(question)})
     document = {"survey_id": survey.survey_id, "title": survey.title, "status": stored.status,
                 "total_epsilon": survey.total_epsilon, "confidence": confidence,
                 "ci_method": method, "release_batch": survey.release_batch,
@@ -195,6 +216,16 @@ def estimates_document(db: Connection, stored: store.StoredSurvey, confidence: f
     if researcher:
         document["pending"] = store.pending_count(db, survey.survey_id)
     return document
+
+
+def concept_fields(question: Question) -> dict:
+    """For a concept question: the concept, irr_alpha and the composed (alpha, beta) that its
+    estimates invert; nothing for other questions."""
+    if question.concept is None:
+        return {}
+    m = question.reported_mechanism
+    return {"concept": question.concept, "irr_alpha": question.irr_alpha,
+            "reported": {"alpha": m.alpha, "beta": list(m.beta)}}
 
 
 ASSUMES = ("The central epsilon holds only if the other responses in each release come from "
@@ -231,9 +262,12 @@ EXPORT_FORMATS = {"csv": (exports.to_csv, "text/csv"),
                   "jsonl": (exports.to_jsonl, "application/jsonl")}
 
 
-def export(db: Connection, survey_id: str, kind: str, central_delta: float) -> Export:
+def export(db: Connection, caller: KeyRecord, survey_id: str, kind: str,
+           central_delta: float) -> Export:
     """Every released response, one per row in a random order (from the OS's CSPRNG), with
-    the manifest, design parameters and central epsilon. SurveyNotFound."""
+    the manifest, design parameters and central epsilon. SurveyNotFound, Forbidden (see
+    access.check)."""
+    access.check(db, caller, survey_id, access.READ)
     stored = store.get_survey(db, survey_id)
     rows = [strict_json.loads(answers) for answers in store.stored_answers(db, survey_id)]
     secrets.SystemRandom().shuffle(rows)

@@ -123,7 +123,7 @@ def aggregator_env(folder: Path, database_url: str) -> tuple[dict, str]:
     app = create_app({"DEPLOYMENT": "production", "KEY_FILE": env["LDP_SURVEY_KEY_FILE"],
                       "SECRET_KEY": env["LDP_SURVEY_SECRET_KEY"], "DATABASE_URL": database_url},
                      instance_path=folder)
-    key = create_api_key(app)
+    key = create_api_key(app).key
     close_app(app)
     return env, key
 

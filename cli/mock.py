@@ -68,7 +68,7 @@ def embedded_aggregator() -> Iterator[Api]:
         app = aggregator.create_app({"DATABASE_URL": f"sqlite:///{folder}/mock.sqlite3",
                                      "KEY_FILE": None, "DEPLOYMENT": "development"},
                                     instance_path=folder)
-        key = aggregator.create_api_key(app)
+        key = aggregator.create_api_key(app).key
         server = serving.make_server(app, "127.0.0.1", 0)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                                   daemon=True)  # shutdown() waits for one poll
@@ -127,7 +127,8 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
     rng = np.random.default_rng(seed)
     reports = np.column_stack([
         simulation.randomize_many(simulation.true_answers(truth[q.id], respondents, rng),
-                                  thresholds(q.mechanism.alpha, q.mechanism.beta), rng)
+                                  thresholds(q.reported_mechanism.alpha,
+                                             q.reported_mechanism.beta), rng)
         for q in survey.questions])
     ids = [q.id for q in survey.questions]
     batches = range(0, respondents, batch_size)

@@ -1,4 +1,7 @@
-"""Researcher commands that talk to an aggregator over HTTP: survey create/close/tokens, results."""
+"""Researcher commands that talk to an aggregator over HTTP: survey create/close/share/tokens,
+results."""
+
+from urllib.parse import quote
 
 import click
 
@@ -12,7 +15,7 @@ from .output import emit_json, release_lines, table
 
 @click.group()
 def survey() -> None:
-    """Create and close surveys on an aggregator."""
+    """Create, share and close surveys on an aggregator."""
 
 
 @survey.command("create")
@@ -40,6 +43,36 @@ def close(api: Api, survey_id: str) -> None:
     """Close a survey for good: it refuses answers from now on."""
     api.post(f"/api/surveys/{survey_id}/close")
     click.echo(f"survey {survey_id} closed", err=True)
+
+
+@survey.command("share")
+@click.argument("survey_id")
+@click.option("--with", "name", required=True, metavar="NAME",
+              help="The researcher's name (as `ldp-survey admin keys list` shows it).")
+@url_option
+@pass_api
+def share(api: Api, survey_id: str, name: str) -> None:
+    """Let another researcher read a survey's results and exports (owner or admin only)."""
+    _print_shares(api.call("PUT", _share_path(survey_id, name)).json())
+
+
+@survey.command("unshare")
+@click.argument("survey_id")
+@click.option("--with", "name", required=True, metavar="NAME", help="The researcher's name.")
+@url_option
+@pass_api
+def unshare(api: Api, survey_id: str, name: str) -> None:
+    """Stop sharing a survey with a researcher (owner or admin only)."""
+    _print_shares(api.call("DELETE", _share_path(survey_id, name)).json())
+
+
+def _share_path(survey_id: str, name: str) -> str:
+    return f"/api/surveys/{quote(survey_id, safe='')}/shares/{quote(name, safe='')}"
+
+
+def _print_shares(body: dict) -> None:
+    names = ", ".join(body["shared_with"]) or "nobody"
+    click.echo(f"survey {body['survey_id']} is shared with {names}", err=True)
 
 
 @survey.command("tokens")

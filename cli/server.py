@@ -1,12 +1,17 @@
-"""Running the aggregator: `serve` for development and `admin` for researcher keys."""
+"""Running the aggregator: `serve` for development and `admin` for API keys."""
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Any
 
 import click
 
 from ldpsurvey.shared.protocol import ROLES
 
 from .extras import load
+from .output import emit_json, table
 
 database_option = click.option(
     "--database", metavar="URL", envvar="LDP_SURVEY_DATABASE_URL",
@@ -50,25 +55,76 @@ def serve(database: str | None, instance: str, host: str, port: int) -> None:
 
 @click.group()
 def admin() -> None:
-    """Administer the aggregator's database directly."""
+    """Administer the aggregator's database directly: API keys."""
+
+
+@contextmanager
+def database_session(database_url: str | None, instance: str) -> Iterator[tuple[Any, Any]]:
+    """The aggregator package and an app context on the configured database; the domain
+    errors of its services become one-line CLI errors."""
+    aggregator = load("ldpsurvey.aggregator")
+    app = make_app(database_url, instance)
+    try:
+        with app.app_context():
+            yield aggregator, load("ldpsurvey.aggregator.db").get_db()
+    except aggregator.DomainError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        aggregator.close_app(app)
 
 
 @admin.command("create-key")
 @database_option
 @instance_option
+@click.option("--name", help="The researcher the key is for: a new one, or another key for an "
+                             "existing one (default: a new researcher with a generated name).")
 @click.option("--role", type=click.Choice(ROLES), default="researcher", show_default=True,
-              help="relay keys may only submit batches.")
-def create_key(database: str | None, instance: str, role: str) -> None:
-    """Create an API key and print it once; only its hash is stored."""
-    app = make_app(database, instance)
-    aggregator = load("ldpsurvey.aggregator")
-    try:
-        key = aggregator.create_api_key(app, role)
-    finally:
-        aggregator.close_app(app)
-    click.echo(key)
-    click.echo(f"{role} key created; it is shown only now. Give it to clients as LDP_SURVEY_KEY.",
-               err=True)
+              help="relay keys only submit batches to their --survey; admin keys may do "
+                   "anything to any survey.")
+@click.option("--survey", "surveys", multiple=True, metavar="ID",
+              help="A survey a relay key may submit batches to (repeatable; relay keys only).")
+def create_key(database: str | None, instance: str, name: str | None, role: str,
+               surveys: tuple[str, ...]) -> None:
+    """Create an API key and print it (only it, on stdout) once; only its hash is stored."""
+    with database_session(database, instance) as (aggregator, db):
+        issued = aggregator.accounts.create_key(db, role, name, surveys)
+    click.echo(issued.key)
+    whose = "new researcher" if issued.new_researcher else "researcher"
+    click.echo(f"{role} key {issued.api_key_id} for {whose} {issued.name!r} created; it is shown "
+               "only now. Give it to clients as LDP_SURVEY_KEY.", err=True)
+
+
+@admin.group()
+def keys() -> None:
+    """List and revoke API keys."""
+
+
+@keys.command("list")
+@database_option
+@instance_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_keys(database: str | None, instance: str, as_json: bool) -> None:
+    """Every key: its id, researcher, role, the day made and the day last used."""
+    with database_session(database, instance) as (aggregator, db):
+        listing = aggregator.accounts.list_keys(db)
+    records = [asdict(entry) for entry in listing]
+    if as_json:
+        emit_json({"keys": records})
+    elif records:
+        click.echo(table([list(r.values()) for r in records], list(records[0])))
+    else:
+        click.echo("no keys yet: ldp-survey admin create-key makes one", err=True)
+
+
+@keys.command("revoke")
+@click.argument("api_key_id")
+@database_option
+@instance_option
+def revoke(api_key_id: str, database: str | None, instance: str) -> None:
+    """Revoke a key at once, for the API and for the results-page sessions it opened."""
+    with database_session(database, instance) as (aggregator, db):
+        aggregator.accounts.revoke(db, api_key_id)
+    click.echo(f"key {api_key_id} revoked; requests and sessions with it now fail", err=True)
 
 
 COMMANDS = (serve, admin)

@@ -1,4 +1,4 @@
-"""The HTTP API's contract: header formats, default limits and key roles.
+"""The HTTP API's contract: header formats, default limits, key roles and researcher names.
 
 One source for the aggregator that enforces them, the OpenAPI document that describes them and
 the CLI whose option ranges follow them. Standard library only, so the respondent client and the
@@ -13,4 +13,8 @@ SURVEY_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")       # the Survey-Token head
 MAX_BATCH_RESPONSES = 10_000     # responses in one batch (default of the aggregator's setting)
 MAX_TOKENS_PER_REQUEST = 10_000  # invitation tokens minted at once (likewise)
 
-ROLES = ("researcher", "relay")  # relay keys may only submit batches
+# Key roles: researchers publish and read their own and shared surveys; relay keys only submit
+# batches to the surveys named when they were made; admin keys may do anything to any survey.
+ROLES = ("researcher", "relay", "admin")
+RESEARCHER_NAME = re.compile(r"[a-z0-9][a-z0-9._@-]{0,63}")  # a researcher's unique name
+SESSION_HOURS = 12  # a results-page login lasts this long (default of the aggregator's setting)

@@ -93,7 +93,7 @@ def client(app):
 def researcher_key(app) -> str:
     from ldpsurvey.aggregator import create_api_key
 
-    return create_api_key(app)
+    return create_api_key(app).key
 
 
 @pytest.fixture

@@ -62,7 +62,7 @@ def test_production_cookie_is_secure_and_one_proxy_is_trusted(tmp_path, database
 
     app = production_app(tmp_path, database_url)
     assert app.config["SESSION_COOKIE_SECURE"] is True
-    key = create_api_key(app)
+    key = create_api_key(app).key
     client = app.test_client()
     headers = {"Authorization": f"Bearer {key}"}
     survey_id = client.post("/api/surveys", json={**SURVEY, "invitation_only": True},

@@ -136,7 +136,7 @@ def test_batch_limit_and_auth(app, client, auth, survey_id):
 def test_batch_accepts_a_relay_key_and_idempotency(app, client, survey_id):
     from ldpsurvey.aggregator import create_api_key
 
-    relay = {"Authorization": f"Bearer {create_api_key(app, 'relay')}",
+    relay = {"Authorization": f"Bearer {create_api_key(app, 'relay', surveys=(survey_id,)).key}",
              "Idempotency-Key": "batch-0001-abcdef"}
     assert batch(client, survey_id, [GOOD] * 3, relay).json["accepted"] == 3
     assert batch(client, survey_id, [GOOD] * 3, relay).headers["Idempotent-Replayed"] == "true"

@@ -25,14 +25,18 @@ def columns(app) -> dict[str, list[str]]:
 def test_no_column_can_hold_an_ip_user_agent_token_or_time(app):
     schema = columns(app)
     assert set(schema) == {"surveys", "responses", "counts", "idempotency_keys", "api_keys",
-                           "invitation_tokens", "schema_version", "pending", "releases"}
+                           "invitation_tokens", "schema_version", "pending", "releases",
+                           "researchers", "relay_surveys", "shares", "sessions"}
     assert sorted(schema["responses"]) == ["answers", "released_day", "response_id", "survey_id"]
     assert sorted(schema["pending"]) == ["answers", "pending_id", "survey_id"]
     # Hashes of unspent invitation tokens, deleted when spent: nothing joins them to a response.
     assert sorted(schema["invitation_tokens"]) == ["survey_id", "token_hash"]
+    # Researchers' results-page sessions (hashed; nothing in them refers to a respondent).
+    assert sorted(schema["sessions"]) == ["api_key_id", "expires", "session_hash"]
     for table, names in schema.items():
         for name in names:
-            if (table, name) != ("invitation_tokens", "token_hash"):
+            if (table, name) not in {("invitation_tokens", "token_hash"),
+                                     ("sessions", "session_hash")}:
                 assert not SENSITIVE.search(name), f"{table}.{name}"
 
 

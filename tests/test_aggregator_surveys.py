@@ -55,10 +55,10 @@ def test_create_requires_a_researcher_key(client):
     assert response.status_code == 401 and response.json["error"] == "unauthorized"
 
 
-def test_relay_key_cannot_create(app, client):
+def test_relay_key_cannot_create(app, client, survey_id):
     from ldpsurvey.aggregator import create_api_key
 
-    relay = create_api_key(app, "relay")
+    relay = create_api_key(app, "relay", surveys=(survey_id,)).key
     response = client.post("/api/surveys", json=SURVEY, headers={"Authorization": f"Bearer {relay}"})
     assert response.status_code == 403
 
@@ -91,7 +91,7 @@ def test_epsilon_cap_is_configurable(database_url, tmp_path):
 
     app = create_app({"DATABASE_URL": database_url, "EPSILON_CAP": 0.5},
                      instance_path=tmp_path / "i")
-    key = create_api_key(app)
+    key = create_api_key(app).key
     response = app.test_client().post("/api/surveys", json=SURVEY,
                                       headers={"Authorization": f"Bearer {key}"})
     assert response.status_code == 422 and response.json["error"] == "epsilon_above_cap"

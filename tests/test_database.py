@@ -6,16 +6,16 @@ from ldpsurvey.aggregator.db import get_db
 
 
 def names(db) -> list[str]:
-    return sorted(name for (name,) in db.query("SELECT key_hash FROM api_keys"))
+    return sorted(name for (name,) in db.query("SELECT name FROM researchers"))
 
 
 def test_a_nested_transaction_is_undone_alone(app):
     with app.app_context():
         db = get_db()
         with db.transaction():
-            db.execute("INSERT INTO api_keys (key_hash, role) VALUES ('outer', 'relay')")
+            db.execute("INSERT INTO researchers (researcher_id, name) VALUES ('outer', 'outer')")
             with pytest.raises(RuntimeError), db.transaction():
-                db.execute("INSERT INTO api_keys (key_hash, role) VALUES ('inner', 'relay')")
+                db.execute("INSERT INTO researchers (researcher_id, name) VALUES ('inner', 'inner')")
                 raise RuntimeError
         assert names(db) == ["outer"]
 
@@ -24,8 +24,8 @@ def test_a_failed_transaction_leaves_the_connection_usable(app):
     with app.app_context():
         db = get_db()
         with pytest.raises(Exception, match=r"(?i)unique|constraint"), db.transaction():
-            db.execute("INSERT INTO api_keys (key_hash, role) VALUES ('same', 'relay')")
-            db.execute("INSERT INTO api_keys (key_hash, role) VALUES ('same', 'relay')")
+            db.execute("INSERT INTO researchers (researcher_id, name) VALUES ('same', 'same')")
+            db.execute("INSERT INTO researchers (researcher_id, name) VALUES ('same', 'same')")
         with db.transaction():
-            db.execute("INSERT INTO api_keys (key_hash, role) VALUES ('after', 'relay')")
+            db.execute("INSERT INTO researchers (researcher_id, name) VALUES ('after', 'after')")
         assert names(db) == ["after"]

@@ -46,7 +46,7 @@ def production(tmp_path: Path, database_url: str):
            "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
            "LDP_SURVEY_DATABASE_URL": database_url, "LDP_SURVEY_INSTANCE": str(tmp_path)}
     app = create_app({"DATABASE_URL": database_url}, instance_path=tmp_path / "checker")
-    return env, create_api_key(app), app
+    return env, create_api_key(app).key, app
 
 
 def random_answers(rng: random.Random) -> dict:

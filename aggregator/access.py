@@ -1,0 +1,85 @@
+"""Who may do what with a survey.
+
+An admin key may do anything to any survey. A researcher may do anything to the surveys they
+own, and read (estimates, exports, results page) those shared with them. A relay key may only
+fill (submit batches to) the surveys named when it was made, or, if it was made before keys had
+owners, any survey. A survey the caller may not use at all answers as an unknown one would
+(SurveyNotFound), so its existence is not confirmed; one it may read but not change answers
+Forbidden.
+"""
+
+from collections.abc import Callable
+
+from . import store
+from .database import Connection
+from .exceptions import Forbidden, InvalidShare, ResearcherNotFound, SurveyNotFound
+from .store import KeyRecord
+
+READ, MANAGE, FILL = "read", "manage", "fill"
+WORDS = {MANAGE: "close, share or mint tokens for", FILL: "submit batches to"}
+
+
+def check(db: Connection, caller: KeyRecord, survey_id: str, action: str) -> None:
+    """Return if the caller may `action` (READ, MANAGE or FILL) the survey, else raise
+    SurveyNotFound or Forbidden (see the module's rules)."""
+    if caller.role == "admin":
+        store.get_survey(db, survey_id)  # SurveyNotFound if there is none
+        return
+    if caller.role == "relay":
+        store.get_survey(db, survey_id)
+        if action == FILL and (caller.any_survey or
+                               store.relay_may_fill(db, caller.api_key_id, survey_id)):
+            return
+        raise Forbidden("this relay key may only submit batches to the surveys it was made for")
+    held = store.access_of(db, survey_id, caller.researcher_id)
+    if held is None:
+        raise SurveyNotFound(survey_id)
+    if held == "shared" and action != READ:
+        raise Forbidden(f"only the survey's owner or an admin may {WORDS[action]} it")
+
+
+def may_read(db: Connection, caller: KeyRecord | None, survey_id: str) -> bool:
+    """Whether the caller (None: anonymous) may read the survey's results."""
+    if caller is None or caller.role == "relay":
+        return False
+    try:
+        check(db, caller, survey_id, READ)
+    except SurveyNotFound:
+        return False
+    return True
+
+
+def listed_for(caller: KeyRecord) -> str | None:
+    """Whose surveys a listing shows: the researcher's, or None (all) for an admin."""
+    return None if caller.role == "admin" else caller.researcher_id
+
+
+def share(db: Connection, caller: KeyRecord, survey_id: str, name: str) -> list[str]:
+    """Share the survey with the researcher called `name` (nothing if it already is), as its
+    owner or an admin; return the names it is shared with after. SurveyNotFound, Forbidden,
+    ResearcherNotFound, InvalidShare (the owner)."""
+    return _change_share(db, caller, survey_id, name, store.share)
+
+
+def unshare(db: Connection, caller: KeyRecord, survey_id: str, name: str) -> list[str]:
+    """Stop sharing the survey with the researcher called `name`; as share."""
+    return _change_share(db, caller, survey_id, name, store.unshare)
+
+
+def _change_share(db: Connection, caller: KeyRecord, survey_id: str, name: str,
+                  change: Callable[[Connection, str, str], None]) -> list[str]:
+    check(db, caller, survey_id, MANAGE)
+    with db.transaction():
+        researcher_id = store.researcher_id_of(db, name)
+        if researcher_id is None:
+            raise ResearcherNotFound(name)
+        if store.access_of(db, survey_id, researcher_id) == "owner":
+            raise InvalidShare(f"{name!r} owns this survey")
+        change(db, survey_id, researcher_id)
+        return store.shared_with(db, survey_id)
+
+
+def shares(db: Connection, caller: KeyRecord, survey_id: str) -> list[str]:
+    """The names the survey is shared with, for its owner or an admin."""
+    check(db, caller, survey_id, MANAGE)
+    return store.shared_with(db, survey_id)
