@@ -10,8 +10,10 @@ from ldpsurvey.shared import Question, Survey
 
 def design_parameters(question: Question) -> dict:
     """alpha, beta, epsilon, the report matrix P[i][j] = P(report j | true i), and for yes/no
-    R's rr package forced-known design: p = alpha, p1 = (1-alpha)*beta_yes, p0 = (1-alpha)*beta_no."""
-    m = question.mechanism
+    R's rr package forced-known design: p = alpha, p1 = (1-alpha)*beta_yes, p0 = (1-alpha)*beta_no.
+    For a concept question alpha and beta are those of the two layers composed (what one report
+    is); epsilon is the permanent layer's, what a respondent spends on the concept."""
+    m = question.reported_mechanism
     parameters = {
         "alpha": m.alpha, "beta": list(m.beta), "epsilon": question.epsilon,
         "options": list(question.options),

@@ -7,30 +7,52 @@ import json
 import click
 
 from ldpsurvey.client import (
+    WHY_IT_MAY_DIFFER,
     ApiError,
     Ceilings,
     LocalState,
     NetworkError,
+    OverBudget,
+    SurveyUnavailable,
     TrustError,
     fetch_survey,
+    ledger,
     prepare,
     release_note,
     submit,
     survey_notes,
     unanswered,
 )
-from ldpsurvey.client.respondent import Submission
-from ldpsurvey.client.verify import (
+from ldpsurvey.client.ceilings import (
     DEFAULT_MAX_EPSILON,
+    DEFAULT_MAX_LIFETIME_EPSILON,
     DEFAULT_MAX_TOTAL_EPSILON,
-    VerifiedSurvey,
 )
+from ldpsurvey.client.respondent import Submission
+from ldpsurvey.client.urls import Link, parse_link
+from ldpsurvey.client.verify import VerifiedSurvey
 from ldpsurvey.shared import Question
+from ldpsurvey.shared.manifest import key_id
 
-from .api import Api, pass_api, url_option
+from .api import URL_VARIABLE, check_url
 
 YES = {"yes", "y", "1", "true"}
 NO = {"no", "n", "0", "false"}
+NOT_ANSWERING = (TrustError, SurveyUnavailable, OverBudget, ApiError, NetworkError, ValueError)
+
+lifetime_option = click.option(
+    "--max-lifetime-epsilon", type=click.FloatRange(0, min_open=True),
+    default=DEFAULT_MAX_LIFETIME_EPSILON, show_default="8 ln 3",
+    help="Refuse a survey that would take what one aggregator (signing key) has received from "
+         "this device above this epsilon.")
+
+
+def printable(text: str) -> str:
+    """Text as it may reach the terminal: anything non-printable (control characters, bidi
+    overrides, invisible format characters) shown as its escape, newlines kept, so no text
+    from a server can repaint or reorder what the respondent reads."""
+    return "".join(c if c.isprintable() or c == "\n" else c.encode("unicode_escape").decode()
+                   for c in text)
 
 
 def parse_choice(question: Question, text: str) -> int:
@@ -63,52 +85,93 @@ def parse_answers_option(text: str | None) -> dict[str, str]:
     return pairs
 
 
+def read_link(url: str | None, ask: bool, insecure_http: bool) -> Link:
+    """The aggregator, and from a survey link its survey id and token: from --url, or typed
+    at a prompt that does not echo it (--link). The link itself is never printed."""
+    if ask:
+        url = click.prompt("Survey link", hide_input=True)
+    elif not url:
+        raise click.UsageError(f"give the survey link or the aggregator's address with --url "
+                               f"(or ${URL_VARIABLE}), or --link to paste the link unseen")
+    try:
+        link = parse_link(url)
+    except ValueError:
+        raise click.BadParameter("not an http(s) address or survey link",
+                                 param_hint="'--link'" if ask else "'--url'") from None
+    check_url(link.base, insecure_http)
+    return link
+
+
 @click.command()
-@url_option
-@click.option("--survey", "survey_id", required=True, help="The survey id.")
-@click.option("--token", help="Invitation token, for invitation-only surveys.")
+@click.option("--url", envvar=URL_VARIABLE, show_envvar=True,
+              help="The survey link you were given (https://host/s/ID#t=TOKEN: it gives "
+                   "--survey and --token), or the aggregator's address.")
+@click.option("--link", "ask_link", is_flag=True,
+              help="Paste the survey link at a prompt that does not echo it (a link on the "
+                   "command line reaches `ps` and shell history).")
+@click.option("--insecure-http", is_flag=True, help="Allow a plain http:// URL to another machine.")
+@click.option("--survey", "survey_id", help="The survey id (not needed with a survey link).")
+@click.option("--token", help="Invitation token (not needed with the invitation link).")
 @click.option("--max-epsilon", type=click.FloatRange(0, min_open=True),
               default=DEFAULT_MAX_EPSILON, show_default="ln 3",
               help="Refuse any question above this epsilon.")
 @click.option("--max-total-epsilon", type=click.FloatRange(0, min_open=True),
               default=DEFAULT_MAX_TOTAL_EPSILON, show_default="4 ln 3",
               help="Refuse a survey whose answers together exceed this epsilon.")
+@lifetime_option
 @click.option("--answers", "answers_text", metavar="Q=A,...",
               help="Answers without prompting, e.g. smoked=yes,sleep=2.")
 @click.option("--yes", "assume_yes", is_flag=True, help="Send without asking to confirm.")
-@click.option("--public-key", help="The aggregator's public key (base64), instead of pinning "
-              "the key it presents on first use.")
-@pass_api
-def respond(api: Api, survey_id: str, token: str | None, max_epsilon: float,
-            max_total_epsilon: float, answers_text: str | None, assume_yes: bool,
+@click.option("--public-key", help="Accept this public key (base64) for the aggregator instead "
+              "of pinning the one it presents on first use; what this device kept for a key "
+              "pinned before moves to it.")
+def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str | None,
+            token: str | None, max_epsilon: float, max_total_epsilon: float,
+            max_lifetime_epsilon: float, answers_text: str | None, assume_yes: bool,
             public_key: str | None) -> None:
     """Answer a survey. Your answers are randomized here; only the randomized ones are sent."""
+    link = read_link(url, ask_link, insecure_http)
+    if survey_id and link.survey_id and survey_id != link.survey_id:
+        raise click.BadParameter("the link is for another survey", param_hint="'--survey'")
+    survey_id = survey_id or link.survey_id
+    if not survey_id:
+        raise click.UsageError("give --survey, or the survey link with --url or --link")
     state = LocalState()
-    verified = verify(api.url, survey_id, state, Ceilings(max_epsilon, max_total_epsilon),
-                      public_key)
+    ceilings = Ceilings(max_epsilon, max_total_epsilon, max_lifetime_epsilon)
+    verified = verify(link.base, survey_id, state, ceilings, public_key, token or link.token)
     true_answers = collect_answers(verified, state, parse_answers_option(answers_text))
     submission = prepare(verified, true_answers, state)
     del true_answers  # from here on only randomized answers exist
-    confirm_and_send(verified, submission, state, token, assume_yes)
+    confirm_and_send(verified, submission, state, token or link.token, assume_yes)
 
 
 def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
-           public_key: str | None) -> VerifiedSurvey:
-    """Fetch the survey, check its signature against the pinned (or given) key and the
-    ceilings, and show its title and privacy budget."""
+           public_key: str | None, token: str | None) -> VerifiedSurvey:
+    """Fetch the survey, check its signature against the pinned (or given) key, the ceilings,
+    that it is open and the lifetime budget; say which key is trusted and show the survey."""
     try:
         key = base64.b64decode(public_key, validate=True) if public_key else None
     except binascii.Error:
         raise click.BadParameter("not base64", param_hint="'--public-key'") from None
+    before = state.pinned_key(url)
     try:
-        verified = fetch_survey(url, survey_id, state, ceilings, key)
-    except (TrustError, ApiError, NetworkError, ValueError) as exc:
-        raise click.ClickException(f"not answering: {exc}") from None
+        verified = fetch_survey(url, survey_id, state, ceilings, key, token)
+    except NOT_ANSWERING as exc:
+        raise click.ClickException(printable(f"not answering: {exc}")) from None
+    if before is None:
+        click.echo(f"First use of {verified.aggregator}: this device now trusts its signing key "
+                   f"{verified.key_id} and will refuse surveys signed with another.")
+    elif key_id(before) != verified.key_id:
+        click.echo(f"Accepted signing key {verified.key_id} for {verified.aggregator}; what this "
+                   f"device kept for key {key_id(before)} moved to it.")
     survey = verified.survey
-    click.echo(f"\n{survey.title}\n{survey.description}\n")
+    click.echo(printable(f"\n{survey.title}\n{survey.description}\n"))
+    spent = ledger.spent(state, verified.key_id)
     click.echo(f"Privacy: epsilon {verified.total_epsilon:.3g} for the whole submission "
                f"(your ceilings: {ceilings.per_question:.3g} per question, "
-               f"{ceilings.total:.3g} in all).")
+               f"{ceilings.total:.3g} in all). Sending it adds "
+               f"{ledger.charge_for(verified, state):.3g} to the {spent:.3g} this aggregator "
+               f"has received from this device (your lifetime budget: {ceilings.lifetime:.3g}).")
     return verified
 
 
@@ -118,21 +181,24 @@ def collect_answers(verified: VerifiedSurvey, state: LocalState,
     --answers, else asked one by one, each with its privacy note."""
     survey = verified.survey
     pending = set(unanswered(verified, state))
+    record = state.record(verified.key_id, survey.survey_id)
     if not pending:
-        click.echo("You already answered this survey on this device: the same randomized "
-                   "answers are sent again, which reveals nothing new.")
+        click.echo(again_message(record))
     unknown = set(given) - {q.id for q in survey.questions}
     if unknown:
         raise click.BadParameter(f"no question {sorted(unknown)[0]!r} in this survey",
                                  param_hint="'--answers'")
-    notes = survey_notes(verified)
+    notes = survey_notes(verified, ledger.concept_status(verified, state))
     true_answers = {}
     for question in survey.questions:
-        click.echo(f"\n[{question.id}] {question.text}")
-        click.echo("  " + "  ".join(f"{j}) {o}" for j, o in enumerate(question.options)))
+        click.echo(printable(f"\n[{question.id}] {question.text}"))
+        click.echo(printable("  " + "  ".join(f"{j}) {o}" for j, o in
+                                              enumerate(question.options))))
         click.echo(f"  {notes[question.id]}")
-        if question.id not in pending:
+        if question.id in record["answers"]:
             click.echo("  (answered before: the earlier randomized answer is reused)")
+        elif question.id not in pending:
+            click.echo("  (nothing to answer: your permanent answer for this concept is used)")
         elif question.id in given:
             true_answers[question.id] = parse_choice(question, given[question.id])
         else:
@@ -141,13 +207,26 @@ def collect_answers(verified: VerifiedSurvey, state: LocalState,
     return true_answers
 
 
+def again_message(record: dict) -> str:
+    """What answering a survey again does, saying truly whether it was sent before."""
+    if record["submitted"]:
+        return ("You already sent this survey from this device: the same randomized answers "
+                "are sent again, which reveals nothing new and is counted once.")
+    if record["charged"] is not None:
+        return ("You tried to send this survey from this device before, without confirmation "
+                "that it arrived: the same randomized answers are sent, counted once.")
+    return ("You answered this survey on this device before but did not send it: the "
+            "randomized answers kept then are used, so nothing new is revealed.")
+
+
 def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: LocalState,
                      token: str | None, assume_yes: bool) -> None:
     """Show exactly what will be sent, ask to confirm (unless --yes), send it."""
     survey = verified.survey
     shown = {qid: survey.question(qid).options[index] for qid, index in submission.answers.items()}
     click.echo("\nThis is exactly what will be sent (randomized on this device):")
-    click.echo(f"  {json.dumps(submission.body())}   i.e. {shown}")
+    click.echo(printable(f"  {json.dumps(submission.body())}   i.e. {shown}"))
+    click.echo(WHY_IT_MAY_DIFFER)
     click.echo(release_note(survey.release_batch))
     if not assume_yes and not click.confirm("Send it?", default=True):
         click.echo("Not sent. Your randomized answers are kept, so answering later sends the "
@@ -155,9 +234,22 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
         return
     try:
         submit(verified, submission, state, token)
-    except (ApiError, NetworkError) as exc:
+    except OverBudget as exc:
         raise click.ClickException(f"not sent: {exc}") from None
-    click.echo("Sent. Thank you.")
+    except NetworkError as exc:
+        raise click.ClickException(
+            f"not sent: {exc}. Your randomized answers are kept: running the same command "
+            "again sends them, and the server counts them once.") from None
+    except ApiError as exc:
+        if exc.code == "invalid_token":
+            raise click.ClickException(
+                "not sent: the server did not accept this invitation: it is unknown or was "
+                "already used. Each invitation answers once; if you answered with it before, "
+                "on another device or in a browser, that answer was counted.") from None
+        raise click.ClickException(printable(f"not sent: {exc}")) from None
+    click.echo(f"Sent. Thank you. This aggregator has now received epsilon "
+               f"{ledger.spent(state, verified.key_id):.3g} from this device, of your lifetime "
+               f"budget of {verified.ceilings.lifetime:.3g}.")
 
 
 COMMANDS = (respond,)

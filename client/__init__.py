@@ -1,20 +1,24 @@
 """The respondent client: verifies a survey's signed parameters, randomizes on this device with
-a CSPRNG, remembers the randomized answers, and sends only those.
+a CSPRNG, remembers the randomized answers per aggregator signing key, keeps a lifetime ledger
+of the epsilon each key received, and sends only randomized answers.
 
     state = LocalState()
     verified = fetch_survey(url, survey_id, state)          # TrustError if not trustworthy
     submission = prepare(verified, {"smoked": 1}, state)    # randomized, memoized
-    submit(verified, submission, state)
+    submit(verified, submission, state)                     # charged, then sent
 """
 
+from .ceilings import Ceilings
 from .http import ApiError, NetworkError
-from .notes import question_note, release_note, survey_notes
+from .ledger import OverBudget
+from .notes import WHY_IT_MAY_DIFFER, concept_note, question_note, release_note, survey_notes
 from .respondent import Submission, prepare, submit, unanswered
 from .state import LocalState
-from .verify import Ceilings, TrustError, VerifiedSurvey, fetch_survey
+from .verify import SurveyUnavailable, TrustError, VerifiedSurvey, fetch_survey
 
 __all__ = [
-    "ApiError", "Ceilings", "LocalState", "NetworkError", "Submission", "TrustError",
-    "VerifiedSurvey", "fetch_survey", "prepare", "question_note", "release_note", "submit",
-    "survey_notes", "unanswered",
+    "WHY_IT_MAY_DIFFER", "ApiError", "Ceilings", "LocalState", "NetworkError", "OverBudget",
+    "Submission", "SurveyUnavailable", "TrustError", "VerifiedSurvey", "concept_note",
+    "fetch_survey", "prepare", "question_note", "release_note", "submit", "survey_notes",
+    "unanswered",
 ]

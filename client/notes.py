@@ -9,9 +9,17 @@ def percent(p: float) -> str:
     return f"{100 * p:.0f} %"
 
 
+# Shown on the review screen of the CLI and the web form (shared/web/form.js has a copy).
+WHY_IT_MAY_DIFFER = ("A randomized answer may differ from the one you gave: your device "
+                     "sometimes reports another option on purpose, so no single answer shows "
+                     "what you said, while the researchers can still estimate how common each "
+                     "answer is across everyone.")
+
+
 def question_note(question: Question, epsilon: float, total_epsilon: float) -> str:
-    """What the server receives for each answer, and how sure an observer could become."""
-    m = question.mechanism
+    """What the server receives for each answer (for a concept question, through both layers),
+    and how sure an observer could become."""
+    m = question.reported_mechanism
     if question.type == "yes_no":
         what = (f"If you answer Yes, the server receives Yes with {percent(m.probability(1, 1))} "
                 f"probability and No with {percent(m.probability(1, 0))}; if you answer No, it "
@@ -32,10 +40,32 @@ def question_note(question: Question, epsilon: float, total_epsilon: float) -> s
             f"most {percent(every)}.")
 
 
-def survey_notes(verified: VerifiedSurvey) -> dict[str, str]:
-    """question id -> its note, using the epsilon realized by the randomizer's thresholds."""
-    return {q.id: question_note(q, verified.epsilon[q.id], verified.total_epsilon)
-            for q in verified.survey.questions}
+def concept_note(question: Question, status: str) -> str:
+    """Whether a concept question draws a permanent answer now or reuses one (ledger
+    .concept_status), and what that costs."""
+    name = question.concept
+    if status == "reused":
+        return (f"You answered about '{name}' before with these same settings: a fresh "
+                "randomization of the permanent randomized answer your device keeps for it is "
+                "sent, which reveals nothing beyond that answer and costs no more privacy "
+                "budget once it has been charged.")
+    redrawn = (f"You answered about '{name}' before with other settings: that answer cannot "
+               "be reused, so a new one is drawn and charged. " if status == "redrawn" else "")
+    return (f"{redrawn}This asks about '{name}', something that should not "
+            "change: your device randomizes your answer once into a permanent answer, charged "
+            "once, and sends a fresh randomization of it here and in later surveys that ask "
+            "the same with the same settings, so repeated answers neither add up nor match.")
+
+
+def survey_notes(verified: VerifiedSurvey, concepts: dict[str, str] | None = None
+                 ) -> dict[str, str]:
+    """question id -> its note, using the epsilon realized by the randomizer's thresholds, and
+    for a concept question its concept note (from ledger.concept_status)."""
+    notes = {q.id: question_note(q, verified.epsilon[q.id], verified.total_epsilon)
+             for q in verified.survey.questions}
+    for qid, status in (concepts or {}).items():
+        notes[qid] += " " + concept_note(verified.survey.question(qid), status)
+    return notes
 
 
 def release_note(release_batch: int) -> str:

@@ -4,9 +4,10 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ldpsurvey.shared import Question
 from ldpsurvey.shared.randomizer import Draw, randomize, secure_draw
 
-from . import http
+from . import http, ledger
 from .state import LocalState
 from .verify import VerifiedSurvey
 
@@ -27,43 +28,75 @@ class Submission:
 
 
 def unanswered(verified: VerifiedSurvey, state: LocalState) -> list[str]:
-    """Questions this device has not randomized yet: only these need a true answer."""
-    memo = state.memo(verified.aggregator, verified.survey.survey_id)
-    return [q.id for q in verified.survey.questions if q.id not in memo["answers"]]
+    """Questions that need a true answer: not randomized before for this survey, and not a
+    concept whose permanent answer this device keeps with the same settings."""
+    record = state.record(verified.key_id, verified.survey.survey_id)
+    reused = {qid for qid, status in ledger.concept_status(verified, state).items()
+              if status == "reused"}
+    return [q.id for q in verified.survey.questions
+            if q.id not in record["answers"] and q.id not in reused]
 
 
 def prepare(verified: VerifiedSurvey, true_answers: Mapping[str, int], state: LocalState,
             draw: Draw = secure_draw) -> Submission:
     """Randomize each question not randomized before and remember the result (and one
     idempotency key) before anything is sent. A question answered before keeps its earlier
-    randomized answer whatever is passed now, so answering again reveals nothing new.
+    randomized answer whatever is passed now, so answering again reveals nothing new. A
+    concept question reports a fresh randomization of the concept's permanent answer, drawn
+    from the true answer only the first time.
     """
     survey = verified.survey
-    memo = state.memo(verified.aggregator, survey.survey_id)
+    record = state.record(verified.key_id, survey.survey_id)
     for question in survey.questions:
-        if question.id in memo["answers"]:
+        if question.id in record["answers"]:
             continue
-        if question.id not in true_answers:
-            raise ValueError(f"question {question.id!r} needs an answer")
-        memo["answers"][question.id] = randomize(true_answers[question.id],
-                                                 verified.thresholds[question.id], draw)
-    memo["idempotency_key"] = memo["idempotency_key"] or secrets.token_urlsafe(24)
-    state.remember(verified.aggregator, survey.survey_id, memo)
-    return Submission(survey.survey_id, {q.id: memo["answers"][q.id] for q in survey.questions},
-                      memo["idempotency_key"], memo["submitted"])
+        if question.concept is None:
+            report = randomize(_true_answer(question, true_answers),
+                               verified.thresholds[question.id], draw)
+        else:
+            report = randomize(permanent_answer(verified, question, true_answers, state, draw),
+                               verified.instantaneous[question.id], draw)
+        record["answers"][question.id] = report
+    record["idempotency_key"] = record["idempotency_key"] or secrets.token_urlsafe(24)
+    record["title"] = survey.title
+    state.remember(verified.key_id, survey.survey_id, record)
+    return Submission(survey.survey_id, {q.id: record["answers"][q.id] for q in survey.questions},
+                      record["idempotency_key"], record["submitted"])
+
+
+def _true_answer(question: Question, true_answers: Mapping[str, int]) -> int:
+    if question.id not in true_answers:
+        raise ValueError(f"question {question.id!r} needs an answer")
+    return true_answers[question.id]
+
+
+def permanent_answer(verified: VerifiedSurvey, question: Question,
+                     true_answers: Mapping[str, int], state: LocalState, draw: Draw) -> int:
+    """The concept's permanent randomized answer for this key and these settings, drawn with
+    the question's own mechanism from the true answer the first time and kept."""
+    key = ledger.concept_key(question)
+    kept = state.permanent(verified.key_id, key)
+    if kept is None:
+        kept = {"answer": randomize(_true_answer(question, true_answers),
+                                    verified.thresholds[question.id], draw),
+                "charged_by": None}
+        state.keep_permanent(verified.key_id, key, kept)
+    return kept["answer"]
 
 
 def submit(verified: VerifiedSurvey, submission: Submission, state: LocalState,
            token: str | None = None, retries: int = SUBMIT_RETRIES) -> dict:
-    """POST the randomized answers with the Idempotency-Key (and Survey-Token when invited);
-    network failures are retried with the same key, so the server counts the answer once."""
+    """Charge the ledger (once, before the first attempt), then POST the randomized answers
+    with the Idempotency-Key (and Survey-Token when invited); network failures are retried
+    with the same key, so the server counts the answer once."""
+    ledger.charge(verified, state)
     headers = {"Idempotency-Key": submission.idempotency_key}
     if token:
         headers["Survey-Token"] = token
     url = f"{verified.aggregator}/api/surveys/{submission.survey_id}/responses"
     result = http.request("POST", url, json_body=submission.body(), headers=headers,
                           retries=retries).json()
-    memo = state.memo(verified.aggregator, submission.survey_id)
-    memo["submitted"] = True
-    state.remember(verified.aggregator, submission.survey_id, memo)
+    record = state.record(verified.key_id, submission.survey_id)
+    record["submitted"] = True
+    state.remember(verified.key_id, submission.survey_id, record)
     return result

@@ -1,4 +1,5 @@
-"""Fetching a survey the respondent can trust: signed by the pinned key, within the ceilings."""
+"""Fetching a survey the respondent can trust and answer: signed by the key pinned for the
+aggregator's origin, within the ceilings, open, and within the key's lifetime budget."""
 
 import base64
 import math
@@ -12,32 +13,34 @@ from ldpsurvey.shared.budget import exceeds
 from ldpsurvey.shared.manifest import key_id
 from ldpsurvey.shared.randomizer import Thresholds, realized_epsilon, thresholds
 
-from . import http
+from . import http, ledger
+from .ceilings import DEFAULTS, Ceilings
 from .state import LocalState
-
-DEFAULT_MAX_EPSILON = math.log(3)            # per question: at most 3x likelier either way
-DEFAULT_MAX_TOTAL_EPSILON = 4 * math.log(3)  # per submission: four such questions
+from .urls import origin
 
 
 class TrustError(Exception):
     """The survey cannot be trusted or is above the respondent's ceilings; nothing is sent."""
 
 
-@dataclass(frozen=True)
-class Ceilings:
-    per_question: float = DEFAULT_MAX_EPSILON
-    total: float = DEFAULT_MAX_TOTAL_EPSILON
+class SurveyUnavailable(Exception):
+    """The survey takes no answer from this device now: it is closed, or it needs the
+    invitation link. Checked before any question is asked."""
 
 
 @dataclass(frozen=True)
 class VerifiedSurvey:
-    """A survey whose manifest verified, with the integer thresholds the randomizer uses and the
-    epsilon those thresholds realize (recomputed here, never taken from the manifest)."""
+    """A survey whose manifest verified, with the integer thresholds the randomizer uses (for
+    a concept question those of the permanent layer, and in `instantaneous` the second
+    layer's) and the epsilon they realize (recomputed here, never taken from the manifest)."""
 
     aggregator: str
+    key_id: str
     survey: Survey
     thresholds: dict[str, Thresholds]
+    instantaneous: dict[str, Thresholds]
     epsilon: dict[str, float]
+    ceilings: Ceilings
 
     @property
     def total_epsilon(self) -> float:
@@ -45,21 +48,25 @@ class VerifiedSurvey:
 
 
 def aggregator_key(aggregator: str, state: LocalState, public_key: bytes | None) -> bytes:
-    """The key to verify with: given explicitly, or pinned on first use for this URL. A key
-    that differs from the pinned one is refused."""
+    """The key to verify with. Given explicitly, it is accepted for this origin (what was kept
+    for a key pinned there before moves to it); otherwise the served key is pinned on first use,
+    and a key that differs from the pinned one is refused."""
     if public_key is not None:
+        state.pin_key(aggregator, public_key)
         return public_key
     served = base64.b64decode(http.request("GET", f"{aggregator}/api/key").json()["public_key"])
     pinned = state.pinned_key(aggregator)
     if pinned is None:
-        state.pin_key(aggregator, base64.b64encode(served).decode())
+        state.pin_key(aggregator, served)
         return served
-    if base64.b64decode(pinned) != served:
+    if pinned != served:
         raise TrustError(
             f"the aggregator at {aggregator} now presents a different signing key "
-            f"({key_id(served)}) from the one this device pinned ({key_id(base64.b64decode(pinned))}). "
-            "It may have been replaced or impersonated; nothing was sent. If the researchers "
-            "announced a new key, pass it explicitly.")
+            f"({key_id(served)}) from the one this device pinned ({key_id(pinned)}). It may "
+            "have been replaced or impersonated; nothing was sent. If its researchers announced "
+            "a new key, pass it with --public-key (what this device kept for the old key moves "
+            f"to it), or delete what was kept for the old key with `ldp-survey privacy --forget "
+            f"{key_id(pinned)}`.")
     return served
 
 
@@ -83,6 +90,8 @@ def check_ceilings(aggregator: str, survey: Survey, ceilings: Ceilings) -> Verif
     """Recompute each question's epsilon from its integer thresholds and refuse a survey above
     the respondent's per-question or total ceiling, explaining what was asked."""
     found = {q.id: thresholds(q.mechanism.alpha, q.mechanism.beta) for q in survey.questions}
+    layers = {q.id: thresholds(q.instantaneous.alpha, q.instantaneous.beta)
+              for q in survey.questions if q.instantaneous is not None}
     eps = {qid: realized_epsilon(t) for qid, t in found.items()}
     for qid, value in eps.items():
         if exceeds(value, ceilings.per_question):
@@ -90,7 +99,7 @@ def check_ceilings(aggregator: str, survey: Survey, ceilings: Ceilings) -> Verif
                 f"question {qid!r} asks for epsilon {value:.4g}, above your ceiling of "
                 f"{ceilings.per_question:.4g} per question: one answer could make a guess about "
                 f"you {math.exp(value):.3g} times likelier, more than you allow; nothing was sent")
-    verified = VerifiedSurvey(aggregator, survey, found, eps)
+    verified = VerifiedSurvey(aggregator, survey.key_id, survey, found, layers, eps, ceilings)
     if exceeds(verified.total_epsilon, ceilings.total):
         raise TrustError(
             f"the survey asks for a total epsilon of {verified.total_epsilon:.4g} over "
@@ -99,15 +108,33 @@ def check_ceilings(aggregator: str, survey: Survey, ceilings: Ceilings) -> Verif
     return verified
 
 
+def check_answerable(verified: VerifiedSurvey, token: str | None) -> None:
+    """SurveyUnavailable unless the survey's status endpoint says it is open and, for an
+    invitation-only survey, a token was given. (Whether a token is spent shows only at Send:
+    no endpoint tells, as the researchers, who hold every token, could watch who answered.)"""
+    url = f"{verified.aggregator}/api/surveys/{verified.survey.survey_id}/status"
+    if http.request("GET", url).json().get("status") != "open":
+        raise SurveyUnavailable("this survey is closed: it takes no more answers")
+    if verified.survey.invitation_only and not token:
+        raise SurveyUnavailable("this survey is by invitation only: answer with the link from "
+                                "your invitation (--url 'LINK', or --link to paste it unseen)")
+
+
 def fetch_survey(aggregator: str, survey_id: str, state: LocalState,
-                 ceilings: Ceilings = Ceilings(), public_key: bytes | None = None
-                 ) -> VerifiedSurvey:
-    """Fetch, verify and check a survey. Raises TrustError, http.ApiError or http.NetworkError."""
-    aggregator = aggregator.rstrip("/")
+                 ceilings: Ceilings = DEFAULTS, public_key: bytes | None = None,
+                 token: str | None = None) -> VerifiedSurvey:
+    """Fetch, verify and check a survey before any question is asked. Raises TrustError,
+    SurveyUnavailable, ledger.OverBudget, http.ApiError, http.NetworkError or ValueError (a
+    URL that is not http(s))."""
+    aggregator = origin(aggregator)
     key = aggregator_key(aggregator, state, public_key)
     raw = http.request("GET", f"{aggregator}/api/surveys/{survey_id}").body
     signature = http.request("GET", f"{aggregator}/api/surveys/{survey_id}/manifest.sig").body
     survey = verify_manifest(raw, signature, key)
     if survey.survey_id != survey_id:
         raise TrustError("the aggregator served a different survey than the one asked for")
-    return check_ceilings(aggregator, survey, ceilings)
+    verified = check_ceilings(aggregator, survey, ceilings)
+    check_answerable(verified, token)
+    ledger.settle(verified, state)
+    ledger.check_lifetime(verified, state)
+    return verified

@@ -4,15 +4,20 @@ A definition (TOML or JSON) holds title, description, optional max_epsilon (the 
 per-respondent ceiling), invitation_only, public_results, release_batch (how many responses the
 server pools before it releases them, shuffled, to counts and exports; default 100) and
 questions. Each question has id, text, type ("yes_no" or "choice" with options), an optional
-concept (a name for what it asks, shared by questions that ask the same across surveys) and
-either alpha (with optional beta, uniform by default) or a target epsilon (alpha derived, beta
-uniform unless given).
+concept (a name for a stable trait it asks about, shared by questions that ask the same across
+surveys: the respondent's device randomizes it once, permanently, and reports a fresh
+randomization of that permanent answer each time, with irr_alpha, default 0.75, and uniform
+beta) and either alpha (with optional beta, uniform by default) or a target epsilon (alpha
+derived, beta uniform unless given). Texts may not hold control characters other than newline
+and tab, nor bidirectional overrides, which could repaint a respondent's terminal or reorder
+what the respondent reads.
 
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
-Client and aggregator both read it through parse_manifest. Format /2 added release_batch and
-concept; a /1 manifest (written before release batches existed) reads as release_batch = 1,
-which is how its aggregator behaved.
+Client and aggregator both read it through parse_manifest. Format /3 added irr_alpha on
+concept questions; /2 added release_batch and concept (no aggregator published a /2 concept,
+publishing refused it; one would read with the default irr_alpha); a /1 manifest (written
+before release batches existed) reads as release_batch = 1, which is how its aggregator behaved.
 """
 
 import hashlib
@@ -29,17 +34,23 @@ from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
 from .mechanism import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
 from .randomizer import realized_epsilon, thresholds
 
-MANIFEST_FORMAT = "ldp-survey-manifest/2"
+MANIFEST_FORMAT = "ldp-survey-manifest/3"
+FORMAT_2 = "ldp-survey-manifest/2"
 FORMAT_1 = "ldp-survey-manifest/1"
 QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 DEFAULT_RELEASE_BATCH = 100
+DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
 MIN_BETA = 1e-9  # smallest forced-answer probability of an option
 MAX_RELEASE_BATCH = 1_000_000
 YES_NO_OPTIONS = ("No", "Yes")
 MAX_QUESTIONS = 100
 MAX_OPTIONS = 64
 MAX_TEXT = 2000
+# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional marks, embeddings,
+# overrides and isolates (Unicode TR9): in a terminal or a page they can hide or reorder text.
+FORBIDDEN_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f"
+                                  "\u202a-\u202e\u2066-\u2069]")
 
 
 def key_id(public_key: bytes) -> str:
@@ -61,19 +72,39 @@ class Question:
     options: tuple[str, ...]
     mechanism: Mechanism
     concept: str | None = None
+    irr_alpha: float | None = None  # set exactly for concept questions
 
     @property
     def epsilon(self) -> float:
         """The epsilon the integer randomizer realizes (what is published, capped and charged):
-        the nominal formula's, or up to about 1e-7 above it when an option's beta is tiny."""
+        the nominal formula's, or up to about 1e-7 above it when an option's beta is tiny. For a
+        concept question, the permanent layer's: every report of the concept is
+        post-processing of the one permanent answer, so together they reveal at most this."""
         m = self.mechanism
         return max(m.epsilon, realized_epsilon(thresholds(m.alpha, m.beta)))
+
+    @property
+    def instantaneous(self) -> Mechanism | None:
+        """A concept question's second layer: irr_alpha with uniform beta (None otherwise)."""
+        if self.irr_alpha is None:
+            return None
+        return Mechanism(self.irr_alpha, uniform_beta(len(self.options)))
+
+    @property
+    def reported_mechanism(self) -> Mechanism:
+        """What one report is, given the true answer, and so what estimates invert: the
+        question's mechanism, or for a concept question the permanent layer then the
+        instantaneous one, composed (mechanism.compose)."""
+        layer = self.instantaneous
+        return self.mechanism if layer is None else self.mechanism.then(layer)
 
     def as_dict(self) -> dict[str, Any]:
         fields = {"id": self.id, "text": self.text, "type": self.type,
                   "options": list(self.options), "alpha": self.mechanism.alpha,
                   "beta": list(self.mechanism.beta), "epsilon": self.epsilon}
-        return fields if self.concept is None else {**fields, "concept": self.concept}
+        if self.concept is None:
+            return fields
+        return {**fields, "concept": self.concept, "irr_alpha": self.irr_alpha}
 
 
 @dataclass(frozen=True)
@@ -139,6 +170,11 @@ def _text(value: Any, where: str, allow_empty: bool = False) -> str:
         raise _fail(where, "must not be empty")
     if len(value) > MAX_TEXT:
         raise _fail(where, f"longer than {MAX_TEXT} characters")
+    forbidden = FORBIDDEN_CHARACTERS.search(value)
+    if forbidden:
+        raise _fail(where, f"holds the control or bidirectional character "
+                    f"U+{ord(forbidden.group()):04X} at position {forbidden.start()}: it could hide "
+                    "or reorder what respondents read")
     return value
 
 
@@ -203,7 +239,7 @@ def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
 def _question(data: Any, index: int, seen: set[str]) -> Question:
     where = f"questions[{index}]"
     data = _keys(data, where, {"id", "text", "type"},
-                 {"options", "alpha", "beta", "epsilon", "concept"})
+                 {"options", "alpha", "beta", "epsilon", "concept", "irr_alpha"})
     qid = data["id"]
     if not isinstance(qid, str) or not QUESTION_ID.fullmatch(qid):
         raise _fail(f"{where}.id", f"must match [a-z][a-z0-9_]{{0,39}}, got {qid!r}")
@@ -233,7 +269,21 @@ def _question(data: Any, index: int, seen: set[str]) -> Question:
     concept = data.get("concept")
     if concept is not None and not (isinstance(concept, str) and CONCEPT.fullmatch(concept)):
         raise _fail(f"{where}.concept", f"must match {CONCEPT.pattern}, got {concept!r}")
-    return Question(qid, text, kind, options, Mechanism(alpha, beta), concept)
+    return Question(qid, text, kind, options, Mechanism(alpha, beta), concept,
+                    _irr_alpha(data, concept, where))
+
+
+def _irr_alpha(data: Mapping[str, Any], concept: str | None, where: str) -> float | None:
+    """A concept question's instantaneous alpha, in (0, 1) (default DEFAULT_IRR_ALPHA); None
+    for other questions, which may not give one."""
+    if concept is None:
+        if "irr_alpha" in data:
+            raise _fail(f"{where}.irr_alpha", "only a question with a concept has one")
+        return None
+    irr_alpha = _number(data.get("irr_alpha", DEFAULT_IRR_ALPHA), f"{where}.irr_alpha")
+    if not 0.0 < irr_alpha < 1.0:
+        raise _fail(f"{where}.irr_alpha", f"must be in (0, 1), got {irr_alpha!r}")
+    return irr_alpha
 
 
 def parse_definition(data: Any) -> Survey:
@@ -291,20 +341,22 @@ def parse_manifest(raw: bytes) -> Survey:
         raise SurveyError(f"manifest: {exc}") from None
     fields = {"format", "survey_id", "key_id", "title", "description", "max_epsilon",
               "invitation_only", "public_results", "questions", "total_epsilon"}
-    version_2 = isinstance(data, Mapping) and data.get("format") == MANIFEST_FORMAT
-    data = _keys(data, "manifest", fields | {"release_batch"} if version_2 else fields, set())
-    if data["format"] not in (MANIFEST_FORMAT, FORMAT_1):
+    version = data.get("format") if isinstance(data, Mapping) else None
+    batched = version in (MANIFEST_FORMAT, FORMAT_2)
+    data = _keys(data, "manifest", fields | {"release_batch"} if batched else fields, set())
+    if data["format"] not in (MANIFEST_FORMAT, FORMAT_2, FORMAT_1):
         raise _fail("manifest.format", f"unsupported format {data['format']!r}")
+    question_fields = {MANIFEST_FORMAT: {"concept", "irr_alpha"}, FORMAT_2: {"concept"}}
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
                                              "public_results")}
-    definition["release_batch"] = data["release_batch"] if version_2 else 1
+    definition["release_batch"] = data["release_batch"] if batched else 1
     if data["max_epsilon"] is not None:
         definition["max_epsilon"] = data["max_epsilon"]
     stated = []
     definition["questions"] = []
     for index, q in enumerate(data["questions"] if isinstance(data["questions"], list) else []):
         q = _keys(q, f"questions[{index}]", {"id", "text", "type", "options", "alpha", "beta",
-                                             "epsilon"}, {"concept"} if version_2 else set())
+                                             "epsilon"}, question_fields.get(version, set()))
         stated.append(_number(q["epsilon"], f"questions[{index}].epsilon"))
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
     survey = parse_definition(definition)

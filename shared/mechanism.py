@@ -73,6 +73,32 @@ def alpha_for_epsilon(eps: float, beta: float | Sequence[float]) -> float:
         alpha = up
 
 
+def compose(alpha_p: float, beta_p: Sequence[float], alpha_i: float,
+            beta_i: Sequence[float]) -> tuple[float, tuple[float, ...]]:
+    """Two forced-response layers in a row are one forced response: (alpha, beta) of the whole.
+
+    RAPPOR's permanent then instantaneous randomized response (Erlingsson, Pihur and Korolova,
+    CCS 2014), for forced response. The permanent layer reports p from the true option t with
+    P(p | t) = a_p [p = t] + (1 - a_p) b_p[p]; the instantaneous layer reports r from p with
+    P(r | p) = a_i [r = p] + (1 - a_i) b_i[r]. Summing over p, and using sum_p P(p | t) = 1:
+
+        P(r | t) = a_i P(r | t)_permanent + (1 - a_i) b_i[r]
+                 = a_p a_i [r = t] + a_i (1 - a_p) b_p[r] + (1 - a_i) b_i[r],
+
+    which is forced response with
+
+        alpha   = a_p a_i
+        beta[r] = (a_i (1 - a_p) b_p[r] + (1 - a_i) b_i[r]) / (1 - a_p a_i),
+
+    a distribution: its numerators sum to a_i (1 - a_p) + 1 - a_i = 1 - a_p a_i. Plain
+    arithmetic, so exact on fractions.Fraction.
+    """
+    alpha = alpha_p * alpha_i
+    beta = tuple((alpha_i * (1 - alpha_p) * p + (1 - alpha_i) * i) / (1 - alpha)
+                 for p, i in zip(beta_p, beta_i, strict=True))
+    return alpha, beta
+
+
 def uniform_beta(k: int) -> tuple[float, ...]:
     """The variance-optimal beta at fixed epsilon: uniform over the k options (Warner's design for k = 2)."""
     if k < 2:
@@ -111,6 +137,11 @@ class Mechanism:
     def probability(self, true: int, reported: int) -> float:
         """P(report `reported` | true option `true`)."""
         return report_probability(self.alpha, self.beta, true, reported)
+
+    def then(self, instantaneous: "Mechanism") -> "Mechanism":
+        """This mechanism's report randomized again by `instantaneous`, as one mechanism
+        (see `compose`)."""
+        return Mechanism(*compose(self.alpha, self.beta, instantaneous.alpha, instantaneous.beta))
 
     def report_distribution(self, true_proportions: Sequence[float]) -> tuple[float, ...]:
         """Expected reported rates lam_j = alpha*pi_j + (1 - alpha)*beta_j for true proportions pi."""

@@ -43,7 +43,7 @@ def test_scripted(runner, live_server, client, auth, health_id):
     assert responses(client, auth, health_id) == 1
     again = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id, "--yes"])
     assert again.exit_code == 0, again.output
-    assert "already answered this survey" in again.stdout
+    assert "You already sent this survey from this device" in again.stdout
     assert responses(client, auth, health_id) == 1
 
 
@@ -64,6 +64,7 @@ def test_declining_sends_nothing_but_keeps_the_randomized_answers(runner, live_s
     sent_first = result.stdout.split("exactly what will be sent")[1].splitlines()[1]
     later = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id, "--yes"])
     assert later.stdout.split("exactly what will be sent")[1].splitlines()[1] == sent_first
+    assert "did not send it" in later.stdout and "already sent" not in later.stdout
 
 
 def test_refuses_above_the_ceiling(runner, live_server, client, auth, health_id):

@@ -19,6 +19,7 @@ from ldpsurvey.client import (
     unanswered,
 )
 from ldpsurvey.client.verify import verify_manifest
+from ldpsurvey.shared.manifest import key_id
 from ldpsurvey.shared.randomizer import N
 
 from helpers import SURVEY
@@ -63,18 +64,20 @@ def test_store_is_private_and_holds_only_what_is_sent(live_server, survey_id, st
     assert submission.answers == {"smoked": 1, "drove": 1, "sleep": 2}
     assert stat.S_IMODE(state.path.stat().st_mode) == 0o600
     stored = json.loads(state.path.read_text())
-    memo = stored["surveys"][f"{live_server} {survey_id}"]
+    memo = stored["keys"][verified.key_id]["surveys"][survey_id]
     assert memo == {"answers": submission.answers, "idempotency_key": submission.idempotency_key,
-                    "submitted": False}
+                    "submitted": False, "title": "Habits", "charged": None, "estimated": False}
 
 
 def test_key_is_pinned_and_a_changed_key_is_refused(live_server, survey_id, state):
     fetch_survey(live_server, survey_id, state, ROOMY)
     assert state.pinned_key(live_server)
     other = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-    state.pin_key(live_server, base64.b64encode(other).decode())
-    with pytest.raises(TrustError, match="different signing key"):
+    state.pin_key(live_server, other)
+    with pytest.raises(TrustError, match="different signing key") as refused:
         fetch_survey(live_server, survey_id, state, ROOMY)
+    assert "--public-key" in str(refused.value)
+    assert f"ldp-survey privacy --forget {key_id(other)}" in str(refused.value)
 
 
 def test_explicit_key_that_did_not_sign_is_refused(live_server, survey_id, state):

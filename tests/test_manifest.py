@@ -129,17 +129,84 @@ def test_load_definition_reports_the_file(tmp_path):
     assert load_definition(as_json).title == "Habits"
 
 
-def test_format_2_carries_release_batch_and_concept():
-    survey = published({**DEFINITION, "release_batch": 250,
-                        "questions": [{**DEFINITION["questions"][0], "concept": "smoking.ever"},
-                                      DEFINITION["questions"][1]]})
+WITH_CONCEPT = {**DEFINITION, "release_batch": 250,
+                "questions": [{**DEFINITION["questions"][0], "concept": "smoking.ever"},
+                              DEFINITION["questions"][1]]}
+
+
+def test_format_3_carries_release_batch_concept_and_irr_alpha():
+    survey = published(WITH_CONCEPT)
     manifest = json.loads(survey.manifest_bytes())
-    assert manifest["format"] == "ldp-survey-manifest/2" and manifest["release_batch"] == 250
+    assert manifest["format"] == "ldp-survey-manifest/3" and manifest["release_batch"] == 250
     assert manifest["questions"][0]["concept"] == "smoking.ever"
-    assert "concept" not in manifest["questions"][1]
+    assert manifest["questions"][0]["irr_alpha"] == 0.75  # the default, spelled out
+    assert "concept" not in manifest["questions"][1] and "irr_alpha" not in manifest["questions"][1]
     again = parse_manifest(survey.manifest_bytes())
     assert again == survey and again.questions[0].concept == "smoking.ever"
     assert parse_definition(DEFINITION).release_batch == 100  # the default
+
+
+def test_format_2_manifests_are_still_read():
+    """A manifest signed before irr_alpha existed reads as it did; a concept in it (which no
+    aggregator published: publishing refused it) reads with the default irr_alpha."""
+    manifest = json.loads(published(WITH_CONCEPT).manifest_bytes())
+    manifest["format"] = "ldp-survey-manifest/2"
+    del manifest["questions"][0]["irr_alpha"]
+    old = parse_manifest(json.dumps(manifest).encode())
+    assert old.release_batch == 250 and old.questions == published(WITH_CONCEPT).questions
+    manifest["questions"][0]["irr_alpha"] = 0.5
+    with pytest.raises(SurveyError, match="unknown field 'irr_alpha'"):
+        parse_manifest(json.dumps(manifest).encode())
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"irr_alpha": 1.0}, "question 'smoked'.irr_alpha: must be in (0, 1)"),
+    ({"irr_alpha": 0}, "question 'smoked'.irr_alpha: must be in (0, 1)"),
+    ({"irr_alpha": "0.5"}, "question 'smoked'.irr_alpha: must be a finite number"),
+    ({"concept": None, "irr_alpha": 0.5}, "question 'smoked'.irr_alpha: only a question with a "
+                                          "concept has one"),
+])
+def test_bad_irr_alpha(change, message):
+    question = {**WITH_CONCEPT["questions"][0], **change}
+    if question["concept"] is None:
+        del question["concept"]
+    with pytest.raises(SurveyError, match=re.escape(message)):
+        parse_definition({**DEFINITION, "questions": [question]})
+
+
+def test_a_concept_reports_through_the_composed_mechanism():
+    smoked = parse_definition(WITH_CONCEPT).questions[0]
+    assert smoked.instantaneous.alpha == 0.75 and smoked.instantaneous.beta == (0.5, 0.5)
+    assert smoked.reported_mechanism == smoked.mechanism.then(smoked.instantaneous)
+    assert smoked.epsilon == parse_definition(DEFINITION).questions[0].epsilon  # charged once
+    plain = parse_definition(DEFINITION).questions[1]
+    assert plain.instantaneous is None and plain.reported_mechanism is plain.mechanism
+
+
+@pytest.mark.parametrize("path, text, code", [
+    (("title",), "Habits\x1b[2J\x1b[HPrivacy: epsilon 0.01", "U+001B"),  # repaints a terminal
+    (("description",), "caf\u00e9 \u202eevil", "U+202E"),                # right-to-left override
+    (("questions", 0, "text"), "Smoked?\x00", "U+0000"),
+    (("questions", 1, "options", 2), "more\x85", "U+0085"),                # C1 (next line)
+    (("questions", 1, "text"), "Sleep \u2066hours\u2069?", "U+2066"),      # bidi isolate
+    (("questions", 1, "options", 0), "\u200f<6", "U+200F"),               # right-to-left mark
+    (("title",), "Habits\x7f", "U+007F"),
+])
+def test_control_and_bidi_characters_are_refused_naming_the_field(path, text, code):
+    field = {("title",): "survey.title", ("description",): "survey.description",
+             ("questions", 0, "text"): "question 'smoked'.text",
+             ("questions", 1, "text"): "question 'sleep'.text",
+             ("questions", 1, "options", 2): "question 'sleep'.options[2]",
+             ("questions", 1, "options", 0): "question 'sleep'.options[0]"}[path]
+    with pytest.raises(SurveyError, match=re.escape(f"{field}: holds the control or "
+                                                    f"bidirectional character {code}")):
+        parse_definition(_with(path, text))
+
+
+def test_newlines_tabs_and_other_scripts_are_kept():
+    text = ("Line one\n\tLine two: \u05e9\u05dc\u05d5\u05dd, \u0645\u0631\u062d\u0628\u0627, "
+            "\U0001f468\u200d\U0001f469")  # Hebrew, Arabic, an emoji joined by a ZWJ
+    assert parse_definition(_with(("description",), text)).description == text
 
 
 def test_format_1_manifests_are_still_read_as_released_at_once():
