@@ -19,6 +19,7 @@ from ldpsurvey.shared.protocol import RESEARCHER_NAME, ROLES
 from . import store
 from .database import Connection
 from .exceptions import InvalidKeyRequest, KeyNotFound
+from .ids import new_api_key_id
 from .store import KeyRecord
 
 
@@ -55,7 +56,7 @@ def create_key(db: Connection, role: str = "researcher", name: str | None = None
         if new_researcher:
             researcher_id = secrets.token_hex(16)
             store.insert_researcher(db, researcher_id, name, day)
-        record = KeyRecord(f"key-{secrets.token_hex(8)}", researcher_id, role, False, None)
+        record = KeyRecord(new_api_key_id(), researcher_id, role, False, None)
         store.insert_api_key(db, record, key, day, list(surveys))
     return IssuedKey(key, record.api_key_id, name, role, new_researcher)
 

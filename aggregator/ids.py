@@ -18,6 +18,15 @@ def new_ids(count: int) -> list[str]:
 SURVEY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
+API_KEY_ID = re.compile(r"key-[0-9a-f]{16}")  # what `new_api_key_id` makes (and migration 3)
+
+
+def new_api_key_id() -> str:
+    """An API key's public id (64 random bits): named in listings and revocations, never a
+    secret."""
+    return f"key-{secrets.token_hex(8)}"
+
+
 def new_survey_id() -> str:
     """A survey id: 104 random bits in lowercase base32 (a-z, 2-7), so it is safe in URLs and
     shells and never starts with '-', which a command line would read as an option."""

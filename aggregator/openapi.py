@@ -13,7 +13,7 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify
 
 from ldpsurvey.shared import METHODS, Estimate
-from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY, ROLES
+from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY, RESEARCHER_NAME, ROLES
 
 from .errors import ANSWERS
 from .surveys import empty_estimate
@@ -33,7 +33,7 @@ ERRORS = {
     "400": "Malformed request: not JSON, bad header or query parameter",
     "401": "A key or invitation token is required",
     "403": "The key may not do this, or the invitation token is unknown or spent",
-    "404": "No such survey",
+    "404": "No such survey (or one this key may not use, answered alike), researcher or key",
     "409": "Conflict with the survey's state or an earlier request",
     "413": "Body or batch too large",
     "415": "Body is not application/json",
@@ -53,6 +53,8 @@ def _errors(*codes: str) -> dict:
 
 
 SURVEY_ID = {"name": "survey_id", "in": "path", "required": True, "schema": {"type": "string"}}
+NAME = {"name": "name", "in": "path", "required": True, "description": "A researcher's name",
+        "schema": {"type": "string", "pattern": f"^{RESEARCHER_NAME.pattern}$"}}
 
 
 def scheme(role: str) -> str:
@@ -60,7 +62,7 @@ def scheme(role: str) -> str:
     return f"{role}Key"
 
 
-BEARER = [{scheme("researcher"): []}]
+BEARER = [{scheme("researcher"): []}, {scheme("admin"): []}]  # keys held by people
 
 JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 
@@ -143,6 +145,10 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                    "properties": {"survey_id": {"type": "string"},
                                   "tokens": {"type": "array", "items": {"type": "string"}},
                                   "links": {"type": "array", "items": {"type": "string"}}}},
+        "Shares": {"type": "object", "required": ["survey_id", "shared_with"],
+                   "properties": {"survey_id": {"type": "string"},
+                                  "shared_with": {"type": "array", "items": {"type": "string"},
+                                                  "description": "Researchers' names"}}},
         "OptionEstimate": option_estimate(),
         "Estimates": {
             "type": "object",
@@ -231,12 +237,26 @@ PATHS = {
         "Submit many responses, all or none",
         {"201": _json(_ref("Accepted"), "Stored"),
          **_errors("400", "401", "403", "404", "409", "413", "415", "422")},
-        security=[{scheme("researcher"): []}, {scheme("relay"): []}],
+        security=[*BEARER, {scheme("relay"): []}],
         parameters=[SURVEY_ID, IDEMPOTENCY], body="Batch")},
     "/api/surveys/{survey_id}/close": {"post": _operation(
         "Close a survey for good", {"200": _json(_ref("Status"), "Closed"),
                                     **_errors("401", "403", "404")},
         security=BEARER, parameters=[SURVEY_ID])},
+    "/api/surveys/{survey_id}/shares": {"get": _operation(
+        "Who the survey is shared with (its owner or an admin asks)",
+        {"200": _json(_ref("Shares"), "Names"), **_errors("401", "403", "404")},
+        security=BEARER, parameters=[SURVEY_ID])},
+    "/api/surveys/{survey_id}/shares/{name}": {
+        "put": _operation("Share the survey with a researcher, who may then read its results "
+                          "and exports (owner or admin)",
+                          {"200": _json(_ref("Shares"), "Shared"),
+                           **_errors("401", "403", "404", "422")},
+                          security=BEARER, parameters=[SURVEY_ID, NAME]),
+        "delete": _operation("Stop sharing the survey with a researcher (owner or admin)",
+                             {"200": _json(_ref("Shares"), "No longer shared"),
+                              **_errors("401", "403", "404", "422")},
+                             security=BEARER, parameters=[SURVEY_ID, NAME])},
     "/api/surveys/{survey_id}/tokens": {"post": _operation(
         "Mint single-use invitation tokens",
         {"201": _json(_ref("Tokens"), "Tokens and links"),
@@ -245,7 +265,7 @@ PATHS = {
     "/api/surveys/{survey_id}/estimates": {"get": _operation(
         "Estimates per question and option",
         {"200": _json(_ref("Estimates"), "Estimates"), **_errors("400", "401", "404")},
-        security=[{}, *BEARER],
+        security=[{}, *BEARER, {scheme("relay"): []}],
         parameters=[SURVEY_ID,
                     {"name": "confidence", "in": "query", "required": False,
                      "schema": {"type": "number", "exclusiveMinimum": True, "minimum": 0,
@@ -281,13 +301,15 @@ def document(max_batch: int, max_tokens: int) -> dict:
             "securitySchemes": {
                 scheme(role): {"type": "http", "scheme": "bearer",
                                "description": f"A {role} key from `ldp-survey admin create-key "
-                                              f"--role {role}`" + KEY_LIMITS.get(role, "")}
+                                              f"--role {role}`" + KEY_LIMITS[role]}
                 for role in ROLES},
         },
     }
 
 
-KEY_LIMITS = {"relay": ": may only submit batches"}
+KEY_LIMITS = {"researcher": ": publishes surveys and uses its own and those shared with it",
+              "relay": ": may only submit batches, to the surveys named when it was made",
+              "admin": ": may do anything to any survey"}
 
 
 @bp.get("/api/openapi.json")

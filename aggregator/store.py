@@ -12,11 +12,12 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 from ldpsurvey.shared import Survey, parse_manifest
+from ldpsurvey.shared.protocol import RESEARCHER_NAME
 
 from .answers import Answers
 from .database import Connection
 from .exceptions import IdempotencyConflict, SurveyClosed, SurveyNotFound, TokenRejected
-from .ids import SURVEY_ID, body_mac, hash_text, new_ids
+from .ids import API_KEY_ID, SURVEY_ID, body_mac, hash_text, new_ids
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,10 @@ def _key_record(row: tuple) -> KeyRecord:
 
 
 def researcher_id_of(db: Connection, name: str) -> str | None:
+    """The id of the researcher of this name; None if none (or the name is of no valid form,
+    which is not looked up)."""
+    if not RESEARCHER_NAME.fullmatch(name):
+        return None
     rows = db.query("SELECT researcher_id FROM researchers WHERE name = ?", (name,))
     return rows[0][0] if rows else None
 
@@ -318,6 +323,8 @@ def list_keys(db: Connection) -> list[tuple[str, str, str, str | None, str | Non
 def delete_key(db: Connection, api_key_id: str) -> bool:
     """Delete a key with its sessions and relay scope (its own transaction); False if there
     was no such key."""
+    if not API_KEY_ID.fullmatch(api_key_id):
+        return False
     with db.transaction():
         db.execute("DELETE FROM sessions WHERE api_key_id = ?", (api_key_id,))
         db.execute("DELETE FROM relay_surveys WHERE api_key_id = ?", (api_key_id,))

@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from ldpsurvey.cli import main
+from ldpsurvey.shared import DEFAULT_METHOD
 
 EXAMPLE = resources.files("ldpsurvey.shared") / "examples" / "health.toml"
 
@@ -32,7 +33,7 @@ def test_create_answer_results_close(runner, live_server, client, tmp_path):
     body = json.loads(shown.stdout)
     assert body["questions"][0]["options"][1]["reported_count"] == 1
     table = runner.invoke(main, ["results", "--url", live_server, "--survey", survey_id])
-    assert "smoked" in table.stdout and "wilson" in table.stdout
+    assert "smoked" in table.stdout and DEFAULT_METHOD in table.stdout
     closed = runner.invoke(main, ["survey", "close", survey_id, "--url", live_server])
     assert closed.exit_code == 0
     assert client.get(f"/api/surveys/{survey_id}/status").json["status"] == "closed"
@@ -165,3 +166,64 @@ def test_the_url_check():
     for url in ("http://survey.example.org", "http://127.0.0.1.example.org", "ftp://x"):
         with pytest.raises(click.BadParameter):
             check_url(url)
+
+
+def admin(database_url, tmp_path, *args):
+    return CliRunner().invoke(main, ["admin", *args, "--instance", str(tmp_path),
+                                     "--database", database_url])
+
+
+def test_admin_keys_create_list_and_revoke(tmp_path, database_url):
+    made = admin(database_url, tmp_path, "create-key", "--name", "alice")
+    assert made.exit_code == 0, made.output
+    key = made.stdout.strip()  # the key alone on stdout: $(ldp-survey admin create-key) works
+    assert key.startswith("ldp_res_") and "\n" not in key
+    assert "new researcher 'alice'" in made.stderr
+    again = admin(database_url, tmp_path, "create-key", "--name", "alice", "--role", "admin")
+    assert again.stdout.startswith("ldp_adm_") and "for researcher 'alice'" in again.stderr
+    listed = admin(database_url, tmp_path, "keys", "list", "--json")
+    keys = json.loads(listed.stdout)["keys"]
+    assert [set(k) for k in keys] == [{"api_key_id", "name", "role", "created", "last_used"}] * 2
+    assert sorted(k["role"] for k in keys) == ["admin", "researcher"]
+    assert {k["name"] for k in keys} == {"alice"} and all(k["last_used"] is None for k in keys)
+    table = admin(database_url, tmp_path, "keys", "list")
+    assert keys[0]["api_key_id"] in table.stdout and "last_used" in table.stdout
+    revoked = admin(database_url, tmp_path, "keys", "revoke", keys[0]["api_key_id"])
+    assert revoked.exit_code == 0 and "revoked" in revoked.stderr
+    assert len(json.loads(admin(database_url, tmp_path, "keys", "list", "--json").stdout)[
+        "keys"]) == 1
+    gone = admin(database_url, tmp_path, "keys", "revoke", keys[0]["api_key_id"])
+    assert gone.exit_code == 1 and "no API key with id" in gone.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--role", "relay"], "needs the surveys"),
+    (["--role", "relay", "--survey", "nosuchsurveyhere"], "no survey with id"),
+    (["--name", "Not A Name"], "a name is 1 to 64"),
+])
+def test_admin_create_key_refuses_bad_requests_in_one_line(tmp_path, database_url, args,
+                                                           message):
+    result = admin(database_url, tmp_path, "create-key", *args)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_survey_share_and_unshare(runner, app, live_server, client, auth):
+    from ldpsurvey.aggregator import create_api_key
+
+    from helpers import SURVEY
+
+    survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
+    bob = {"Authorization": f"Bearer {create_api_key(app, name='bob').key}"}
+    assert client.get(f"/api/surveys/{survey_id}/estimates", headers=bob).status_code == 404
+    shared = runner.invoke(main, ["survey", "share", survey_id, "--with", "bob",
+                                  "--url", live_server])
+    assert shared.exit_code == 0 and "shared with bob" in shared.stderr
+    assert client.get(f"/api/surveys/{survey_id}/estimates", headers=bob).status_code == 200
+    unshared = runner.invoke(main, ["survey", "unshare", survey_id, "--with", "bob",
+                                    "--url", live_server])
+    assert unshared.exit_code == 0 and "shared with nobody" in unshared.stderr
+    assert client.get(f"/api/surveys/{survey_id}/estimates", headers=bob).status_code == 404
+    unknown = runner.invoke(main, ["survey", "share", survey_id, "--with", "nobody",
+                                   "--url", live_server])
+    assert unknown.exit_code == 1 and "no researcher named 'nobody'" in unknown.stderr

@@ -138,3 +138,22 @@ def test_a_confidence_next_to_1_is_answered(client, auth, survey_id):
     assert response.status_code == 200, response.json
     option = response.json["questions"][0]["options"][1]
     assert 0 <= option["ci_low"] <= option["ci_high"] <= 1
+
+
+@pytest.mark.parametrize("name", ["ab%00cd", "%C3%BC", "x" * 65, "-starts-with-dash", "Bob"])
+def test_a_researcher_name_of_no_valid_form_is_an_unknown_researcher(client, auth, survey_id,
+                                                                     name):
+    for method in ("PUT", "DELETE"):
+        response = client.open(f"/api/surveys/{survey_id}/shares/{name}", method=method,
+                               headers=auth)
+        assert response.status_code == 404 and response.json["error"] == "unknown_researcher"
+
+
+def test_an_api_key_id_of_no_valid_form_is_an_unknown_key(app):
+    from ldpsurvey.aggregator import DomainError, accounts
+    from ldpsurvey.aggregator.db import get_db
+
+    with app.app_context():
+        for api_key_id in ("key-\x00", "key-" + "0" * 16 + "\x00", ""):
+            with pytest.raises(DomainError, match="no API key with id"):
+                accounts.revoke(get_db(), api_key_id)

@@ -51,6 +51,16 @@ def exercise(client, auth):
     client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth)
     client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth)
     client.get(f"/api/surveys/{survey_id}/export.csv")
+    from ldpsurvey.aggregator import create_api_key
+
+    create_api_key(client.application, name="bob")
+    client.put(f"/api/surveys/{survey_id}/shares/bob", headers=auth)
+    client.put(f"/api/surveys/{survey_id}/shares/nobody", headers=auth)
+    client.delete(f"/api/surveys/{survey_id}/shares/bob", headers=auth)
+    client.get(f"/api/surveys/{survey_id}/shares", headers=auth)
+    client.get("/api/surveys/nope/shares", headers=auth)
+    client.post(f"/api/surveys/{invited}/responses/batch", json={"responses": [ANSWERS]},
+                headers=auth)  # batches are refused on invitation-only surveys: 403
     client.post(f"/api/surveys/{survey_id}/close", headers=auth)
     client.post(f"/api/surveys/{survey_id}/close")
     client.post("/api/surveys/nope/close", headers=auth)
