@@ -6,16 +6,21 @@
 """
 
 from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
+from .crosstab import Cell, Conditional, CrossTab, crosstab
+from .difference import Difference, difference
 from .estimate import (
     DEFAULT_CONFIDENCE,
     DEFAULT_METHOD,
+    FIT_LEVEL,
     Estimate,
+    covariance,
     estimate,
     project_to_simplex,
     standard_error,
     unbiased_estimate,
 )
-from .intervals import METHODS
+from .intervals import METHODS, simultaneous_confidence
+from .likelihood import feasible_rates, fit_p_value, maximum_likelihood
 from .manifest import (
     Question,
     Survey,
@@ -26,7 +31,7 @@ from .manifest import (
     read_definition,
 )
 from .mechanism import Mechanism, alpha_for_epsilon, epsilon, report_probability, uniform_beta
-from .planning import n_required, n_required_central_laplace
+from .planning import n_required, n_required_central_laplace, n_required_question
 from .posterior import PosteriorBounds, posterior_bounds
 from .shuffle import (
     DEFAULT_DELTA,
@@ -41,7 +46,12 @@ __all__ = [
     "DEFAULT_DELTA",
     "DEFAULT_METHOD",
     "EPSILON_TOLERANCE",
+    "FIT_LEVEL",
     "METHODS",
+    "Cell",
+    "Conditional",
+    "CrossTab",
+    "Difference",
     "Estimate",
     "Mechanism",
     "PosteriorBounds",
@@ -51,12 +61,19 @@ __all__ = [
     "alpha_for_epsilon",
     "central_epsilon",
     "closed_form_epsilon",
+    "covariance",
+    "crosstab",
+    "difference",
     "epsilon",
     "estimate",
     "exceeds",
+    "feasible_rates",
+    "fit_p_value",
     "load_definition",
+    "maximum_likelihood",
     "n_required",
     "n_required_central_laplace",
+    "n_required_question",
     "numerical_epsilon",
     "parse_definition",
     "parse_manifest",
@@ -65,6 +82,7 @@ __all__ = [
     "read_definition",
     "release_batch_required",
     "report_probability",
+    "simultaneous_confidence",
     "standard_error",
     "total_epsilon",
     "unbiased_estimate",

@@ -1,32 +1,49 @@
-"""Estimating true proportions from counts of randomized reports."""
+"""Estimating true proportions from counts of randomized reports, option by option."""
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
-from .intervals import METHODS
+from .intervals import METHODS, check_confidence, simultaneous_confidence
+from .likelihood import feasible_rates, fit_p_value, maximum_likelihood
 from .mechanism import Mechanism
 
 DEFAULT_CONFIDENCE = 0.95
-DEFAULT_METHOD = "wilson"
+# Exact: coverage >= the stated confidence for every true proportion and n (test_intervals scans it).
+DEFAULT_METHOD = "clopper-pearson"
+FIT_LEVEL = 0.001  # design_consistent is fit_p_value >= FIT_LEVEL
+SMALL_SAMPLE = 30  # fewer reports than this earn a warning
+SMALL_EXPECTED_COUNT = 5  # so does an option expected to be forced fewer times than this
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """The estimate for one option. ci_low/ci_high are None when design_consistent is False."""
+    """The estimate for one option of a question.
+
+    p_hat is the unbiased estimate (it may leave [0, 1]); standard_error is p_hat's, evaluated
+    at the constrained fit's reported rates (so never 0). p_hat_clipped (p_hat projected onto
+    the simplex, for display) and p_mle (the constrained maximum-likelihood estimate) have no
+    standard error of their own. ci_low/ci_high: the interval for the reported rate mapped to
+    the true proportion and clipped to [0, 1] (possibly degenerate, never None). fit_p_value
+    tests the stated design on the whole question (the same for each of its options);
+    design_consistent is fit_p_value >= FIT_LEVEL. warning: None, or why to read with care.
+    """
 
     n: int
     reported_count: int
     reported_rate: float
     p_hat: float
     p_hat_clipped: float
+    p_mle: float
     standard_error: float
-    ci_low: float | None
-    ci_high: float | None
+    ci_low: float
+    ci_high: float
     ci_method: str
     confidence: float
+    fit_p_value: float
     design_consistent: bool
     epsilon: float
+    warning: str | None
 
     def as_dict(self) -> dict:
         """The fields under the key names used everywhere (CLI --json, API, mock, export)."""
@@ -39,10 +56,24 @@ def unbiased_estimate(reported_rate: float, alpha: float, beta_j: float) -> floa
 
 
 def standard_error(reported_rate: float, n: int, alpha: float) -> float:
-    """Plug-in standard error of pi_hat_j as an estimate of the population proportion:
-    sqrt(lam_hat (1 - lam_hat) / n) / alpha, with lam_hat = c_j / n.
+    """Standard error of pi_hat_j at the reported rate lam_j: sqrt(lam_j (1 - lam_j) / n) / alpha.
+
+    estimate() evaluates it at the constrained fit's rate lam~_j (feasible_rates): never 0, and
+    the raw plug-in lam_j = c_j / n wherever the unbiased estimate lies in the simplex.
     """
     return math.sqrt(reported_rate * (1.0 - reported_rate) / n) / alpha
+
+
+def covariance(mechanism: Mechanism, counts: Sequence[int]) -> tuple[tuple[float, ...], ...]:
+    """Covariance matrix of the unbiased estimates pi_hat = (c/n - (1 - alpha) beta) / alpha:
+    (diag(lam) - lam lam^T) / (n alpha^2), the multinomial covariance of c/n scaled by the
+    linear map, at the constrained fit's rates lam~ (its diagonal is standard_error squared).
+    """
+    n = check_counts(mechanism, counts)
+    lam = feasible_rates(mechanism, counts)
+    scale = n * mechanism.alpha ** 2
+    return tuple(tuple(((i == j) * lam[i] - lam[i] * lam[j]) / scale for j in range(len(lam)))
+                 for i in range(len(lam)))
 
 
 def project_to_simplex(values: Sequence[float]) -> tuple[float, ...]:
@@ -60,55 +91,91 @@ def project_to_simplex(values: Sequence[float]) -> tuple[float, ...]:
     return tuple(max(v - theta, 0.0) for v in values)
 
 
-def estimate(mechanism: Mechanism, counts: Sequence[int], *,
-             confidence: float = DEFAULT_CONFIDENCE,
-             method: str = DEFAULT_METHOD) -> tuple[Estimate, ...]:
-    """Estimates for every option from the counts c_j of reports of option j (n = sum c_j).
+def warning(n: int, alpha: float, beta_j: float) -> str | None:
+    """None, or why an option's figures need care: n < SMALL_SAMPLE, or fewer than
+    SMALL_EXPECTED_COUNT forced reports of the option expected, n (1 - alpha) beta_j (then an
+    option nobody holds is reported only a handful of times, and normal approximations such as
+    the standard error are rough)."""
+    forced = n * (1.0 - alpha) * beta_j
+    reasons = []
+    if n < SMALL_SAMPLE:
+        reasons.append(f"small sample: n = {n} < {SMALL_SAMPLE}")
+    if forced < SMALL_EXPECTED_COUNT:
+        reasons.append(f"few forced reports expected: n(1 - alpha)beta = {forced:.3g} "
+                       f"< {SMALL_EXPECTED_COUNT}")
+    return "; ".join(reasons) or None
 
-    The confidence interval is the chosen interval for the reported rate, mapped through
-    (x - (1 - alpha)*beta_j) / alpha and clipped to [0, 1]. If the interval for the reported rate
-    lies wholly outside what the design allows, [(1 - alpha)*beta_j, alpha + (1 - alpha)*beta_j],
-    the data do not fit the stated design: design_consistent is False and the bounds are None.
-    """
+
+def check_counts(mechanism: Mechanism, counts: Sequence[int]) -> int:
+    """n = sum c_j after checking one count per option (see total_reports)."""
     if len(counts) != mechanism.k:
         raise ValueError(f"expected {mechanism.k} counts, got {len(counts)}")
+    return total_reports(counts, mechanism)
+
+
+def total_reports(counts: Iterable[int], *mechanisms: Mechanism) -> int:
+    """n = the sum of the counts, after checking that each is a non-negative integer, n > 0 and
+    every mechanism's alpha > 0."""
+    counts = list(counts)
     for count in counts:
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ValueError(f"counts must be non-negative integers, got {count!r}")
     n = sum(counts)
     if n <= 0:
         raise ValueError("need at least one report (n > 0)")
+    if any(m.alpha <= 0.0 for m in mechanisms):
+        raise ValueError("alpha = 0 reports pure noise: nothing can be estimated")
+    return n
+
+
+def estimate(mechanism: Mechanism, counts: Sequence[int], *,
+             confidence: float = DEFAULT_CONFIDENCE,
+             method: str = DEFAULT_METHOD,
+             simultaneous: bool = False) -> tuple[Estimate, ...]:
+    """Estimates for every option from the counts c_j of reports of option j (n = sum c_j).
+
+    The confidence interval is the chosen interval for the reported rate, mapped through
+    (x - (1 - alpha)*beta_j) / alpha and clipped to [0, 1]. With simultaneous=True every
+    interval is at the level simultaneous_confidence(confidence, k), so that all k cover
+    together with probability >= confidence (the Estimate still states `confidence`).
+    """
+    n = check_counts(mechanism, counts)
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    if mechanism.alpha <= 0.0:
-        raise ValueError("alpha = 0 reports pure noise: nothing can be estimated")
+    check_confidence(confidence)
+    level = simultaneous_confidence(confidence, mechanism.k) if simultaneous else confidence
     interval = METHODS[method]
     alpha = mechanism.alpha
     rates = [c / n for c in counts]
     p_hats = [unbiased_estimate(rate, alpha, b) for rate, b in zip(rates, mechanism.beta, strict=True)]
     clipped = project_to_simplex(p_hats)
+    fitted = feasible_rates(mechanism, counts)
+    mle = maximum_likelihood(mechanism, counts)
+    fit = fit_p_value(mechanism, counts)
     eps = mechanism.epsilon
     estimates = []
-    for j, (count, rate, b) in enumerate(zip(counts, rates, mechanism.beta, strict=True)):
-        floor = (1.0 - alpha) * b
-        low, high = interval(count, n, confidence)
-        consistent = not (high < floor or low > alpha + floor)
+    for j, (count, b) in enumerate(zip(counts, mechanism.beta, strict=True)):
+        low, high = interval(count, n, level)
         estimates.append(Estimate(
             n=n,
             reported_count=count,
-            reported_rate=rate,
+            reported_rate=rates[j],
             p_hat=p_hats[j],
             p_hat_clipped=clipped[j],
-            standard_error=standard_error(rate, n, alpha),
-            ci_low=_clip(unbiased_estimate(low, alpha, b)) if consistent else None,
-            ci_high=_clip(unbiased_estimate(high, alpha, b)) if consistent else None,
+            p_mle=mle[j],
+            standard_error=standard_error(fitted[j], n, alpha),
+            ci_low=clip_unit(unbiased_estimate(low, alpha, b)),
+            ci_high=clip_unit(unbiased_estimate(high, alpha, b)),
             ci_method=method,
             confidence=confidence,
-            design_consistent=consistent,
+            fit_p_value=fit,
+            design_consistent=fit >= FIT_LEVEL,
             epsilon=eps,
+            warning=warning(n, alpha, b),
         ))
     return tuple(estimates)
 
 
-def _clip(x: float) -> float:
+def clip_unit(x: float) -> float:
+    """x clipped to [0, 1], where every proportion lies."""
     return min(1.0, max(0.0, x))

@@ -1,13 +1,17 @@
 """Confidence intervals for a binomial proportion (here: the reported rate of one option).
 
-Wilson score (the default: honest coverage near 0 and 1 and for small n), Clopper-Pearson
-(exact, conservative) and Wald (the textbook normal interval, kept for comparison: it
-undercovers near 0 and 1).
+Clopper-Pearson (exact: coverage at least the stated confidence for every true proportion and
+every n; the default, see estimate.DEFAULT_METHOD), Wilson score (shorter, coverage near the
+stated level on average but below it for some proportions and small n) and Wald (the textbook
+normal interval, kept for comparison: it undercovers near 0 and 1). Brown, Cai and DasGupta
+(2001), "Interval estimation for a binomial proportion", Statistical Science 16, compare them.
 """
 
 import math
 from collections.abc import Callable
 from statistics import NormalDist
+
+from .distributions import beta_quantile
 
 Interval = tuple[float, float]
 
@@ -25,8 +29,18 @@ def z_value(confidence: float) -> float:
     return -NormalDist().inv_cdf((1.0 - confidence) / 2.0)
 
 
+def simultaneous_confidence(confidence: float, k: int) -> float:
+    """The per-option level that makes the k options' intervals cover together with probability
+    >= confidence: Bonferroni, 1 - (1 - confidence)/k. For k = 2 the level itself: the intervals
+    of every method here are mirror images under count -> n - count, and a question's two
+    options have complementary counts and proportions, so both cover exactly when one does.
+    """
+    check_confidence(confidence)
+    return confidence if k == 2 else 1.0 - (1.0 - confidence) / k
+
+
 def wilson(successes: int, n: int, confidence: float) -> Interval:
-    """Wilson score interval:
+    """Wilson score interval (Wilson 1927):
     (p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), with p = successes/n.
     """
     z = z_value(confidence)
@@ -38,7 +52,7 @@ def wilson(successes: int, n: int, confidence: float) -> Interval:
 
 
 def wald(successes: int, n: int, confidence: float) -> Interval:
-    """Wald interval p -+ z sqrt(p(1-p)/n), with p = successes/n."""
+    """Wald interval p -+ z sqrt(p(1-p)/n), with p = successes/n (not clipped)."""
     z = z_value(confidence)
     p = successes / n
     half = z * math.sqrt(p * (1 - p) / n)
@@ -46,7 +60,7 @@ def wald(successes: int, n: int, confidence: float) -> Interval:
 
 
 def clopper_pearson(successes: int, n: int, confidence: float) -> Interval:
-    """Clopper-Pearson interval from beta quantiles:
+    """Clopper-Pearson interval (Clopper and Pearson 1934) from beta quantiles:
     [B(a/2; x, n-x+1), B(1-a/2; x+1, n-x)] with a = 1 - confidence, x = successes
     (0 for x = 0, 1 for x = n).
     """
@@ -62,53 +76,3 @@ METHODS: dict[str, Callable[[int, int, float], Interval]] = {
     "clopper-pearson": clopper_pearson,
     "wald": wald,
 }
-
-
-def regularized_beta(x: float, a: float, b: float) -> float:
-    """The regularized incomplete beta function I_x(a, b), by its continued fraction
-    (modified Lentz), using the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) where it converges faster.
-    """
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    if x > (a + 1) / (a + b + 2):
-        return 1.0 - regularized_beta(1.0 - x, b, a)
-    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                 + a * math.log(x) + b * math.log1p(-x))
-    return math.exp(log_front) * _beta_continued_fraction(x, a, b) / a
-
-
-def _beta_continued_fraction(x: float, a: float, b: float) -> float:
-    """1 / (1 + d1 / (1 + d2 / (1 + ...))) with the standard coefficients d_m of I_x(a, b)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 10_000):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= c * d
-        if abs(c * d - 1.0) < 1e-15:
-            return result
-    raise ArithmeticError(f"incomplete beta did not converge for x={x}, a={a}, b={b}")
-
-
-def beta_quantile(q: float, a: float, b: float) -> float:
-    """The x in [0, 1] with I_x(a, b) = q, by bisection (I is increasing in x)."""
-    low, high = 0.0, 1.0
-    for _ in range(200):
-        mid = (low + high) / 2
-        if mid in (low, high):
-            break
-        if regularized_beta(mid, a, b) < q:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2

@@ -1,29 +1,58 @@
 """Sample-size planning: how many respondents a margin of error needs, locally and centrally."""
 
 import math
+from collections.abc import Sequence
 
 from .intervals import z_value
-from .mechanism import Mechanism
+from .mechanism import BETA_SUM_TOLERANCE, Mechanism
 
 
-def _check_plan(proportion: float, margin: float) -> None:
-    if not 0.0 <= proportion <= 1.0:
+def _check_plan(proportion: float | None, margin: float) -> None:
+    if proportion is not None and not 0.0 <= proportion <= 1.0:
         raise ValueError(f"proportion must be in [0, 1], got {proportion!r}")
     if not 0.0 < margin < 1.0:
         raise ValueError(f"margin must be in (0, 1), got {margin!r}")
 
 
-def n_required(mechanism: Mechanism, proportion: float, margin: float,
+def n_required(mechanism: Mechanism, proportion: float | None, margin: float,
                confidence: float = 0.95, option: int = 1) -> int:
-    """Respondents needed for a CI half-width of `margin` on option `option` (yes by default):
-    ceil(z^2 lam(1 - lam) / (alpha^2 m^2)), lam = alpha*p + (1 - alpha)*beta (normal approximation).
+    """Respondents needed for an expected CI half-width of `margin` on option `option` (yes by
+    default): ceil(z^2 lam(1 - lam) / (alpha^2 m^2)), lam = alpha*p + (1 - alpha)*beta_option.
+
+    z sqrt(lam(1 - lam)/n) / alpha is the normal-approximation half-width at the expected
+    reported rate: about what the interval's half-width will be on average (the margin is an
+    expected half-width, not a bound that holds in every survey).
+    proportion None plans for the worst case over the option's true share: lam(1 - lam) at the
+    lam nearest 1/2 in [(1 - alpha) beta_option, alpha + (1 - alpha) beta_option].
     """
+    if not 0 <= option < mechanism.k:
+        raise ValueError(f"option must be in 0..{mechanism.k - 1}, got {option!r}")
     _check_plan(proportion, margin)
+    floor = (1.0 - mechanism.alpha) * mechanism.beta[option]
+    if proportion is None:
+        lam = min(max(0.5, floor), floor + mechanism.alpha)
+    else:
+        lam = mechanism.alpha * proportion + floor
     if mechanism.alpha <= 0.0:
         raise ValueError("alpha = 0 reports pure noise: no sample size suffices")
     z = z_value(confidence)
-    lam = mechanism.alpha * proportion + (1.0 - mechanism.alpha) * mechanism.beta[option]
     return max(1, math.ceil(z * z * lam * (1.0 - lam) / (mechanism.alpha ** 2 * margin ** 2)))
+
+
+def n_required_question(mechanism: Mechanism, proportions: Sequence[float] | None, margin: float,
+                        confidence: float = 0.95) -> int:
+    """Respondents needed for an expected half-width of `margin` on every option of a question:
+    the largest n_required over its options, at the given true proportions (one per option,
+    summing to 1) or, with None, each option's worst case (the worst case over all true
+    distributions, since it is a maximum over options of a maximum over proportions).
+    """
+    if proportions is not None:
+        if len(proportions) != mechanism.k:
+            raise ValueError(f"expected {mechanism.k} proportions, got {len(proportions)}")
+        if abs(math.fsum(proportions) - 1.0) > BETA_SUM_TOLERANCE:
+            raise ValueError(f"proportions must sum to 1, got {math.fsum(proportions)!r}")
+    return max(n_required(mechanism, None if proportions is None else proportions[j], margin,
+                          confidence, option=j) for j in range(mechanism.k))
 
 
 def n_required_central_laplace(eps: float, proportion: float, margin: float,

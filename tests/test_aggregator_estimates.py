@@ -18,8 +18,8 @@ RESPONSES = ([{"smoked": 1, "drove": 0, "sleep": 1}] * 40 + [{"smoked": 0, "drov
 
 
 @pytest.mark.parametrize("query, confidence, method", [
-    ("", 0.95, "wilson"),
-    ("?confidence=0.9&method=clopper-pearson", 0.9, "clopper-pearson"),
+    ("", 0.95, "clopper-pearson"),
+    ("?confidence=0.9&method=wilson", 0.9, "wilson"),
     ("?method=wald", 0.95, "wald"),
 ])
 def test_estimates_equal_the_shared_estimator_on_the_counts(client, auth, survey_id, query,

@@ -25,7 +25,7 @@ def test_json_output():
     assert len(body["results"]) == 9
     for row in body["results"]:
         assert set(row) == KEYS
-        assert row["ci_method"] == "wilson"
+        assert row["ci_method"] == "clopper-pearson"
 
 
 def test_human_table():

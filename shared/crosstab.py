@@ -1,0 +1,162 @@
+"""Cross-tabs of two questions: joint and conditional proportions from joint reported counts.
+
+Each respondent's two answers are randomized independently, so the joint report of (A, B) has
+the report matrix P_A (x) P_B (Kronecker product; P[i][j] = P(report j | true i)). In matrix
+form the reported joint rates are Lam = P_A^T Pi P_B, and the unbiased estimate inverts both
+sides: Pi_hat = Q_A Lam_hat Q_B^T with Q = (P^T)^-1 (van den Hout and van der Heijden 2002,
+"Randomized response, statistical disclosure control and misclassification: a review",
+International Statistical Review 70, on independent misclassification of several variables).
+For forced response P^T x = alpha x + f (1^T x) and Q x = (x - f (1^T x)) / alpha, with f = (1 - alpha) beta.
+"""
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from .estimate import DEFAULT_CONFIDENCE, clip_unit, project_to_simplex, total_reports
+from .intervals import check_confidence, z_value
+from .likelihood import floors
+from .mechanism import Mechanism
+
+Matrix = tuple[tuple[float, ...], ...]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The joint proportion P(A = row, B = col): unbiased estimate, standard error, interval."""
+
+    row: int
+    col: int
+    p_hat: float
+    standard_error: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class Conditional:
+    """P(B = col | A = row) = pi_row,col / pi_row: estimate, delta-method standard error and
+    interval. p_hat and standard_error are None (and the interval [0, 1]) when the estimated
+    share of A = row is not positive."""
+
+    row: int
+    col: int
+    p_hat: float | None
+    standard_error: float | None
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class CrossTab:
+    """joint: the k_A x k_B unbiased joint proportions (row = option of A); covariance: that of
+    its row-major flattening; cells and conditional: one entry per (row, col), row-major."""
+
+    n: int
+    confidence: float
+    joint: Matrix
+    covariance: Matrix
+    cells: tuple[Cell, ...]
+    conditional: tuple[Conditional, ...]
+
+    def as_dict(self) -> dict:
+        """The fields under their own names (API, CLI --json, mock)."""
+        return asdict(self)
+
+
+def report(mechanism: Mechanism, x: Sequence[float]) -> tuple[float, ...]:
+    """P^T x = alpha x + f (1^T x): reported rates from true proportions, extended linearly."""
+    total = math.fsum(x)
+    return tuple(mechanism.alpha * v + f * total for v, f in zip(x, floors(mechanism), strict=True))
+
+
+def unreport(mechanism: Mechanism, x: Sequence[float]) -> tuple[float, ...]:
+    """Q x = (P^T)^-1 x = (x - f (1^T x)) / alpha, the inverse of `report`."""
+    total = math.fsum(x)
+    return tuple((v - f * total) / mechanism.alpha for v, f in zip(x, floors(mechanism), strict=True))
+
+
+def both_sides(rows: Mechanism, cols: Mechanism, matrix: Sequence[Sequence[float]], apply) -> Matrix:
+    """(apply_rows (x) apply_cols) on a k_A x k_B matrix: `apply(cols, .)` on each row, then
+    `apply(rows, .)` on each column."""
+    by_row = [apply(cols, row) for row in matrix]
+    by_col = [apply(rows, column) for column in zip(*by_row, strict=True)]
+    return tuple(zip(*by_col, strict=True))
+
+
+def sandwich(mechanism: Mechanism, x: Sequence[float]) -> list[list[float]]:
+    """Q diag(x) Q^T for Q = (P^T)^-1, entrywise
+    ([i = i'] x_i - x_i f_i' - f_i x_i' + (1^T x) f_i f_i') / alpha^2."""
+    f, total, a2 = floors(mechanism), math.fsum(x), mechanism.alpha ** 2
+    k = len(x)
+    return [[((i == j) * x[i] - x[i] * f[j] - f[i] * x[j] + total * f[i] * f[j]) / a2
+             for j in range(k)] for i in range(k)]
+
+
+def joint_covariance(rows: Mechanism, cols: Mechanism, rates: Matrix, n: int) -> Matrix:
+    """Covariance of the row-major flattening of Pi_hat at reported joint rates lam:
+    (K diag(lam) K^T - pi pi^T) / n with K = Q_A (x) Q_B and pi = K lam (the multinomial
+    covariance of Lam_hat through the linear map). K diag(lam) K^T is assembled from `sandwich`:
+    its entry ((i, j), (i', j')) is sum_a Q_A[i,a] Q_A[i',a] T_a[j][j'], with
+    T_a = Q_B diag(lam_a.) Q_B^T.
+    """
+    ka, kb = len(rates), len(rates[0])
+    inner = [sandwich(cols, row) for row in rates]
+    outer = {(j, jj): sandwich(rows, [inner[a][j][jj] for a in range(ka)])
+             for j in range(kb) for jj in range(kb)}
+    pi = [p for row in both_sides(rows, cols, rates, unreport) for p in row]
+    return tuple(tuple((outer[j, jj][i][ii] - pi[i * kb + j] * pi[ii * kb + jj]) / n
+                       for ii in range(ka) for jj in range(kb))
+                 for i in range(ka) for j in range(kb))
+
+
+def crosstab(rows: Mechanism, cols: Mechanism, joint_counts: Sequence[Sequence[int]], *,
+             confidence: float = DEFAULT_CONFIDENCE) -> CrossTab:
+    """The cross-tab of questions A (`rows`) and B (`cols`) from the k_A x k_B matrix of joint
+    reported counts (entry [a][b]: respondents who reported a to A and b to B).
+
+    joint: Pi_hat = Q_A Lam_hat Q_B^T, unbiased (entries may leave [0, 1]). covariance: at the
+    feasible plug-in lam~ = P_A^T Pi~ P_B, Pi~ the Euclidean projection of Pi_hat onto the
+    simplex, so never 0 (and the observed rates wherever Pi_hat is a distribution). Cells:
+    Wald intervals p_hat -+ z se clipped to [0, 1]. Conditional: r = pi_ab / pi_a. with the
+    delta-method (Agresti 2013, Categorical Data Analysis, 3rd ed., 16.1) variance
+    g^T Sigma_a g over row a's cells, g_b' = ([b' = b] - r) / pi_a., and r -+ z se clipped
+    to [0, 1].
+    """
+    n = _check_joint(rows, cols, joint_counts)
+    check_confidence(confidence)
+    z = z_value(confidence)
+    ka, kb = rows.k, cols.k
+    joint = both_sides(rows, cols, [[c / n for c in row] for row in joint_counts], unreport)
+    projected = project_to_simplex([p for row in joint for p in row])
+    plug_in = both_sides(rows, cols, [projected[a * kb:(a + 1) * kb] for a in range(ka)], report)
+    cov = joint_covariance(rows, cols, plug_in, n)
+    cells = []
+    for a in range(ka):
+        for b in range(kb):
+            p, se = joint[a][b], math.sqrt(cov[a * kb + b][a * kb + b])
+            cells.append(Cell(a, b, p, se, clip_unit(p - z * se), clip_unit(p + z * se)))
+    conditional = [_conditional(joint, cov, a, b, z) for a in range(ka) for b in range(kb)]
+    return CrossTab(n=n, confidence=confidence, joint=joint, covariance=cov, cells=tuple(cells),
+                    conditional=tuple(conditional))
+
+
+def _conditional(joint: Matrix, cov: Matrix, a: int, b: int, z: float) -> Conditional:
+    """P(B = b | A = a) by the delta method (see crosstab)."""
+    kb = len(joint[0])
+    share = math.fsum(joint[a])
+    if share <= 0.0:
+        return Conditional(a, b, None, None, 0.0, 1.0)
+    r = joint[a][b] / share
+    g = [((j == b) - r) / share for j in range(kb)]
+    base = a * kb
+    variance = math.fsum(g[j] * g[jj] * cov[base + j][base + jj] for j in range(kb) for jj in range(kb))
+    se = math.sqrt(max(variance, 0.0))
+    return Conditional(a, b, r, se, clip_unit(r - z * se), clip_unit(r + z * se))
+
+
+def _check_joint(rows: Mechanism, cols: Mechanism, joint_counts: Sequence[Sequence[int]]) -> int:
+    """n = the sum of a k_A x k_B matrix of joint counts (see total_reports)."""
+    if len(joint_counts) != rows.k or any(len(row) != cols.k for row in joint_counts):
+        raise ValueError(f"expected a {rows.k} x {cols.k} matrix of joint counts")
+    return total_reports((c for row in joint_counts for c in row), rows, cols)
