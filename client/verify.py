@@ -47,18 +47,17 @@ class VerifiedSurvey:
         return total_epsilon(self.epsilon.values())
 
 
-def aggregator_key(aggregator: str, state: LocalState, public_key: bytes | None) -> bytes:
-    """The key to verify with. Given explicitly, it is accepted for this origin (what was kept
-    for a key pinned there before moves to it); otherwise the served key is pinned on first use,
-    and a key that differs from the pinned one is refused."""
+def aggregator_key(aggregator: str, state: LocalState, public_key: bytes | None
+                   ) -> tuple[bytes, bool]:
+    """The key to verify with, and whether to pin it once a manifest verifies: a key given
+    explicitly (accepted for this origin), or the served key on first use. A served key that
+    differs from the pinned one is refused."""
     if public_key is not None:
-        state.pin_key(aggregator, public_key)
-        return public_key
+        return public_key, public_key != state.pinned_key(aggregator)
     served = base64.b64decode(http.request("GET", f"{aggregator}/api/key").json()["public_key"])
     pinned = state.pinned_key(aggregator)
     if pinned is None:
-        state.pin_key(aggregator, served)
-        return served
+        return served, True
     if pinned != served:
         raise TrustError(
             f"the aggregator at {aggregator} now presents a different signing key "
@@ -67,7 +66,7 @@ def aggregator_key(aggregator: str, state: LocalState, public_key: bytes | None)
             "a new key, pass it with --public-key (what this device kept for the old key moves "
             f"to it), or delete what was kept for the old key with `ldp-survey privacy --forget "
             f"{key_id(pinned)}`.")
-    return served
+    return served, False
 
 
 def verify_manifest(raw: bytes, signature: bytes, public_key: bytes) -> Survey:
@@ -127,12 +126,14 @@ def fetch_survey(aggregator: str, survey_id: str, state: LocalState,
     SurveyUnavailable, ledger.OverBudget, http.ApiError, http.NetworkError or ValueError (a
     URL that is not http(s))."""
     aggregator = origin(aggregator)
-    key = aggregator_key(aggregator, state, public_key)
+    key, new_pin = aggregator_key(aggregator, state, public_key)
     raw = http.request("GET", f"{aggregator}/api/surveys/{survey_id}").body
     signature = http.request("GET", f"{aggregator}/api/surveys/{survey_id}/manifest.sig").body
     survey = verify_manifest(raw, signature, key)
     if survey.survey_id != survey_id:
         raise TrustError("the aggregator served a different survey than the one asked for")
+    if new_pin:  # a key is pinned (and an accepted one takes over the old one's records) only
+        state.pin_key(aggregator, key)  # once a manifest verified with it
     verified = check_ceilings(aggregator, survey, ceilings)
     check_answerable(verified, token)
     ledger.settle(verified, state)

@@ -1,5 +1,8 @@
-"""`ldp-survey respond` against a real aggregator."""
+"""`ldp-survey respond` and `ldp-survey privacy` against a real aggregator."""
 
+import base64
+import json
+import math
 from importlib import resources
 
 import pytest
@@ -95,3 +98,241 @@ def test_the_release_batch_is_shown_as_the_servers_promise(runner, live_server, 
     assert result.exit_code == 0, result.output
     assert "until at least 250 submissions have arrived" in result.stdout
     assert "This is the server's promise: your device cannot check it." in result.stdout
+
+
+# --- the ledger, links and what respondents are told (issue 13) ----------------------------
+
+def sent_body(stdout: str) -> dict:
+    """The body `respond` showed as exactly what will be sent."""
+    line = stdout.split("exactly what will be sent")[1].splitlines()[1]
+    return json.loads(line.split("   i.e. ")[0])
+
+
+def three_at_ln_3(client, auth) -> str:
+    definition = {"title": "Three at ln 3", "release_batch": 1, "questions": [
+        {"id": f"q{i}", "text": f"Question {i}?", "type": "yes_no", "epsilon": math.log(3)}
+        for i in range(3)]}
+    return client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+
+
+def test_averaging_through_url_spellings_sends_one_body_counted_once(runner, live_server, client,
+                                                                     auth, health_id):
+    """The attack: answer the same survey again and again, each time through another spelling
+    of the address (and changing the true answers), hoping each run randomizes afresh."""
+    port = live_server.rsplit(":", 1)[1]
+    spellings = [live_server, f"http://LoCaLhost:{port}/", f"HTTP://localhost:{port}//",
+                 f"http://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54:{port}",
+                 f"http://127.0.0.1:{port}/s/{health_id}", f"http://LOCALHOST:{port}/s/{health_id}/"]
+    bodies = []
+    for run, url in enumerate(spellings):
+        truth = "yes" if run % 2 else "no"
+        result = runner.invoke(main, ["respond", "--url", url, "--survey", health_id, "--answers",
+                                      f"smoked={truth},drank_and_drove={truth},cannabis={truth},"
+                                      f"sleep={run % 3}", "--yes"])
+        assert result.exit_code == 0, result.output
+        bodies.append(sent_body(result.stdout))
+    assert all(body == bodies[0] for body in bodies)
+    assert responses(client, auth, health_id) == 1
+    ledger = json.loads(runner.invoke(main, ["privacy", "--json"]).stdout)
+    [aggregator] = ledger["aggregators"]
+    assert aggregator["urls"] == [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+    assert [s["survey_id"] for s in aggregator["surveys"]] == [health_id]  # charged once
+
+
+def test_the_third_survey_at_3_ln_3_is_refused_under_the_default_lifetime_budget(
+        runner, live_server, client, auth):
+    answers = "q0=yes,q1=no,q2=yes"
+    for _ in range(2):
+        result = runner.invoke(main, ["respond", "--url", live_server, "--survey",
+                                      three_at_ln_3(client, auth), "--answers", answers, "--yes"])
+        assert result.exit_code == 0, result.output
+    third = three_at_ln_3(client, auth)
+    refused = runner.invoke(main, ["respond", "--url", live_server, "--survey", third,
+                                   "--answers", answers, "--yes"])
+    assert refused.exit_code == 1
+    assert "above your lifetime budget of 8.79" in refused.stderr
+    assert "Nothing was sent" in refused.stderr and "[q0]" not in refused.stdout
+    assert responses(client, auth, third) == 0
+    # a respondent who decides to allow more may answer it
+    allowed = runner.invoke(main, ["respond", "--url", live_server, "--survey", third,
+                                   "--answers", answers, "--yes", "--max-lifetime-epsilon", "10"])
+    assert allowed.exit_code == 0 and responses(client, auth, third) == 1
+
+
+def test_privacy_json_lists_each_key_its_urls_and_surveys(runner, live_server, client, auth,
+                                                          health_id):
+    declined = three_at_ln_3(client, auth)
+    runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id, "--answers",
+                         ANSWERS, "--yes"])
+    runner.invoke(main, ["respond", "--url", live_server, "--survey", declined, "--answers",
+                         "q0=yes,q1=no,q2=yes"], input="n\n")  # prepared, never sent
+    result = runner.invoke(main, ["privacy", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert list(document) == ["aggregators"]
+    [aggregator] = document["aggregators"]
+    assert list(aggregator) == ["key_id", "urls", "epsilon_spent", "epsilon_remaining", "surveys"]
+    assert aggregator["key_id"] == client.get("/api/key").json["key_id"]
+    assert aggregator["urls"] == [live_server]
+    total = client.get(f"/api/surveys/{health_id}").json["total_epsilon"]
+    assert aggregator["surveys"] == [{"survey_id": health_id, "title": "Health and habits",
+                                      "epsilon": pytest.approx(total), "sent": True}]
+    assert aggregator["epsilon_spent"] == pytest.approx(total)
+    assert aggregator["epsilon_remaining"] == pytest.approx(8 * math.log(3) - total)
+    table = runner.invoke(main, ["privacy"]).stdout
+    assert aggregator["key_id"] in table and health_id in table and declined not in table
+
+
+def test_forget_says_what_is_lost_and_then_answers_randomize_afresh(runner, live_server, client,
+                                                                    auth, health_id):
+    runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id, "--answers",
+                         ANSWERS, "--yes"])
+    kid = client.get("/api/key").json["key_id"]
+    kept = runner.invoke(main, ["privacy", "--forget", kid], input="n\n")
+    assert kept.exit_code == 1 and "spend budget again" in kept.stdout
+    assert json.loads(runner.invoke(main, ["privacy", "--json"]).stdout)["aggregators"]
+    gone = runner.invoke(main, ["privacy", "--forget", kid], input="y\n")
+    assert gone.exit_code == 0 and "Forgotten" in gone.stdout
+    assert json.loads(runner.invoke(main, ["privacy", "--json"]).stdout) == {"aggregators": []}
+    unknown = runner.invoke(main, ["privacy", "--forget", kid])
+    assert unknown.exit_code == 2 and "keeps nothing for key" in unknown.stderr
+    again = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id],
+                          input="yes\nno\nno\n1\nn\n")
+    assert "First use of" in again.stdout and "Your answer" in again.stdout
+
+
+def invitation(client, auth) -> tuple[str, str]:
+    definition = {**read_definition(resources.files("ldpsurvey.shared") / "examples" /
+                                    "health.toml"), "release_batch": 1, "invitation_only": True}
+    survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+    tokens = client.post(f"/api/surveys/{survey_id}/tokens", json={"count": 1}, headers=auth)
+    return survey_id, tokens.json["tokens"][0]
+
+
+def test_the_invitation_link_as_url(runner, live_server, client, auth):
+    survey_id, token = invitation(client, auth)
+    result = runner.invoke(main, ["respond", "--url", f"{live_server}/s/{survey_id}#t={token}",
+                                  "--answers", ANSWERS, "--yes"])
+    assert result.exit_code == 0, result.output
+    assert responses(client, auth, survey_id) == 1
+
+
+def test_the_invitation_link_at_a_prompt_is_not_echoed(runner, live_server, client, auth):
+    survey_id, token = invitation(client, auth)
+    result = runner.invoke(main, ["respond", "--link", "--answers", ANSWERS, "--yes"],
+                           input=f"{live_server}/s/{survey_id}#t={token}\n")
+    assert result.exit_code == 0, result.output
+    assert "Survey link" in result.stdout and token not in result.output
+    assert responses(client, auth, survey_id) == 1
+
+
+def test_a_spent_invitation_is_reported_at_send_in_plain_words(runner, live_server, client,
+                                                               auth, tmp_path, monkeypatch):
+    survey_id, token = invitation(client, auth)
+    link = f"{live_server}/s/{survey_id}#t={token}"
+    runner.invoke(main, ["respond", "--url", link, "--answers", ANSWERS, "--yes"])
+    monkeypatch.setenv("LDP_SURVEY_CLIENT_DIR", str(tmp_path / "another-device"))
+    result = runner.invoke(main, ["respond", "--url", link, "--answers", ANSWERS, "--yes"])
+    assert result.exit_code == 1
+    assert "did not accept this invitation: it is unknown or was already used" in result.stderr
+    assert responses(client, auth, survey_id) == 1
+
+
+def test_status_and_invitation_are_checked_before_any_question(runner, live_server, client,
+                                                               auth, health_id):
+    client.post(f"/api/surveys/{health_id}/close", headers=auth)
+    closed = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id])
+    assert closed.exit_code == 1 and "this survey is closed" in closed.stderr
+    assert "Your answer" not in closed.output and "[smoked]" not in closed.output
+    survey_id, _ = invitation(client, auth)
+    uninvited = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id])
+    assert uninvited.exit_code == 1 and "by invitation only" in uninvited.stderr
+    assert "[smoked]" not in uninvited.output
+
+
+def test_a_network_failure_says_the_answers_are_kept_and_a_rerun_sends_them(
+        runner, live_server, client, auth, health_id, monkeypatch):
+    from ldpsurvey.client import http
+
+    real = http.request
+
+    def no_post(method, url, **kwargs):  # the network fails for the send only
+        if method == "POST":
+            raise http.NetworkError(f"could not reach {url}: connection reset")
+        return real(method, url, **kwargs)
+
+    monkeypatch.setattr(http, "request", no_post)
+    failed = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id,
+                                  "--answers", ANSWERS, "--yes"])
+    assert failed.exit_code == 1
+    assert "Your randomized answers are kept: running the same command again sends them" in \
+        failed.stderr
+    monkeypatch.setattr(http, "request", real)
+    again = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id, "--yes"])
+    assert again.exit_code == 0, again.output
+    assert "without confirmation that it arrived" in again.stdout
+    assert sent_body(again.stdout) == sent_body(failed.stdout)
+    assert responses(client, auth, health_id) == 1
+
+
+def test_first_use_names_the_pinned_key_and_a_changed_key_names_the_ways_out(
+        runner, live_server, client, auth, health_id, tmp_path):
+    kid = client.get("/api/key").json["key_id"]
+    first = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id,
+                                 "--answers", ANSWERS], input="n\n")
+    assert f"this device now trusts its signing key {kid}" in first.stdout
+    second = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id],
+                           input="n\n")
+    assert "First use" not in second.stdout
+    state = json.loads((tmp_path / "respondent" / "state.json").read_text())
+    state["pins"][live_server] = base64.b64encode(b"\x01" * 32).decode()  # another key
+    (tmp_path / "respondent" / "state.json").write_text(json.dumps(state))
+    changed = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id])
+    assert changed.exit_code == 1 and "different signing key" in changed.stderr
+    assert "--public-key" in changed.stderr and "ldp-survey privacy --forget" in changed.stderr
+
+
+def test_why_an_answer_may_differ_is_on_the_review_screen(runner, live_server, health_id):
+    from ldpsurvey.client import WHY_IT_MAY_DIFFER
+
+    result = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id,
+                                  "--answers", ANSWERS], input="n\n")
+    review = result.stdout.split("exactly what will be sent")[1]
+    assert WHY_IT_MAY_DIFFER in review
+
+
+def test_survey_texts_are_shown_escaped(runner, live_server, client, auth):
+    """What publishing allows but a terminal would not show (a zero-width space, a line
+    separator) is printed as its escape."""
+    definition = {"title": "Sneaky\u200b title", "release_batch": 1, "questions": [
+        {"id": "q", "text": "Line\u2028break?", "type": "choice", "options": ["a\u200b", "b"],
+         "alpha": 0.3}]}
+    survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+    result = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
+                                  "--answers", "q=1"], input="n\n")
+    assert result.exit_code == 0, result.output
+    assert "Sneaky\\u200b title" in result.stdout and "Line\\u2028break?" in result.stdout
+    assert "0) a\\u200b" in result.stdout
+    assert all(c.isprintable() or c == "\n" for c in result.stdout)
+
+
+@pytest.mark.parametrize("field, where", [
+    ({"title": "Habits\x1b]0;pwned\x07"}, "survey.title"),
+    ({"description": "Read this \u202eright to left"}, "survey.description"),
+])
+def test_control_characters_are_refused_at_publish(client, auth, field, where):
+    definition = {**read_definition(resources.files("ldpsurvey.shared") / "examples" /
+                                    "health.toml"), **field}
+    response = client.post("/api/surveys", json=definition, headers=auth)
+    assert response.status_code == 422, response.json
+    assert response.json["detail"].startswith(f"{where}: holds the control or bidirectional")
+
+
+def test_control_characters_in_questions_and_options_are_refused_at_publish(client, auth):
+    questions = [{"id": "q", "text": "Fine?", "type": "choice", "options": ["ok", "no\x9b2J"],
+                  "alpha": 0.3}]
+    response = client.post("/api/surveys", json={"title": "t", "questions": questions},
+                           headers=auth)
+    assert response.status_code == 422
+    assert "question 'q'.options[1]: holds the control or bidirectional character U+009B" in \
+        response.json["detail"]

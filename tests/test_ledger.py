@@ -1,0 +1,294 @@
+"""The respondent's memory and lifetime ledger, per aggregator signing key, against a real
+aggregator: URL spellings, accepted keys, concepts reused across surveys, and the migration of
+a state file written by release 0.2."""
+
+import base64
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from ldpsurvey.cli import main
+from ldpsurvey.client import (
+    Ceilings,
+    LocalState,
+    OverBudget,
+    fetch_survey,
+    ledger,
+    prepare,
+    submit,
+    unanswered,
+)
+from ldpsurvey.client.state import LEGACY_CHARGE, migrate
+from ldpsurvey.client.urls import origin, parse_link
+from ldpsurvey.shared.manifest import key_id
+from ldpsurvey.shared.randomizer import N
+
+FIXTURE = Path(__file__).parent / "fixtures" / "client-state-0.2"
+LN3 = math.log(3)
+ROOMY = Ceilings(per_question=5.0, total=10.0, lifetime=100.0)
+
+
+def smoking(alpha=0.5, wave="Wave 1"):
+    return {"title": wave, "release_batch": 1, "questions": [
+        {"id": "smoked", "text": "Have you ever smoked?", "type": "yes_no", "alpha": alpha,
+         "concept": "smoking.ever"},
+        {"id": "slept", "text": "Slept well last night?", "type": "yes_no", "alpha": 0.25}]}
+
+
+@pytest.fixture
+def state(tmp_path):
+    return LocalState(tmp_path / "client" / "state.json")
+
+
+def create(client, auth, definition):
+    response = client.post("/api/surveys", json=definition, headers=auth)
+    assert response.status_code == 201, response.json
+    return response.json["survey_id"]
+
+
+def sent_body(stdout: str) -> dict:
+    """The body `respond` showed as exactly what will be sent."""
+    line = stdout.split("exactly what will be sent")[1].splitlines()[1]
+    return json.loads(line.split("   i.e. ")[0])
+
+
+def count(client, auth, survey_id):
+    return client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json["questions"][0]["n"]
+
+
+@pytest.mark.parametrize("url, normalized", [
+    ("http://LoCaLhost:80/", "http://localhost"),
+    ("HTTPS://Survey.Example.ORG:443//", "https://survey.example.org"),
+    ("https://survey.example.org:8443/prefix/", "https://survey.example.org:8443/prefix"),
+    ("https://b\u00fccher.example", "https://xn--bcher-kva.example"),          # IDNA
+    ("https://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54", "https://localhost"),  # fullwidth
+    ("http://someone:secret@[::1]:8000/?q#f", "http://[::1]:8000"),
+])
+def test_every_spelling_of_an_address_is_one_origin(url, normalized):
+    assert origin(url) == normalized
+
+
+@pytest.mark.parametrize("url", ["ftp://host", "host.example", "http://:80", "http://h:99999"])
+def test_what_is_not_an_http_address_is_refused(url):
+    with pytest.raises(ValueError):
+        origin(url)
+
+
+def test_an_invitation_link_gives_survey_and_token():
+    link = parse_link("https://Host.example:443/prefix/s/abc-123#t=TOKEN_abc")
+    assert (link.base, link.survey_id, link.token) == ("https://host.example/prefix", "abc-123",
+                                                       "TOKEN_abc")
+    assert parse_link("https://host.example/").survey_id is None
+
+
+def test_another_host_serving_the_same_key_is_one_memory(live_server, client, auth, state):
+    """localhost and 127.0.0.1 are two origins (two pins) with one key: the same record."""
+    survey_id = create(client, auth, smoking())
+    first = fetch_survey(live_server, survey_id, state, ROOMY)
+    sent = prepare(first, {"smoked": 1, "slept": 0}, state)
+    submit(first, sent, state)
+    other = live_server.replace("127.0.0.1", "LOCALHOST") + "/"
+    again = fetch_survey(other, survey_id, state, ROOMY)
+    assert again.aggregator != first.aggregator and again.key_id == first.key_id
+    assert unanswered(again, state) == []
+    repeat = prepare(again, {"smoked": 0, "slept": 1}, state)
+    assert (repeat.answers, repeat.idempotency_key) == (sent.answers, sent.idempotency_key)
+    submit(again, repeat, state)
+    assert count(client, auth, survey_id) == 1
+    assert state.urls(first.key_id) == sorted([first.aggregator, again.aggregator])
+    assert ledger.spent(state, first.key_id) == pytest.approx(first.total_epsilon)
+
+
+def test_nothing_is_charged_for_a_survey_prepared_but_never_sent(live_server, client, auth,
+                                                                 state):
+    survey_id = create(client, auth, smoking())
+    verified = fetch_survey(live_server, survey_id, state, ROOMY)
+    prepare(verified, {"smoked": 1, "slept": 1}, state)
+    assert ledger.spent(state, verified.key_id) == 0
+    assert ledger.summary(state, 10.0)["aggregators"][0]["surveys"] == []
+
+
+def test_a_send_never_acknowledged_still_counts(live_server, client, auth, state):
+    """The charge is made before the first attempt: a closed survey refuses the POST, and the
+    ledger still holds the survey, as not acknowledged."""
+    survey_id = create(client, auth, smoking())
+    verified = fetch_survey(live_server, survey_id, state, ROOMY)
+    submission = prepare(verified, {"smoked": 1, "slept": 1}, state)
+    client.post(f"/api/surveys/{survey_id}/close", headers=auth)
+    with pytest.raises(Exception, match="closed"):
+        submit(verified, submission, state)
+    [entry] = ledger.summary(state, 10.0)["aggregators"][0]["surveys"]
+    assert entry == {"survey_id": survey_id, "title": "Wave 1",
+                     "epsilon": verified.total_epsilon, "sent": False}
+
+
+def test_a_concept_is_charged_once_and_reported_afresh(live_server, client, auth, state):
+    """Two surveys with the same concept and mechanism: the second asks no true answer for it,
+    charges only its other question, and reports a fresh randomization of the one permanent
+    answer (draws that always keep the answer: the report is the permanent answer; draws that
+    never do: the uniform layer's last option)."""
+    first_id, second_id = create(client, auth, smoking()), create(client, auth, smoking(wave="2"))
+    first = fetch_survey(live_server, first_id, state, ROOMY)
+    assert ledger.concept_status(first, state) == {"smoked": "new"}
+    submit(first, prepare(first, {"smoked": 0, "slept": 0}, state, draw=lambda: 0), state)
+    concept = ledger.concept_key(first.survey.question("smoked"))
+    assert state.permanent(first.key_id, concept) == {"answer": 0, "charged_by": first_id}
+
+    second = fetch_survey(live_server, second_id, state, ROOMY)
+    assert ledger.concept_status(second, state) == {"smoked": "reused"}
+    assert unanswered(second, state) == ["slept"]
+    assert ledger.charge_for(second, state) == pytest.approx(second.epsilon["slept"])
+    report = prepare(second, {"slept": 1}, state, draw=lambda: N - 1)  # no true "smoked" given
+    assert report.answers == {"smoked": 1, "slept": 1}
+    submit(second, report, state)
+    spent = ledger.summary(state, 100.0)["aggregators"][0]["surveys"]
+    assert [s["epsilon"] for s in spent if s["survey_id"] == second_id] == \
+        [pytest.approx(second.epsilon["slept"])]
+    assert ledger.spent(state, first.key_id) == pytest.approx(
+        first.total_epsilon + second.epsilon["slept"])
+
+
+def test_a_changed_mechanism_draws_afresh_and_charges_again(live_server, client, auth, state):
+    first_id, changed_id = create(client, auth, smoking()), create(client, auth, smoking(0.6))
+    first = fetch_survey(live_server, first_id, state, ROOMY)
+    submit(first, prepare(first, {"smoked": 1, "slept": 0}, state), state)
+    changed = fetch_survey(live_server, changed_id, state, ROOMY)
+    assert ledger.concept_status(changed, state) == {"smoked": "redrawn"}
+    assert unanswered(changed, state) == ["smoked", "slept"]
+    with pytest.raises(ValueError, match="'smoked' needs an answer"):
+        prepare(changed, {"slept": 1}, state)
+    assert ledger.charge_for(changed, state) == pytest.approx(changed.total_epsilon)
+    submit(changed, prepare(changed, {"smoked": 1, "slept": 1}, state), state)
+    assert ledger.spent(state, first.key_id) == pytest.approx(first.total_epsilon +
+                                                              changed.total_epsilon)
+
+
+def test_the_lifetime_budget_refuses_before_any_question(live_server, client, auth, state):
+    three = {"title": "Three at ln 3", "release_batch": 1, "questions": [
+        {"id": f"q{i}", "text": f"Question {i}?", "type": "yes_no", "epsilon": LN3}
+        for i in range(3)]}
+    for _ in range(2):
+        verified = fetch_survey(live_server, create(client, auth, three), state)
+        submit(verified, prepare(verified, {f"q{i}": 1 for i in range(3)}, state), state)
+    third = create(client, auth, three)
+    with pytest.raises(OverBudget, match=r"above your lifetime budget of 8\.79"):
+        fetch_survey(live_server, third, state)
+    assert count(client, auth, third) == 0
+
+
+def test_accepting_a_new_key_moves_what_was_kept(live_server, client, auth, state):
+    """An origin pinned to an old key: the respondent accepts the served key with --public-key;
+    the old key's records move to it (the old id forwards), so the survey is not randomized
+    again and the budget spent stays spent."""
+    survey_id = create(client, auth, smoking())
+    served = base64.b64decode(client.get("/api/key").json["public_key"])
+    old = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    state.pin_key(live_server, old)
+    record = {**state.record(key_id(old), survey_id), "answers": {"smoked": 1, "slept": 0},
+              "idempotency_key": "kept-from-the-old-key", "charged": 1.5, "title": "Wave 1"}
+    state.remember(key_id(old), survey_id, record)
+    verified = fetch_survey(live_server, survey_id, state, ROOMY, public_key=served)
+    assert verified.key_id == key_id(served) and state.resolve(key_id(old)) == key_id(served)
+    again = prepare(verified, {}, state)
+    assert (again.answers, again.idempotency_key) == (record["answers"], "kept-from-the-old-key")
+    assert ledger.spent(state, key_id(served)) == 1.5
+    assert state.key_ids() == [key_id(served)]
+
+
+def test_a_key_that_does_not_verify_is_not_pinned(live_server, client, auth, state):
+    survey_id = create(client, auth, smoking())
+    other = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    with pytest.raises(Exception, match="signature does not verify"):
+        fetch_survey(live_server, survey_id, state, ROOMY, public_key=other)
+    assert state.pinned_key(live_server) is None
+
+
+def test_version_1_answers_without_a_pin_join_the_key_the_origin_presents():
+    memo = {"answers": {"q": 1}, "idempotency_key": "k" * 16, "submitted": True}
+    twice = migrate({"pinned_keys": {"http://a.example": base64.b64encode(b"k" * 32).decode()},
+                     "surveys": {"http://A.example:80 s1": memo, "http://a.example s1": memo,
+                                 "https://b.example/ s2": memo}})
+    [entry] = twice["keys"].values()
+    assert entry["surveys"]["s1"]["charged"] == 2 * LEGACY_CHARGE  # answered twice, charged twice
+    assert twice["unkeyed"] == {"https://b.example": {"s2": {
+        **memo, "title": None, "charged": LEGACY_CHARGE, "estimated": True}}}
+
+
+class TestMigrationOfAStateFileWrittenByRelease02:
+    """tests/fixtures/client-state-0.2: the aggregator's key and survey ids as they were; the
+    respondent runs the new client against it at another address."""
+
+    SURVEYS = json.loads((FIXTURE / "surveys.json").read_text())["surveys"]
+
+    @pytest.fixture
+    def database_url(self, tmp_path):
+        return f"sqlite:///{tmp_path / 'migration.sqlite3'}"
+
+    @pytest.fixture
+    def app(self, database_url, tmp_path):
+        from ldpsurvey.aggregator import close_app, create_app
+
+        key_file = tmp_path / "signing-key.pem"
+        shutil.copy(FIXTURE / "signing-key.pem", key_file)
+        key_file.chmod(0o600)
+        application = create_app({"DATABASE_URL": database_url, "KEY_FILE": str(key_file)},
+                                 instance_path=tmp_path / "instance")
+        yield application
+        close_app(application)
+
+    @pytest.fixture
+    def published(self, client, auth, monkeypatch):
+        """The fixture's surveys under their own ids."""
+        from ldpsurvey.aggregator import surveys
+
+        for survey in self.SURVEYS.values():
+            monkeypatch.setattr(surveys, "new_survey_id", lambda s=survey: s["survey_id"])
+            assert create(client, auth, survey["definition"]) == survey["survey_id"]
+        return {name: survey["survey_id"] for name, survey in self.SURVEYS.items()}
+
+    @pytest.fixture
+    def runner(self, tmp_path, monkeypatch):
+        folder = tmp_path / "respondent"
+        folder.mkdir()
+        shutil.copy(FIXTURE / "state.json", folder / "state.json")
+        monkeypatch.setenv("LDP_SURVEY_CLIENT_DIR", str(folder))
+        return CliRunner()
+
+    def test_answered_surveys_are_never_randomized_again(self, runner, live_server, client,
+                                                         auth, published, tmp_path):
+        old = json.loads((FIXTURE / "state.json").read_text())
+        kept = {name: old["surveys"][url] for url in old["surveys"] for name, sid in
+                published.items() if url.endswith(sid)}
+        state = LocalState(tmp_path / "respondent" / "state.json")  # migrated and written
+        written = json.loads(state.path.read_text())
+        fixture_key = next(iter(old["pinned_keys"].values()))
+        assert written["version"] == 2 and written["pins"] == {
+            "http://127.0.0.1:39235": fixture_key, "http://localhost:39235": fixture_key}
+        sent_id, declined_id = published["sent"], published["declined"]
+        kid = key_id(base64.b64decode(fixture_key))
+        assert state.record(kid, sent_id)["charged"] == LEGACY_CHARGE  # sent: at most 4 ln 3
+        assert state.record(kid, declined_id)["charged"] is None       # never sent: nothing
+
+        for name, expected in (("sent", "You already sent this survey"),
+                               ("declined", "did not send it")):
+            result = runner.invoke(main, ["respond", "--url", live_server.upper(), "--survey",
+                                          published[name], "--yes"])
+            assert result.exit_code == 0, result.output
+            assert expected in result.stdout and "Your answer" not in result.stdout
+            body = {"answers": kept[name]["answers"]}
+            assert sent_body(result.stdout) == body
+            replay = client.post(f"/api/surveys/{published[name]}/responses", json=body,
+                                 headers={"Idempotency-Key": kept[name]["idempotency_key"]})
+            assert replay.headers.get("Idempotent-Replayed") == "true"  # the same key was used
+            assert count(client, auth, published[name]) == 1
+        charged = {s["survey_id"]: s for s in ledger.summary(LocalState(state.path),
+                                                             100.0)["aggregators"][0]["surveys"]}
+        # seen again, the estimate becomes the survey's exact epsilon
+        assert charged[sent_id]["epsilon"] == pytest.approx(LN3 + 1.0)
+        assert charged[declined_id]["epsilon"] == pytest.approx(math.log1p(0.45 / 0.55 / 0.5))
