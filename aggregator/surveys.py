@@ -229,9 +229,10 @@ def concept_fields(question: Question) -> dict:
 
 
 ASSUMES = ("The central epsilon holds only if the other responses in each release come from "
-           "honest respondents: whoever can add responses (anyone, on a survey open to all; a "
-           "researcher or relay with a batch) can fill a release around one respondent and "
-           "isolate them. Against that, each respondent has only the local epsilon.")
+           "honest respondents: whoever can add responses (anyone, on a survey open to all; "
+           "its owner, an admin or its relay key with a batch, on one not invitation-only) can "
+           "fill a release around one respondent and isolate them. Against that, each "
+           "respondent has only the local epsilon.")
 
 
 def central(survey: Survey, smallest_release: int | None, released: int,
