@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 import pytest
 
 from ldpsurvey.shared import Mechanism, read_definition
+from ldpsurvey.shared.mechanism import compose
 
 from helpers import require
 
@@ -173,11 +174,22 @@ def test_js_randomizer_matches_the_shared_test_vectors(page, live_server, client
         assert math.isclose(got["eps"], case["realized_epsilon"], rel_tol=1e-12)
         assert got["outputs"] == [d["output"] for d in case["draws"]]
     constants = page.evaluate("""async () => { const r = await import('/web/randomizer.js');
-        return [r.DEFAULT_MAX_EPSILON, r.DEFAULT_MAX_TOTAL_EPSILON, r.EPSILON_TOLERANCE]; }""")
-    from ldpsurvey.client.verify import DEFAULT_MAX_EPSILON, DEFAULT_MAX_TOTAL_EPSILON
+        return [r.DEFAULT_MAX_EPSILON, r.DEFAULT_MAX_TOTAL_EPSILON,
+                r.DEFAULT_MAX_LIFETIME_EPSILON, r.EPSILON_TOLERANCE, r.DEFAULT_IRR_ALPHA]; }""")
+    from ldpsurvey.client.ceilings import (
+        DEFAULT_MAX_EPSILON,
+        DEFAULT_MAX_LIFETIME_EPSILON,
+        DEFAULT_MAX_TOTAL_EPSILON,
+    )
     from ldpsurvey.shared import EPSILON_TOLERANCE
+    from ldpsurvey.shared.manifest import DEFAULT_IRR_ALPHA
 
-    assert constants == [DEFAULT_MAX_EPSILON, DEFAULT_MAX_TOTAL_EPSILON, EPSILON_TOLERANCE]
+    assert constants == [DEFAULT_MAX_EPSILON, DEFAULT_MAX_TOTAL_EPSILON,
+                         DEFAULT_MAX_LIFETIME_EPSILON, EPSILON_TOLERANCE, DEFAULT_IRR_ALPHA]
+    cases = [(0.5, [0.2, 0.8], 0.75, [0.5, 0.5]), (0.4, [0.5, 0.3, 0.2], 0.6, [1 / 3] * 3)]
+    composed = page.evaluate("""async (cases) => { const r = await import('/web/randomizer.js');
+        return cases.map(([a, b, ai, bi]) => r.compose(a, b, ai, bi)); }""", cases)
+    assert [(c["alpha"], tuple(c["beta"])) for c in composed] == [compose(*c) for c in cases]
 
 
 def test_in_browser_frequencies_match_the_mechanism(page, live_server, client, auth):
@@ -248,3 +260,161 @@ def test_the_form_states_the_release_batch_as_the_servers_promise(page, live_ser
     page.click("#review")
     page.wait_for_selector("#confirm:not([hidden])")
     assert page.locator("#release-note").inner_text() == release_note(250)
+
+
+# --- the ledger, concepts and the form's fixes (issue 13) ----------------------------------
+
+LN3 = math.log(3)
+THREE_AT_LN_3 = {"title": "Three at ln 3", "release_batch": 1, "questions": [
+    {"id": f"q{i}", "text": f"Question {i}?", "type": "yes_no", "epsilon": LN3}
+    for i in range(3)]}
+
+
+def stored_ledger(page) -> dict:
+    return page.evaluate("JSON.parse(localStorage.getItem('ldp-survey/ledger'))")
+
+
+def answer_and_send(page, live_server, survey_id, answers):
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    answer_all(page, answers)
+    page.click("#review")
+    page.wait_for_selector("#confirm:not([hidden])")
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+
+
+def test_the_ledger_spans_surveys_and_refuses_past_the_lifetime_limit(page, live_server, client,
+                                                                      auth):
+    """Two surveys at 3 ln 3 are sent; the third would take this site to 9 ln 3, above the
+    8 ln 3 limit: refused before any question, nothing posted."""
+    answers = {f"q{i}": "Yes" for i in range(3)}
+    first, second, third = (create(client, auth, THREE_AT_LN_3) for _ in range(3))
+    answer_and_send(page, live_server, first, answers)
+    page.goto(f"{live_server}/s/{second}")
+    page.wait_for_selector("#questions:not([hidden])")
+    assert "sent this site answers with epsilon 3.296 in all" in page.locator(
+        "#ledger-note").inner_text()
+    assert "private window or another browser starts again" in page.locator(
+        "#ledger-reset").inner_text()
+    answer_and_send(page, live_server, second, answers)
+    charged = {sid: record["charged"] for entry in stored_ledger(page)["keys"].values()
+               for sid, record in entry["surveys"].items()}
+    assert charged == {first: pytest.approx(3 * LN3), second: pytest.approx(3 * LN3)}
+    requests = record(page)
+    page.goto(f"{live_server}/s/{third}")
+    page.wait_for_selector("#refused:not([hidden])")
+    text = page.locator("#refused-text").inner_text()
+    assert "above this page's lifetime limit of 8.789" in text and "Nothing was sent" in text
+    assert page.locator("#ledger-reset").is_visible()
+    screenshot(page, "lifetime-refused")
+    assert page.locator("#question-list input").count() == 0
+    assert not [r for r in requests if r.method != "GET"]
+    assert count(client, auth, third) == 0
+
+
+def test_a_concept_is_reused_across_surveys_in_the_browser(page, live_server, client, auth):
+    """Wave 2 asks the same concept with the same settings: no true answer is asked for it, its
+    note says so in the Python client's words, and only the other question is charged."""
+    from ldpsurvey.client import concept_note
+    from ldpsurvey.shared import parse_manifest
+
+    def wave(title):
+        return {"title": title, "release_batch": 1, "questions": [
+            {"id": "smoked", "text": "Have you ever smoked?", "type": "yes_no", "alpha": 0.5,
+             "concept": "smoking.ever"},
+            {"id": "slept", "text": "Slept well?", "type": "yes_no", "alpha": 0.25}]}
+
+    first, second = create(client, auth, wave("Wave 1")), create(client, auth, wave("Wave 2"))
+    page.goto(f"{live_server}/s/{first}")
+    page.wait_for_selector("#questions:not([hidden])")
+    survey = parse_manifest(client.get(f"/api/surveys/{first}").data)
+    smoked = survey.question("smoked")
+    assert concept_note(smoked, "new") in page.locator("#q-smoked-note").inner_text()
+    answer_and_send(page, live_server, first, {"smoked": "Yes", "slept": "No"})
+    requests = record(page)
+    page.goto(f"{live_server}/s/{second}")
+    page.wait_for_selector("#questions:not([hidden])")
+    assert concept_note(smoked, "reused") in page.locator("#q-smoked-note").inner_text()
+    assert page.locator('fieldset[data-question="smoked"] input').count() == 0
+    answer_all(page, {"slept": "Yes"})
+    page.click("#review")
+    page.wait_for_selector("#confirm:not([hidden])")
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    [post] = [r for r in requests if r.method == "POST"]
+    assert set(json.loads(post.post_data)["answers"]) == {"smoked", "slept"}
+    [entry] = stored_ledger(page)["keys"].values()
+    [permanent] = entry["concepts"].values()
+    assert permanent["chargedBy"] == first
+    epsilon = {q.id: q.epsilon for q in survey.questions}
+    assert entry["surveys"][first]["charged"] == pytest.approx(sum(epsilon.values()))
+    assert entry["surveys"][second]["charged"] == pytest.approx(epsilon["slept"])
+
+
+def test_a_question_named_constructor_is_asked_and_sent(page, live_server, client, auth):
+    """`"constructor" in {}` is true in JavaScript: the form once took such a question for
+    answered and showed nothing to answer."""
+    survey_id = create(client, auth, {"title": "Prototype names", "release_batch": 1,
+                                      "questions": [{"id": "constructor", "text": "Built it?",
+                                                     "type": "yes_no", "alpha": 0.3}]})
+    requests = record(page)
+    answer_and_send(page, live_server, survey_id, {"constructor": "Yes"})
+    [post] = [r for r in requests if r.method == "POST"]
+    assert list(json.loads(post.post_data)["answers"]) == ["constructor"]
+    assert count(client, auth, survey_id) == 1
+
+
+def test_a_memo_kept_by_release_0_2_is_migrated_and_sent_unchanged(page, live_server, client,
+                                                                   auth):
+    """localStorage as the 0.2 form left it ("ldp-survey/<survey id>", sent): the same body
+    and key are sent again, charged exactly once seen, and the old item is gone."""
+    survey_id = create(client, auth, HEALTH)
+    old = {"answers": {"smoked": 1, "drank_and_drove": 0, "cannabis": 1, "sleep": 2},
+           "idempotencyKey": "kept-by-release-0.2", "submitted": True}
+    page.goto(f"{live_server}/healthz")
+    page.evaluate("([k, v]) => localStorage.setItem(k, v)",
+                  [f"ldp-survey/{survey_id}", json.dumps(old)])
+    requests = record(page)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#confirm:not([hidden])")
+    assert "You already sent this survey from this browser" in page.locator("#again").inner_text()
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    [post] = [r for r in requests if r.method == "POST"]
+    assert json.loads(post.post_data) == {"answers": old["answers"]}
+    assert post.headers["idempotency-key"] == "kept-by-release-0.2"
+    assert page.evaluate(f"localStorage.getItem('ldp-survey/{survey_id}')") is None
+    [entry] = stored_ledger(page)["keys"].values()
+    total = client.get(f"/api/surveys/{survey_id}").json["total_epsilon"]
+    assert entry["surveys"][survey_id]["charged"] == pytest.approx(total)
+    assert count(client, auth, survey_id) == 1
+
+
+def test_the_status_is_checked_before_any_question(page, live_server, client, auth):
+    """A page loaded while the survey was open, whose survey closed before its script ran (the
+    status answer is held back until the survey is closed)."""
+    survey_id = create(client, auth, HEALTH)
+
+    def close_first(route):
+        client.post(f"/api/surveys/{survey_id}/close", headers=auth)
+        route.continue_()
+
+    page.route(f"**/api/surveys/{survey_id}/status", close_first)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#refused:not([hidden])")
+    assert "This survey is closed" in page.locator("#refused-text").inner_text()
+    assert page.locator("#question-list input").count() == 0
+
+
+def test_the_review_screen_says_why_an_answer_may_differ_in_the_clients_words(page, live_server,
+                                                                             client, auth):
+    from ldpsurvey.client import WHY_IT_MAY_DIFFER
+
+    survey_id = create(client, auth, HEALTH)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    answer_all(page)
+    page.click("#review")
+    page.wait_for_selector("#confirm:not([hidden])")
+    assert page.locator("#why-differ").inner_text() == WHY_IT_MAY_DIFFER

@@ -1,20 +1,134 @@
 // The respondent form: checks the survey's privacy parameters itself, randomizes every answer
-// on this device, remembers the randomized answers, and sends only those, with fetch().
+// on this device, keeps the randomized answers and a ledger of the privacy budget spent on this
+// site, and sends only randomized answers, with fetch().
 import {
+  DEFAULT_IRR_ALPHA,
   DEFAULT_MAX_EPSILON,
+  DEFAULT_MAX_LIFETIME_EPSILON,
   DEFAULT_MAX_TOTAL_EPSILON,
+  compose,
   exceeds,
   posteriorMax,
   randomize,
   realizedEpsilon,
   reportProbability,
   thresholds,
+  uniformBeta,
 } from "./randomizer.js";
 
 const root = document.getElementById("survey");
 const surveyId = root.dataset.surveyId;
-const memoKey = `ldp-survey/${surveyId}`;
 const $ = (id) => document.getElementById(id);
+// Own properties only: a question id such as "constructor" is not inherited from Object.
+const has = (object, key) => Object.hasOwn(object, key);
+
+// The same words as the Python client's WHY_IT_MAY_DIFFER (ldpsurvey/client/notes.py).
+const WHY_IT_MAY_DIFFER = "A randomized answer may differ from the one you gave: your device " +
+  "sometimes reports another option on purpose, so no single answer shows what you said, " +
+  "while the researchers can still estimate how common each answer is across everyone.";
+
+// --- what this browser keeps, for this site (localStorage is per origin) -----------------
+//
+// One item, STORE: {version: 2, keys: {key id: {surveys: {survey id: record},
+//   concepts: {concept key: {answer, chargedBy}}}}}, a record being {answers, idempotencyKey,
+// submitted, title, charged (epsilon, null until the first send attempt), estimated}.
+// Release 0.2 kept one item per survey, "ldp-survey/<survey id>" = {answers, idempotencyKey,
+// submitted}: migrated on the first visit (see loadStore).
+const STORE = "ldp-survey/ledger";
+const LEGACY = "ldp-survey/";
+
+function newRecord() {
+  return { answers: {}, idempotencyKey: null, submitted: false, title: null, charged: null,
+    estimated: false };
+}
+
+function loadStore(keyId) {
+  let store;
+  try {
+    store = JSON.parse(localStorage.getItem(STORE));
+  } catch {
+    store = null; // a damaged store is replaced
+  }
+  if (!store || store.version !== 2 || typeof store.keys !== "object") {
+    store = { version: 2, keys: {} };
+  }
+  const entry = keyEntry(store, keyId);
+  // A survey a release-0.2 form sent is charged this page's per-submission limit, the most
+  // it could send, until it is seen again; one never sent is charged nothing.
+  for (const name of Object.keys(localStorage)) {
+    if (!name.startsWith(LEGACY) || name === STORE) continue;
+    const id = name.slice(LEGACY.length);
+    try {
+      const old = JSON.parse(localStorage.getItem(name));
+      if (old && typeof old.answers === "object" && !has(entry.surveys, id)) {
+        entry.surveys[id] = { ...newRecord(), answers: old.answers,
+          idempotencyKey: old.idempotencyKey, submitted: Boolean(old.submitted),
+          charged: old.submitted ? DEFAULT_MAX_TOTAL_EPSILON : null,
+          estimated: Boolean(old.submitted) };
+      }
+    } catch {
+      // a damaged memo is dropped
+    }
+    localStorage.removeItem(name);
+  }
+  saveStore(store);
+  return store;
+}
+
+function saveStore(store) {
+  localStorage.setItem(STORE, JSON.stringify(store));
+}
+
+function keyEntry(store, keyId) {
+  if (!has(store.keys, keyId)) store.keys[keyId] = { surveys: {}, concepts: {} };
+  return store.keys[keyId];
+}
+
+function spentHere(store) {
+  let total = 0;
+  for (const entry of Object.values(store.keys)) {
+    for (const record of Object.values(entry.surveys)) total += record.charged ?? 0;
+  }
+  return total;
+}
+
+function conceptKey(question) {
+  return JSON.stringify([question.concept, question.options, question.alpha, question.beta]);
+}
+
+// As the Python client's ledger.concept_status: "new", "reused" or "redrawn".
+function conceptStatus(entry, question) {
+  if (has(entry.concepts, conceptKey(question))) return "reused";
+  const named = Object.keys(entry.concepts).some((key) => JSON.parse(key)[0] === question.concept);
+  return named ? "redrawn" : "new";
+}
+
+// As ledger.charge_for: nothing if charged before; else each question's epsilon, but a concept
+// whose permanent answer was charged already (or earlier in this survey) costs nothing.
+function chargeFor(entry, record, manifest, epsilons) {
+  if (record.charged !== null) return 0;
+  const seen = new Set();
+  let total = 0;
+  for (const question of manifest.questions) {
+    if (question.concept !== undefined) {
+      const key = conceptKey(question);
+      if (seen.has(key) || (has(entry.concepts, key) && entry.concepts[key].chargedBy !== null)) {
+        continue;
+      }
+      seen.add(key);
+    }
+    total += epsilons[question.id];
+  }
+  return total;
+}
+
+function newIdempotencyKey() {
+  const bytes = new Uint8Array(18);
+  crypto.getRandomValues(bytes);
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_");
+}
+
+// --- what the respondent reads ---------------------------------------------------------
 
 function show(id) {
   for (const section of ["check", "questions", "confirm", "thanks", "refused"]) {
@@ -34,29 +148,17 @@ function element(tag, attributes = {}, text = "") {
   return node;
 }
 
-function loadMemo() {
-  try {
-    const memo = JSON.parse(localStorage.getItem(memoKey));
-    if (memo && typeof memo.answers === "object") return memo;
-  } catch {
-    // a damaged memo is replaced
-  }
-  return { answers: {}, idempotencyKey: null, submitted: false };
-}
-
-function saveMemo(memo) {
-  localStorage.setItem(memoKey, JSON.stringify(memo));
-}
-
-function newIdempotencyKey() {
-  const bytes = new Uint8Array(18);
-  crypto.getRandomValues(bytes);
-  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_");
+// What one report is, given the true answer: for a concept question both layers, composed.
+function reported(question) {
+  if (question.concept === undefined) return { alpha: question.alpha, beta: question.beta };
+  const k = question.options.length;
+  return compose(question.alpha, question.beta, question.irr_alpha ?? DEFAULT_IRR_ALPHA,
+    uniformBeta(k));
 }
 
 // The same words as the Python client's notes (ldpsurvey/client/notes.py).
 function note(question, epsilon, totalEpsilon) {
-  const { alpha, beta } = question;
+  const { alpha, beta } = reported(question);
   let what;
   let belief;
   if (question.type === "yes_no") {
@@ -78,7 +180,24 @@ function note(question, epsilon, totalEpsilon) {
     `your answers, at most ${percent(posteriorMax(0.5, totalEpsilon))}.`;
 }
 
-function renderQuestions(manifest, epsilons, total) {
+// The same words as the Python client's concept_note.
+function conceptNote(question, status) {
+  const name = question.concept;
+  if (status === "reused") {
+    return `You answered about '${name}' before with these same settings: a fresh ` +
+      "randomization of the permanent randomized answer your device keeps for it is sent, " +
+      "which reveals nothing beyond that answer and costs no more privacy budget once it has " +
+      "been charged.";
+  }
+  const redrawn = status === "redrawn" ? `You answered about '${name}' before with other ` +
+    "settings: that answer cannot be reused, so a new one is drawn and charged. " : "";
+  return `${redrawn}This asks about '${name}', something that should not change: your device ` +
+    "randomizes your answer once into a permanent answer, charged once, and sends a fresh " +
+    "randomization of it here and in later surveys that ask the same with the same settings, " +
+    "so repeated answers neither add up nor match.";
+}
+
+function renderQuestions(manifest, epsilons, total, statuses, record) {
   const container = $("question-list");
   container.replaceChildren();
   for (const question of manifest.questions) {
@@ -86,16 +205,24 @@ function renderQuestions(manifest, epsilons, total) {
       "aria-labelledby": `q-${question.id}-text`, "aria-describedby": `q-${question.id}-note`,
       "data-question": question.id });
     fieldset.append(element("legend", { id: `q-${question.id}-text` }, question.text));
-    question.options.forEach((option, index) => {
-      const label = element("label", { class: "option" });
-      // No name attribute: these inputs can never be posted by a form.
-      const input = element("input", { type: "radio", id: `q-${question.id}-${index}`,
-        "data-option": String(index) });
-      label.append(input, document.createTextNode(` ${option}`));
-      fieldset.append(label);
-    });
-    fieldset.append(element("p", { class: "privacy-note", id: `q-${question.id}-note` },
-      note(question, epsilons[question.id], total)));
+    const reuse = has(record.answers, question.id) || statuses[question.id] === "reused";
+    if (reuse) {
+      fieldset.append(element("p", { class: "notice" }, has(record.answers, question.id) ?
+        "Answered before: the earlier randomized answer is reused." :
+        "Nothing to answer: your permanent answer for this concept is used."));
+    } else {
+      question.options.forEach((option, index) => {
+        const label = element("label", { class: "option" });
+        // No name attribute: these inputs can never be posted by a form.
+        const input = element("input", { type: "radio", id: `q-${question.id}-${index}`,
+          "data-option": String(index) });
+        label.append(input, document.createTextNode(` ${option}`));
+        fieldset.append(label);
+      });
+    }
+    let text = note(question, epsilons[question.id], total);
+    if (has(statuses, question.id)) text += ` ${conceptNote(question, statuses[question.id])}`;
+    fieldset.append(element("p", { class: "privacy-note", id: `q-${question.id}-note` }, text));
     container.append(fieldset);
   }
   // Radio buttons without a name: keep one choice per question, and arrow keys, by hand.
@@ -114,9 +241,10 @@ function renderQuestions(manifest, epsilons, total) {
   });
 }
 
-function chosenAnswers(manifest) {
-  const answers = {};
-  for (const question of manifest.questions) {
+// The true answers to the questions that need one (an object without a prototype).
+function chosenAnswers(questions) {
+  const answers = Object.create(null);
+  for (const question of questions) {
     const checked = document.querySelector(`fieldset[data-question="${question.id}"] input:checked`);
     if (!checked) return { missing: question };
     answers[question.id] = Number(checked.dataset.option);
@@ -139,52 +267,155 @@ function releaseNote(releaseBatch = 1) {
     "check it.";
 }
 
-function showConfirm(manifest, memo, total, again) {
+function againNote(record) {
+  if (record.submitted) {
+    return "You already sent this survey from this browser. The same randomized answers are " +
+      "sent again, which reveals nothing new and is counted once.";
+  }
+  if (record.charged !== null) {
+    return "You tried to send this survey from this browser before, without confirmation " +
+      "that it arrived. The same randomized answers are sent, counted once.";
+  }
+  return "You answered this survey in this browser before but did not send it: the " +
+    "randomized answers kept then are used, so nothing new is revealed.";
+}
+
+function showConfirm(manifest, record, total, again) {
   const payload = { answers: {} };
   const list = $("sent-list");
   list.replaceChildren();
   for (const question of manifest.questions) {
-    const index = memo.answers[question.id];
+    const index = record.answers[question.id];
     payload.answers[question.id] = index;
     list.append(element("li", {}, `${question.text} → ${question.options[index]}`));
   }
   $("payload").textContent = JSON.stringify(payload);
+  $("why-differ").textContent = WHY_IT_MAY_DIFFER;
   $("total-note").textContent = `Together these answers have epsilon ${total.toFixed(3)}: ` +
     "someone who thought something about you 50 % likely could be at most " +
     `${percent(posteriorMax(0.5, total))} sure after seeing all of them.`;
   $("release-note").textContent = releaseNote(manifest.release_batch);
+  $("again").textContent = again ? againNote(record) : "";
   $("again").hidden = !again;
   show("confirm");
 }
 
-async function send(memo, token) {
-  const headers = { "Content-Type": "application/json", "Idempotency-Key": memo.idempotencyKey };
-  if (token) headers["Survey-Token"] = token;
-  $("send").disabled = true;
-  $("send-error").textContent = "";
-  try {
-    const response = await fetch(`/api/surveys/${encodeURIComponent(surveyId)}/responses`, {
-      method: "POST", headers, body: $("payload").textContent, credentials: "omit",
-    });
-    if (response.status === 201) {
-      memo.submitted = true;
-      saveMemo(memo);
-      show("thanks");
-      return;
-    }
-    const problem = await response.json().catch(() => ({}));
-    $("send-error").textContent = `Not sent: ${problem.detail || `the server answered ${response.status}`}.`;
-  } catch {
-    $("send-error").textContent = "Not sent: the server could not be reached. Your randomized " +
-      "answers are kept; try again.";
-  } finally {
-    $("send").disabled = false;
-  }
+function ledgerNote(spent, cost) {
+  return `This browser has sent this site answers with epsilon ${spent.toFixed(3)} in all, of ` +
+    `this page's lifetime limit of ${DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3)} (8 ln 3); ` +
+    `sending this survey adds ${cost.toFixed(3)}.`;
 }
 
 function refuse(message) {
   $("refused-text").textContent = message;
   show("refused");
+}
+
+// --- answering ---------------------------------------------------------------------------
+
+class Answering {
+  constructor(manifest, found, layers, epsilons, total, token) {
+    Object.assign(this, { manifest, found, layers, epsilons, total, token });
+    this.store = loadStore(manifest.key_id);
+    this.entry = keyEntry(this.store, manifest.key_id);
+    if (!has(this.entry.surveys, surveyId)) this.entry.surveys[surveyId] = newRecord();
+    this.record = this.entry.surveys[surveyId];
+    if (this.record.estimated) { // seen again: its exact epsilon replaces the estimate
+      Object.assign(this.record, { charged: total, estimated: false, title: manifest.title });
+      saveStore(this.store);
+    }
+  }
+
+  cost() {
+    return chargeFor(this.entry, this.record, this.manifest, this.epsilons);
+  }
+
+  overBudget() {
+    const cost = this.cost();
+    const spent = spentHere(this.store);
+    if (!cost || !exceeds(spent + cost, DEFAULT_MAX_LIFETIME_EPSILON)) return null;
+    return `This survey would add epsilon ${cost.toFixed(3)} to the ${spent.toFixed(3)} this ` +
+      `browser has already sent this site, ${(spent + cost).toFixed(3)} in all, above this ` +
+      `page's lifetime limit of ${DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3)}: together your ` +
+      `answers could make a guess about you ${Math.exp(spent + cost).toFixed(0)} times ` +
+      "likelier. Nothing was sent.";
+  }
+
+  statuses() {
+    const statuses = Object.create(null);
+    for (const question of this.manifest.questions) {
+      if (question.concept !== undefined) statuses[question.id] = conceptStatus(this.entry, question);
+    }
+    return statuses;
+  }
+
+  // Randomize every question not randomized before, once, and keep only the results.
+  randomizeAll(answers) {
+    for (const question of this.manifest.questions) {
+      if (has(this.record.answers, question.id)) continue;
+      if (question.concept === undefined) {
+        this.record.answers[question.id] = randomize(answers[question.id], this.found[question.id]);
+        continue;
+      }
+      const key = conceptKey(question);
+      if (!has(this.entry.concepts, key)) {
+        this.entry.concepts[key] = {
+          answer: randomize(answers[question.id], this.found[question.id]), chargedBy: null };
+      }
+      this.record.answers[question.id] = randomize(this.entry.concepts[key].answer,
+        this.layers[question.id]);
+    }
+    this.record.idempotencyKey = this.record.idempotencyKey || newIdempotencyKey();
+    this.record.title = this.manifest.title;
+    saveStore(this.store);
+  }
+
+  // Charged before the first attempt: a send never acknowledged still counts.
+  charge() {
+    if (this.record.charged !== null) return;
+    this.record.charged = this.cost();
+    for (const question of this.manifest.questions) {
+      const key = question.concept === undefined ? null : conceptKey(question);
+      if (key && has(this.entry.concepts, key) && this.entry.concepts[key].chargedBy === null) {
+        this.entry.concepts[key].chargedBy = surveyId;
+      }
+    }
+    saveStore(this.store);
+  }
+
+  async send() {
+    const refusal = this.overBudget();
+    if (refusal) return refuse(refusal);
+    this.charge();
+    const headers = { "Content-Type": "application/json",
+      "Idempotency-Key": this.record.idempotencyKey };
+    if (this.token) headers["Survey-Token"] = this.token;
+    $("send").disabled = true;
+    $("send-error").textContent = "";
+    try {
+      const response = await fetch(`/api/surveys/${encodeURIComponent(surveyId)}/responses`, {
+        method: "POST", headers, body: $("payload").textContent, credentials: "omit",
+      });
+      if (response.status === 201) {
+        this.record.submitted = true;
+        saveStore(this.store);
+        show("thanks");
+        return;
+      }
+      const problem = await response.json().catch(() => ({}));
+      $("send-error").textContent = problem.error === "invalid_token" ?
+        "Not sent: the server did not accept this invitation: it is unknown or was already " +
+        "used. Each invitation answers once; if you answered with it before, on another " +
+        "device or in a browser, that answer was counted." :
+        `Not sent: ${problem.detail || `the server answered ${response.status}`}.`;
+    } catch {
+      $("send-error").textContent = "Not sent: the server could not be reached. Your " +
+        "randomized answers are kept: pressing Send again, or reloading this page later, " +
+        "sends the same ones, counted once.";
+    } finally {
+      $("send").disabled = false;
+    }
+  }
 }
 
 async function main() {
@@ -194,10 +425,15 @@ async function main() {
   // Recompute epsilon from alpha and beta (never trust a stated epsilon).
   const epsilons = {};
   const found = {};
+  const layers = {};
   try {
     for (const question of manifest.questions) {
       found[question.id] = thresholds(question.alpha, question.beta);
       epsilons[question.id] = realizedEpsilon(found[question.id]);
+      if (question.concept !== undefined) {
+        layers[question.id] = thresholds(question.irr_alpha ?? DEFAULT_IRR_ALPHA,
+          uniformBeta(question.options.length));
+      }
     }
   } catch (error) {
     return refuse(`This survey's settings give no privacy (${error.message}); nothing was sent.`);
@@ -216,35 +452,41 @@ async function main() {
       `above this page's limit of ${DEFAULT_MAX_TOTAL_EPSILON.toFixed(3)} per submission. ` +
       "Nothing was sent.");
   }
+  const status = await fetch(`/api/surveys/${encodeURIComponent(surveyId)}/status`)
+    .then((r) => r.json()).catch(() => ({}));
+  if (status.status !== "open") {
+    return refuse("This survey is closed: it takes no more answers. Nothing was sent.");
+  }
   const token = new URLSearchParams(location.hash.slice(1)).get("t");
   if (manifest.invitation_only && !token) {
     return refuse("This survey is by invitation only: open the link from your invitation.");
   }
-  const memo = loadMemo();
-  $("send").addEventListener("click", () => send(memo, token));
-  const complete = manifest.questions.every((q) => q.id in memo.answers);
-  if (complete) return showConfirm(manifest, memo, total, true);
-  renderQuestions(manifest, epsilons, total);
+  const answering = new Answering(manifest, found, layers, epsilons, total, token);
+  const refusal = answering.overBudget();
+  if (refusal) return refuse(refusal);
+  $("ledger-note").textContent = ledgerNote(spentHere(answering.store), answering.cost());
+  $("send").addEventListener("click", () => answering.send());
+  const { record } = answering;
+  if (manifest.questions.every((q) => has(record.answers, q.id))) {
+    return showConfirm(manifest, record, total, true);
+  }
+  const statuses = answering.statuses();
+  renderQuestions(manifest, epsilons, total, statuses, record);
+  const needed = manifest.questions.filter((q) => !has(record.answers, q.id) &&
+    statuses[q.id] !== "reused");
   $("review").addEventListener("click", () => {
-    const { answers, missing } = chosenAnswers(manifest);
+    const { answers, missing } = chosenAnswers(needed);
     if (missing) {
       $("review-error").textContent = `Please answer: ${missing.text}`;
       return;
     }
     $("review-error").textContent = "";
-    // Randomize once, here, and remember only the randomized answers.
-    for (const question of manifest.questions) {
-      if (!(question.id in memo.answers)) {
-        memo.answers[question.id] = randomize(answers[question.id], found[question.id]);
-      }
-    }
-    memo.idempotencyKey = memo.idempotencyKey || newIdempotencyKey();
-    saveMemo(memo);
+    answering.randomizeAll(answers); // randomized once, here; only the results are kept
     for (const input of document.querySelectorAll("#question-list input")) {
       input.checked = false; // the true answers leave the page
       input.disabled = true;
     }
-    showConfirm(manifest, memo, total, false);
+    showConfirm(manifest, record, total, false);
   });
   show("questions");
 }

@@ -12,6 +12,8 @@ export const N = 2 ** 53;
 export const EPSILON_TOLERANCE = 1e-9; // ldpsurvey.shared.budget.EPSILON_TOLERANCE
 export const DEFAULT_MAX_EPSILON = Math.log(3); // per question, as the Python client
 export const DEFAULT_MAX_TOTAL_EPSILON = 4 * Math.log(3); // per submission
+export const DEFAULT_MAX_LIFETIME_EPSILON = 8 * Math.log(3); // per site (origin), all surveys
+export const DEFAULT_IRR_ALPHA = 0.75; // ldpsurvey.shared.manifest.DEFAULT_IRR_ALPHA
 
 export function secureDraw() {
   const words = new Uint32Array(2);
@@ -64,4 +66,16 @@ export function posteriorMax(prior, epsilon) {
 // P(report j | true i) = alpha [i = j] + (1 - alpha) beta_j
 export function reportProbability(alpha, beta, trueOption, reported) {
   return alpha * (trueOption === reported ? 1 : 0) + (1 - alpha) * beta[reported];
+}
+
+// Two forced-response layers in a row as one (ldpsurvey.shared.mechanism.compose, derived
+// there): alpha = aP aI, beta_r = (aI (1 - aP) bP_r + (1 - aI) bI_r) / (1 - aP aI).
+export function compose(alphaP, betaP, alphaI, betaI) {
+  const alpha = alphaP * alphaI;
+  const beta = betaP.map((b, r) => (alphaI * (1 - alphaP) * b + (1 - alphaI) * betaI[r]) / (1 - alpha));
+  return { alpha, beta };
+}
+
+export function uniformBeta(k) {
+  return Array(k).fill(1 / k);
 }
