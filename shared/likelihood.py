@@ -1,9 +1,9 @@
 """The constrained maximum-likelihood fit of one question, and the test of the stated design.
 
-Forced response reports option j with probability lam_j = alpha*pi_j + f_j, f_j = (1 - alpha)*beta_j
-(the forced-response design of Boruch 1971). With pi on the probability
-simplex the reported rates the design allows are exactly {lam : lam_j >= f_j, sum lam_j = 1}
-(the upper bounds alpha + f_j follow from the others' floors).
+Forced response (Boruch 1971) reports option j with probability lam_j = alpha*pi_j + f_j,
+f_j = (1 - alpha)*beta_j. With pi on the probability simplex the reported rates the design
+allows are exactly {lam : lam_j >= f_j, sum lam_j = 1} (the upper bounds alpha + f_j follow
+from the others' floors).
 """
 
 import math
@@ -44,8 +44,7 @@ def feasible_rates(mechanism: Mechanism, counts: Sequence[int]) -> tuple[float, 
 def maximum_likelihood(mechanism: Mechanism, counts: Sequence[int]) -> tuple[float, ...]:
     """pi_mle = (lam~ - f) / alpha: the maximum-likelihood true proportions over the probability
     simplex (what R package rr, Blair, Imai and Zhou 2015, reports for the forced design with
-    known parameters). It equals
-    the unbiased estimate wherever that lies in the simplex."""
+    known parameters). It equals the unbiased estimate wherever that lies in the simplex."""
     alpha = mechanism.alpha
     return tuple(max(0.0, (lam - f) / alpha)
                  for lam, f in zip(feasible_rates(mechanism, counts), floors(mechanism), strict=True))
