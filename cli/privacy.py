@@ -6,7 +6,7 @@ from ldpsurvey.client import LocalState, ledger
 
 from .options import json_option
 from .output import emit_json, table
-from .respond import lifetime_option, printable
+from .respond import lifetime_option, open_state, printable
 
 
 @click.command()
@@ -17,7 +17,7 @@ from .respond import lifetime_option, printable
 def privacy(as_json: bool, forget_key: str | None, max_lifetime_epsilon: float) -> None:
     """Per aggregator signing key: its addresses, every survey sent to it with the epsilon it
     charged, the total spent and what remains of the lifetime budget."""
-    state = LocalState()
+    state = open_state()
     if forget_key:
         forget(state, forget_key)
         return

@@ -85,6 +85,14 @@ def parse_answers_option(text: str | None) -> dict[str, str]:
     return pairs
 
 
+def open_state() -> LocalState:
+    """This device's store; one clear line if it cannot be read."""
+    try:
+        return LocalState()
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 def read_link(url: str | None, ask: bool, insecure_http: bool) -> Link:
     """The aggregator, and from a survey link its survey id and token: from --url, or typed
     at a prompt that does not echo it (--link). The link itself is never printed."""
@@ -136,7 +144,7 @@ def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str
     survey_id = survey_id or link.survey_id
     if not survey_id:
         raise click.UsageError("give --survey, or the survey link with --url or --link")
-    state = LocalState()
+    state = open_state()
     ceilings = Ceilings(max_epsilon, max_total_epsilon, max_lifetime_epsilon)
     verified = verify(link.base, survey_id, state, ceilings, public_key, token or link.token)
     true_answers = collect_answers(verified, state, parse_answers_option(answers_text))

@@ -118,12 +118,14 @@ class LocalState:
             data: dict[str, Any] = json.loads(self.path.read_text())
         except FileNotFoundError:
             data = empty()
-        if data.get("version") != VERSION:
-            data = migrate(data)
-            if self.path.exists():
-                self._data = data
-                self._save()
-        self._data = data
+        version = data.get("version", 1)
+        if version not in (1, VERSION):
+            raise ValueError(f"{self.path} was written by a newer ldp-survey (store version "
+                             f"{version}); upgrade to use it, as this release would lose what "
+                             "it holds")
+        self._data = data if version == VERSION else migrate(data)
+        if version == 1 and self.path.exists():
+            self._save()
 
     # --- pins --------------------------------------------------------------------------------
 

@@ -1,19 +1,15 @@
 """The respondent's memory and lifetime ledger, per aggregator signing key, against a real
-aggregator: URL spellings, accepted keys, concepts reused across surveys, and the migration of
-a state file written by release 0.2."""
+aggregator: URL spellings, accepted keys, concepts reused across surveys, and migrating
+version 1 (the migration of a real 0.2 state file: test_client_migration.py)."""
 
 import base64
 import json
 import math
-import shutil
-from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from ldpsurvey.cli import main
 from ldpsurvey.client import (
     Ceilings,
     LocalState,
@@ -29,7 +25,6 @@ from ldpsurvey.client.urls import origin, parse_link
 from ldpsurvey.shared.manifest import key_id
 from ldpsurvey.shared.randomizer import N
 
-FIXTURE = Path(__file__).parent / "fixtures" / "client-state-0.2"
 LN3 = math.log(3)
 ROOMY = Ceilings(per_question=5.0, total=10.0, lifetime=100.0)
 
@@ -50,12 +45,6 @@ def create(client, auth, definition):
     response = client.post("/api/surveys", json=definition, headers=auth)
     assert response.status_code == 201, response.json
     return response.json["survey_id"]
-
-
-def sent_body(stdout: str) -> dict:
-    """The body `respond` showed as exactly what will be sent."""
-    line = stdout.split("exactly what will be sent")[1].splitlines()[1]
-    return json.loads(line.split("   i.e. ")[0])
 
 
 def count(client, auth, survey_id):
@@ -220,75 +209,9 @@ def test_version_1_answers_without_a_pin_join_the_key_the_origin_presents():
         **memo, "title": None, "charged": LEGACY_CHARGE, "estimated": True}}}
 
 
-class TestMigrationOfAStateFileWrittenByRelease02:
-    """tests/fixtures/client-state-0.2: the aggregator's key and survey ids as they were; the
-    respondent runs the new client against it at another address."""
-
-    SURVEYS = json.loads((FIXTURE / "surveys.json").read_text())["surveys"]
-
-    @pytest.fixture
-    def database_url(self, tmp_path):
-        return f"sqlite:///{tmp_path / 'migration.sqlite3'}"
-
-    @pytest.fixture
-    def app(self, database_url, tmp_path):
-        from ldpsurvey.aggregator import close_app, create_app
-
-        key_file = tmp_path / "signing-key.pem"
-        shutil.copy(FIXTURE / "signing-key.pem", key_file)
-        key_file.chmod(0o600)
-        application = create_app({"DATABASE_URL": database_url, "KEY_FILE": str(key_file)},
-                                 instance_path=tmp_path / "instance")
-        yield application
-        close_app(application)
-
-    @pytest.fixture
-    def published(self, client, auth, monkeypatch):
-        """The fixture's surveys under their own ids."""
-        from ldpsurvey.aggregator import surveys
-
-        for survey in self.SURVEYS.values():
-            monkeypatch.setattr(surveys, "new_survey_id", lambda s=survey: s["survey_id"])
-            assert create(client, auth, survey["definition"]) == survey["survey_id"]
-        return {name: survey["survey_id"] for name, survey in self.SURVEYS.items()}
-
-    @pytest.fixture
-    def runner(self, tmp_path, monkeypatch):
-        folder = tmp_path / "respondent"
-        folder.mkdir()
-        shutil.copy(FIXTURE / "state.json", folder / "state.json")
-        monkeypatch.setenv("LDP_SURVEY_CLIENT_DIR", str(folder))
-        return CliRunner()
-
-    def test_answered_surveys_are_never_randomized_again(self, runner, live_server, client,
-                                                         auth, published, tmp_path):
-        old = json.loads((FIXTURE / "state.json").read_text())
-        kept = {name: old["surveys"][url] for url in old["surveys"] for name, sid in
-                published.items() if url.endswith(sid)}
-        state = LocalState(tmp_path / "respondent" / "state.json")  # migrated and written
-        written = json.loads(state.path.read_text())
-        fixture_key = next(iter(old["pinned_keys"].values()))
-        assert written["version"] == 2 and written["pins"] == {
-            "http://127.0.0.1:39235": fixture_key, "http://localhost:39235": fixture_key}
-        sent_id, declined_id = published["sent"], published["declined"]
-        kid = key_id(base64.b64decode(fixture_key))
-        assert state.record(kid, sent_id)["charged"] == LEGACY_CHARGE  # sent: at most 4 ln 3
-        assert state.record(kid, declined_id)["charged"] is None       # never sent: nothing
-
-        for name, expected in (("sent", "You already sent this survey"),
-                               ("declined", "did not send it")):
-            result = runner.invoke(main, ["respond", "--url", live_server.upper(), "--survey",
-                                          published[name], "--yes"])
-            assert result.exit_code == 0, result.output
-            assert expected in result.stdout and "Your answer" not in result.stdout
-            body = {"answers": kept[name]["answers"]}
-            assert sent_body(result.stdout) == body
-            replay = client.post(f"/api/surveys/{published[name]}/responses", json=body,
-                                 headers={"Idempotency-Key": kept[name]["idempotency_key"]})
-            assert replay.headers.get("Idempotent-Replayed") == "true"  # the same key was used
-            assert count(client, auth, published[name]) == 1
-        charged = {s["survey_id"]: s for s in ledger.summary(LocalState(state.path),
-                                                             100.0)["aggregators"][0]["surveys"]}
-        # seen again, the estimate becomes the survey's exact epsilon
-        assert charged[sent_id]["epsilon"] == pytest.approx(LN3 + 1.0)
-        assert charged[declined_id]["epsilon"] == pytest.approx(math.log1p(0.45 / 0.55 / 0.5))
+def test_a_store_from_a_newer_release_is_refused_not_overwritten(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps({"version": 3, "whatever": "a newer release keeps"}))
+    with pytest.raises(ValueError, match="written by a newer ldp-survey"):
+        LocalState(path)
+    assert json.loads(path.read_text())["version"] == 3
