@@ -55,10 +55,10 @@ def create_app(config: dict[str, Any] | None = None,
 
 
 def create_api_key(app: Flask, role: str = "researcher", name: str | None = None,
-                   surveys: tuple[str, ...] = ()) -> accounts.IssuedKey:
+                   surveys: tuple[str, ...] = (), existing: bool = False) -> accounts.IssuedKey:
     """A new API key in the app's database (see accounts.create_key); the key appears only in
     what this returns, only its hash is kept."""
     with app.app_context():
-        return accounts.create_key(db.get_db(), role, name, surveys)
+        return accounts.create_key(db.get_db(), role, name, surveys, existing)
 
 

@@ -2,10 +2,10 @@
 
 An admin key may do anything to any survey. A researcher may do anything to the surveys they
 own, and read (estimates, exports, results page) those shared with them. A relay key may only
-fill (submit batches to) the surveys named when it was made, or, if it was made before keys had
-owners, any survey. A survey the caller may not use at all answers as an unknown one would
-(SurveyNotFound), so its existence is not confirmed; one it may read but not change answers
-Forbidden.
+fill (submit batches to) the surveys named when it was made (or, made before keys had owners,
+the surveys of then that were not invitation-only). A survey the caller may not use at all
+answers as an unknown one would (SurveyNotFound), so its existence is not confirmed; one it
+may read but not change answers Forbidden.
 """
 
 from collections.abc import Callable
@@ -27,8 +27,7 @@ def check(db: Connection, caller: KeyRecord, survey_id: str, action: str) -> Non
         return
     if caller.role == "relay":
         store.get_survey(db, survey_id)
-        if action == FILL and (caller.any_survey or
-                               store.relay_may_fill(db, caller.api_key_id, survey_id)):
+        if action == FILL and store.relay_may_fill(db, caller.api_key_id, survey_id):
             return
         raise Forbidden("this relay key may only submit batches to the surveys it was made for")
     held = store.access_of(db, survey_id, caller.researcher_id)

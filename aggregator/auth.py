@@ -1,4 +1,5 @@
-"""Who is calling: the API key of `Authorization: Bearer <key>`, or, for reading (GET) only,
+"""Who is calling: the API key of `Authorization: Bearer <key>`, or, for reading (GET, HEAD)
+only,
 the key behind the results page's session. See accounts.py for keys and sessions, access.py
 for what each may do with a survey."""
 
@@ -19,7 +20,7 @@ def request_caller() -> KeyRecord | None:
     """The key this request acts with, or None without a valid one."""
     header = request.headers.get("Authorization")
     if header is None:
-        return session_caller() if request.method == "GET" else None
+        return session_caller() if request.method in ("GET", "HEAD") else None
     scheme, _, key = header.partition(" ")
     return accounts.key_in_use(get_db(), key.strip()) if scheme.lower() == "bearer" else None
 

@@ -72,6 +72,19 @@ class Connection(ABC):
         """All or nothing: commit on success (durably), roll back on any exception. Inside
         another transaction it is a savepoint: its own part is undone on an exception."""
 
+    @abstractmethod
+    def snapshot(self) -> AbstractContextManager["Connection"]:
+        """A read-only transaction: every read in it sees the database as of its first read,
+        and writers are not held up meanwhile. Not inside another transaction."""
+
+    @abstractmethod
+    def stream(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple]:
+        """Inside snapshot(): the rows of a SELECT, fetched STREAM_CHUNK at a time from the
+        database (a server-side cursor), so memory does not grow with the number of rows."""
+
+
+STREAM_CHUNK = 10_000
+
 
 class SQLiteConnection(Connection):
     dialect = "sqlite"
@@ -100,6 +113,25 @@ class SQLiteConnection(Connection):
             raise
 
     @contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        if self.raw.in_transaction:
+            raise RuntimeError("a snapshot cannot be nested in a transaction")
+        self.raw.execute("BEGIN DEFERRED")  # WAL: readers never block the writer
+        try:
+            yield self
+        finally:
+            if self.raw.in_transaction:
+                self.raw.execute("COMMIT")
+
+    def stream(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple]:
+        cursor = self.raw.execute(sql, params)
+        try:
+            while rows := cursor.fetchmany(STREAM_CHUNK):
+                yield from rows
+        finally:
+            cursor.close()
+
+    @contextmanager
     def _savepoint(self) -> Iterator[None]:
         self.raw.execute("SAVEPOINT nested")
         try:
@@ -117,6 +149,10 @@ class PostgresConnection(Connection):
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        # Without parameters psycopg reads no placeholders, so a literal % (LIKE) stays as is.
+        return self.raw.execute(self._sql(sql), params or None).rowcount
 
     def query_locked(self, sql: str, params: Sequence[Any] = (), *,
                      exclusive: bool = False) -> list[tuple]:
@@ -136,6 +172,22 @@ class PostgresConnection(Connection):
     def transaction(self) -> Iterator[Connection]:
         with self.raw.transaction():
             yield self
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        from psycopg.pq import TransactionStatus
+
+        if self.raw.info.transaction_status != TransactionStatus.IDLE:
+            raise RuntimeError("a snapshot cannot be nested in a transaction")
+        with self.raw.transaction():
+            self.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield self
+
+    def stream(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple]:
+        with self.raw.cursor(name="ldp_stream") as cursor:
+            cursor.itersize = STREAM_CHUNK
+            cursor.execute(self._sql(sql), params)
+            yield from cursor
 
 
 class Scrubber:

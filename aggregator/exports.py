@@ -1,9 +1,11 @@
 """Exports for other tools: one row per response in random order, no metadata, plus the
-manifest and each question's design parameters in the forms other software expects."""
+manifest and each question's design parameters in the forms other software expects. Exports
+are generators of text pieces, so a response of any size streams in constant memory."""
 
 import csv
 import io
 import json
+from collections.abc import Iterable, Iterator
 
 from ldpsurvey.shared import Question, Survey
 
@@ -29,28 +31,45 @@ def parameters(survey: Survey) -> dict[str, dict]:
     return {q.id: design_parameters(q) for q in survey.questions}
 
 
-def to_csv(survey: Survey, manifest: bytes, central: dict, rows: list[dict[str, int]]) -> str:
+CHUNK_BYTES = 64 * 1024  # what each streamed piece of an export holds, about
+
+
+def to_csv(survey: Survey, manifest: bytes, central: dict, answers: Iterable[str]) -> Iterator[str]:
     """`#` comment lines with the manifest, the parameters and the central epsilon
     (read.csv(comment.char = "#"), pandas.read_csv(comment="#")), then a header of question ids
-    and one row per released response."""
-    out = io.StringIO()
-    out.write(f"# ldp-survey export of survey {survey.survey_id}: one row per released "
-              "response, random order; each value is the randomized option index\n")
-    out.write(f"# manifest: {manifest.decode()}\n")
-    out.write(f"# parameters: {json.dumps(parameters(survey), separators=(',', ':'))}\n")
-    out.write(f"# central: {json.dumps(central, separators=(',', ':'))}\n")
+    and one row per released response (its stored canonical JSON `answers`), in pieces."""
     ids = [q.id for q in survey.questions]
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(ids)
-    writer.writerows([row[qid] for qid in ids] for row in rows)
-    return out.getvalue()
+    head = io.StringIO()
+    head.write(f"# ldp-survey export of survey {survey.survey_id}: one row per released "
+               "response, random order; each value is the randomized option index\n")
+    head.write(f"# manifest: {manifest.decode()}\n")
+    head.write(f"# parameters: {json.dumps(parameters(survey), separators=(',', ':'))}\n")
+    head.write(f"# central: {json.dumps(central, separators=(',', ':'))}\n")
+    csv.writer(head, lineterminator="\n").writerow(ids)
+    yield head.getvalue()
+    row = ",".join(f"{{{qid}}}" for qid in ids) + "\n"  # option indices need no quoting
+    yield from _pieces(row.format_map(json.loads(stored)) for stored in answers)
 
 
-def to_jsonl(survey: Survey, manifest: bytes, central: dict, rows: list[dict[str, int]]) -> str:
+def to_jsonl(survey: Survey, manifest: bytes, central: dict,
+             answers: Iterable[str]) -> Iterator[str]:
     """A first line {"manifest", "parameters", "central"}, then one {"answers": {...}} per
-    released response."""
+    released response (its stored canonical JSON, as is), in pieces."""
     head = {"manifest": json.loads(manifest), "parameters": parameters(survey),
             "central": central}
-    lines = [json.dumps(head, separators=(",", ":"))]
-    lines += [json.dumps({"answers": row}, separators=(",", ":")) for row in rows]
-    return "\n".join(lines) + "\n"
+    yield json.dumps(head, separators=(",", ":")) + "\n"
+    yield from _pieces(f'{{"answers":{stored}}}\n' for stored in answers)
+
+
+def _pieces(lines: Iterable[str]) -> Iterator[str]:
+    """Lines joined into pieces of about CHUNK_BYTES: few writes, little memory."""
+    piece: list[str] = []
+    size = 0
+    for line in lines:
+        piece.append(line)
+        size += len(line)
+        if size >= CHUNK_BYTES:
+            yield "".join(piece)
+            piece, size = [], 0
+    if piece:
+        yield "".join(piece)

@@ -108,10 +108,11 @@ STEPS: list[tuple[str, ...]] = [
     # 3: researcher accounts. A survey has an owner; it may be shared with other researchers;
     # keys have ids, an owner, a role (now also admin) and the days they were made and last
     # used; relay keys name the surveys they may fill; results-page sessions live here, so a
-    # logout or a revoked key ends them. Release 0.2's keys each become a researcher of their
-    # own (named after their role and hash, created on an unknown day), every survey from
-    # before owners existed is shared with every researcher key of then, and its relay keys
-    # keep filling any survey (outside invitation-only ones, which now refuse batches).
+    # logout or a revoked key ends them. Earlier keys each become a researcher of their own
+    # (named after their role and hash, made on an unknown day), every survey from before
+    # owners existed is shared with every researcher key of then, and the relay keys of then
+    # keep filling the surveys of then that are not invitation-only (the manifest is canonical
+    # JSON: `"invitation_only":true` is how it says so), and no others.
     (
         """CREATE TABLE researchers (
             researcher_id TEXT PRIMARY KEY,
@@ -125,14 +126,12 @@ STEPS: list[tuple[str, ...]] = [
             key_hash TEXT NOT NULL UNIQUE,
             researcher_id TEXT NOT NULL REFERENCES researchers (researcher_id),
             role TEXT NOT NULL CHECK (role IN ('researcher', 'relay', 'admin')),
-            any_survey INTEGER NOT NULL CHECK (any_survey IN (0, 1)),
             created_day TEXT,
             last_used_day TEXT)""",
-        """INSERT INTO credentials (api_key_id, key_hash, researcher_id, role, any_survey,
-                                   created_day, last_used_day)
+        """INSERT INTO credentials (api_key_id, key_hash, researcher_id, role, created_day,
+                                   last_used_day)
             SELECT 'key-' || substr(key_hash, 1, 16), key_hash,
-                   role || '-' || substr(key_hash, 1, 16), role,
-                   CASE WHEN role = 'relay' THEN 1 ELSE 0 END, NULL, NULL
+                   role || '-' || substr(key_hash, 1, 16), role, NULL, NULL
             FROM api_keys ORDER BY key_hash""",
         "DROP TABLE api_keys",
         "ALTER TABLE credentials RENAME TO api_keys",
@@ -140,6 +139,10 @@ STEPS: list[tuple[str, ...]] = [
             api_key_id TEXT NOT NULL REFERENCES api_keys (api_key_id),
             survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
             PRIMARY KEY (api_key_id, survey_id))""",
+        """INSERT INTO relay_surveys (api_key_id, survey_id)
+            SELECT api_keys.api_key_id, surveys.survey_id FROM api_keys, surveys
+            WHERE api_keys.role = 'relay'
+              AND surveys.manifest NOT LIKE '%"invitation_only":true%' ORDER BY 1, 2""",
         "ALTER TABLE surveys ADD COLUMN owner_id TEXT REFERENCES researchers (researcher_id)",
         """CREATE TABLE shares (
             survey_id TEXT NOT NULL REFERENCES surveys (survey_id),

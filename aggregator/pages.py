@@ -52,7 +52,7 @@ def results(survey_id: str):
     if page.estimates is None:
         return render_template("login.html", survey=page.survey, csrf=_csrf_token(),
                                error=request.args.get("error"))
-    researcher = caller is not None
+    researcher = page.researcher
     charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
     return render_template("results.html", body=page.estimates, charts=charts,
                            researcher=researcher, csrf=_csrf_token() if researcher else None)
@@ -67,6 +67,7 @@ def login(survey_id: str):
                                        current_app.config["SESSION_HOURS"])
     if session_id is None:
         return redirect(url_for("pages.results", survey_id=survey_id, error="1"))
+    _end_session()
     session.clear()
     session["sid"] = session_id
     return redirect(url_for("pages.results", survey_id=survey_id))
@@ -76,10 +77,15 @@ def login(survey_id: str):
 def logout(survey_id: str):
     """End the session on the server too: a copy of the cookie no longer works."""
     _check_csrf()
-    if isinstance(session.get("sid"), str):
-        accounts.close_session(get_db(), session["sid"])
+    _end_session()
     session.clear()
     return redirect(url_for("pages.results", survey_id=survey_id))
+
+
+def _end_session() -> None:
+    """End this browser's session on the server, so no copy of its cookie works."""
+    if isinstance(session.get("sid"), str):
+        accounts.close_session(get_db(), session["sid"])
 
 
 def _check_csrf() -> None:

@@ -2,7 +2,15 @@
 tokens, exports and estimates. Which survey a key may use is the services' decision
 (access.py); these check only the key's role."""
 
-from flask import Blueprint, Response, current_app, jsonify, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    current_app,
+    jsonify,
+    request,
+    stream_with_context,
+    url_for,
+)
 
 from . import access, intake, surveys
 from .auth import PEOPLE, request_caller, require_key
@@ -91,10 +99,11 @@ def mint_tokens(survey_id: str, caller: KeyRecord):
 @bp.get("/api/surveys/<survey_id>/export.<any(csv, jsonl):kind>")
 @require_key(*PEOPLE)
 def export(survey_id: str, kind: str, caller: KeyRecord):
-    """Every response, one per row in random order, with the manifest and design parameters."""
+    """Every response, one per row in random order, with the manifest and design parameters,
+    streamed as it is read (constant memory at any size)."""
     result = surveys.export(get_db(), caller, survey_id, kind,
                             current_app.config["CENTRAL_DELTA"])
-    return Response(result.body, mimetype=result.mimetype, headers={
+    return Response(stream_with_context(result.body), mimetype=result.mimetype, headers={
         "Content-Disposition": f'attachment; filename="{result.filename}"'})
 
 

@@ -13,6 +13,8 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
     "Cross-Origin-Opener-Policy": "same-origin",
+    # Results, exports and pages stay out of every cache (a shared browser's too, after logout).
+    "Cache-Control": "no-store",
 }
 
 

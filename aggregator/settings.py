@@ -42,6 +42,7 @@ TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "SERVED_BY")
 LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
           "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS")
 MIN_SECRET_BYTES = 32
+MAX_SESSION_HOURS = 24 * 366
 
 
 def load(config: Config, overrides: dict[str, Any] | None) -> None:
@@ -76,6 +77,8 @@ def validate(config: Config) -> None:
     for name in LIMITS:
         if not _is_int(config[name]) or config[name] < 1:
             _refuse(name, config[name], "a whole number of at least 1")
+    if config["SESSION_HOURS"] > MAX_SESSION_HOURS:
+        _refuse("SESSION_HOURS", config["SESSION_HOURS"], f"at most {MAX_SESSION_HOURS} (a year)")
     hops = config["PROXY_HOPS"]
     if hops is not None and (not _is_int(hops) or hops < 0):
         _refuse("PROXY_HOPS", hops, "a whole number of at least 0")

@@ -7,6 +7,7 @@ exceptions (`exceptions.py`); nothing here knows of HTTP or of the database's di
 
 import hmac
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -221,6 +222,12 @@ def record_release(db: Connection, survey_id: str, day: str, size: int) -> None:
                (survey_id, day, size))
 
 
+def released_count(db: Connection, survey_id: str) -> int:
+    """How many responses have been released (the sum of the releases' sizes)."""
+    return int(db.query("SELECT COALESCE(SUM(size), 0) FROM releases WHERE survey_id = ?",
+                        (survey_id,))[0][0])
+
+
 def smallest_release(db: Connection, survey_id: str) -> int | None:
     """The size of the survey's smallest release, None before the first."""
     value = db.query("SELECT MIN(size) FROM releases WHERE survey_id = ?", (survey_id,))[0][0]
@@ -235,10 +242,13 @@ def insert_tokens(db: Connection, survey_id: str, tokens: list[str]) -> None:
                    [(survey_id, hash_text(token)) for token in tokens])
 
 
-def stored_answers(db: Connection, survey_id: str) -> list[str]:
-    """Every released response's answers as canonical JSON, in the database's order."""
-    return [answers for (answers,) in db.query(
-        "SELECT answers FROM responses WHERE survey_id = ?", (survey_id,))]
+def stored_answers(db: Connection, survey_id: str) -> Iterator[str]:
+    """Inside db.snapshot(): every released response's answers as canonical JSON, streamed in
+    the order of their random response ids, which is a uniformly random order (see
+    surveys.export)."""
+    for (answers,) in db.stream("SELECT answers FROM responses WHERE survey_id = ? "
+                                "ORDER BY response_id", (survey_id,)):
+        yield answers
 
 
 def counts(db: Connection, survey_id: str) -> dict[str, list[int]]:
@@ -255,19 +265,16 @@ def counts(db: Connection, survey_id: str) -> dict[str, list[int]]:
 
 @dataclass(frozen=True)
 class KeyRecord:
-    """An API key's id, researcher, role, whether it may fill any survey (relay keys from
-    before accounts existed) and the day it was last used."""
+    """An API key's id, researcher, role and the day it was last used."""
 
     api_key_id: str
     researcher_id: str
     role: str
-    any_survey: bool
     last_used_day: str | None
 
 
 def _key_record(row: tuple) -> KeyRecord:
-    api_key_id, researcher_id, role, any_survey, last_used_day = row
-    return KeyRecord(api_key_id, researcher_id, role, bool(any_survey), last_used_day)
+    return KeyRecord(*row)
 
 
 def researcher_id_of(db: Connection, name: str) -> str | None:
@@ -290,16 +297,15 @@ def insert_api_key(db: Connection, record: KeyRecord, key: str, day: str,
     caller's transaction). SurveyNotFound for a survey that does not exist."""
     for survey_id in surveys:
         get_survey(db, survey_id)
-    db.execute("INSERT INTO api_keys (api_key_id, key_hash, researcher_id, role, any_survey, "
-               "created_day, last_used_day) VALUES (?, ?, ?, ?, ?, ?, NULL)",
-               (record.api_key_id, hash_text(key), record.researcher_id, record.role,
-                int(record.any_survey), day))
+    db.execute("INSERT INTO api_keys (api_key_id, key_hash, researcher_id, role, created_day, "
+               "last_used_day) VALUES (?, ?, ?, ?, ?, NULL)",
+               (record.api_key_id, hash_text(key), record.researcher_id, record.role, day))
     db.insert_rows("relay_surveys", ("api_key_id", "survey_id"),
                    [(record.api_key_id, survey_id) for survey_id in sorted(set(surveys))])
 
 
 def key_by_secret(db: Connection, key: str) -> KeyRecord | None:
-    rows = db.query("SELECT api_key_id, researcher_id, role, any_survey, last_used_day "
+    rows = db.query("SELECT api_key_id, researcher_id, role, last_used_day "
                     "FROM api_keys WHERE key_hash = ?", (hash_text(key),))
     return _key_record(rows[0]) if rows else None
 
@@ -320,12 +326,19 @@ def list_keys(db: Connection) -> list[tuple[str, str, str, str | None, str | Non
         "JOIN researchers r ON r.researcher_id = k.researcher_id ORDER BY r.name, k.api_key_id")]
 
 
+def lock_key(db: Connection, api_key_id: str, *, exclusive: bool = False) -> bool:
+    """Whether the key exists, locked until the transaction ends: shared (a login: a revoke
+    waits) or exclusive (a revoke: logins wait, then find no key)."""
+    return API_KEY_ID.fullmatch(api_key_id) is not None and bool(db.query_locked(
+        "SELECT 1 FROM api_keys WHERE api_key_id = ?", (api_key_id,), exclusive=exclusive))
+
+
 def delete_key(db: Connection, api_key_id: str) -> bool:
     """Delete a key with its sessions and relay scope (its own transaction); False if there
     was no such key."""
-    if not API_KEY_ID.fullmatch(api_key_id):
-        return False
     with db.transaction():
+        if not lock_key(db, api_key_id, exclusive=True):
+            return False
         db.execute("DELETE FROM sessions WHERE api_key_id = ?", (api_key_id,))
         db.execute("DELETE FROM relay_surveys WHERE api_key_id = ?", (api_key_id,))
         return db.execute("DELETE FROM api_keys WHERE api_key_id = ?", (api_key_id,)) > 0
@@ -338,8 +351,8 @@ def insert_session(db: Connection, session_id: str, api_key_id: str, expires: st
 
 def key_of_session(db: Connection, session_id: str, now: str) -> KeyRecord | None:
     """The key a live session (expiring after `now`, an ISO time) belongs to."""
-    rows = db.query("SELECT k.api_key_id, k.researcher_id, k.role, k.any_survey, "
-                    "k.last_used_day FROM sessions s JOIN api_keys k ON k.api_key_id = s.api_key_id "
+    rows = db.query("SELECT k.api_key_id, k.researcher_id, k.role, k.last_used_day "
+                    "FROM sessions s JOIN api_keys k ON k.api_key_id = s.api_key_id "
                     "WHERE s.session_hash = ? AND s.expires > ?", (hash_text(session_id), now))
     return _key_record(rows[0]) if rows else None
 
@@ -366,11 +379,10 @@ def access_of(db: Connection, survey_id: str, researcher_id: str) -> str | None:
 
 
 def share(db: Connection, survey_id: str, researcher_id: str) -> None:
-    """Share the survey with the researcher (nothing if it already is)."""
-    if not db.query("SELECT 1 FROM shares WHERE survey_id = ? AND researcher_id = ?",
-                    (survey_id, researcher_id)):
-        db.execute("INSERT INTO shares (survey_id, researcher_id) VALUES (?, ?)",
-                   (survey_id, researcher_id))
+    """Share the survey with the researcher (nothing if it already is, also when two ask at
+    once)."""
+    db.execute("INSERT INTO shares (survey_id, researcher_id) VALUES (?, ?) "
+               "ON CONFLICT DO NOTHING", (survey_id, researcher_id))
 
 
 def unshare(db: Connection, survey_id: str, researcher_id: str) -> None:

@@ -1,8 +1,7 @@
 """Surveys for researchers and pages: publish, list, close, mint invitation tokens, the
 estimates document and the exports."""
 
-import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -16,7 +15,6 @@ from ldpsurvey.shared import (
     SurveyError,
     estimate,
     parse_definition,
-    strict_json,
 )
 from ldpsurvey.shared.budget import exceeds
 from ldpsurvey.shared.shuffle import central_epsilon
@@ -146,10 +144,12 @@ def reader_of(db: Connection, survey: Survey, caller: KeyRecord | None) -> bool 
 
 @dataclass(frozen=True)
 class ResultsPage:
-    """A survey and, if the caller may read them, its estimates (None: a login is needed)."""
+    """A survey and, if the caller may read them, its estimates (None: a login is needed);
+    `researcher` when the caller reads them as one of its researchers, not as the public."""
 
     survey: Survey
     estimates: dict | None
+    researcher: bool = False
 
 
 def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
@@ -162,7 +162,7 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
         return ResultsPage(stored.survey, None)
     return ResultsPage(stored.survey, estimates_document(
         db, stored, DEFAULT_CONFIDENCE, DEFAULT_METHOD, researcher=reader,
-        central_delta=central_delta))
+        central_delta=central_delta), researcher=reader)
 
 
 def estimate_options(confidence: str | None, method: str | None) -> tuple[float, str]:
@@ -254,7 +254,7 @@ def central(survey: Survey, smallest_release: int | None, released: int,
 
 @dataclass(frozen=True)
 class Export:
-    body: str
+    body: Iterator[str]  # read from the database only as it is iterated
     mimetype: str
     filename: str
 
@@ -265,15 +265,28 @@ EXPORT_FORMATS = {"csv": (exports.to_csv, "text/csv"),
 
 def export(db: Connection, caller: KeyRecord, survey_id: str, kind: str,
            central_delta: float) -> Export:
-    """Every released response, one per row in a random order (from the OS's CSPRNG), with
-    the manifest, design parameters and central epsilon. SurveyNotFound, Forbidden (see
-    access.check)."""
+    """Every released response, one per row in a random order, with the manifest, design
+    parameters and central epsilon, streamed. SurveyNotFound, Forbidden (access.check).
+
+    The order is that of the responses' ids: 96 bits from the OS's CSPRNG drawn at release,
+    independent of the answers and of arrival. Sorting independent, identically distributed
+    keys gives each of the n! orders the same chance (they are exchangeable; two equal keys
+    have a chance below n^2 / 2^97), so the order is uniformly random, yet needs no shuffle in
+    memory: the database reads the rows in its index's order. It is the same in every export."""
     access.check(db, caller, survey_id, access.READ)
     stored = store.get_survey(db, survey_id)
-    rows = [strict_json.loads(answers) for answers in store.stored_answers(db, survey_id)]
-    secrets.SystemRandom().shuffle(rows)
-    amplified = central(stored.survey, store.smallest_release(db, survey_id), len(rows),
-                        central_delta)
     write, mimetype = EXPORT_FORMATS[kind]
-    return Export(write(stored.survey, stored.manifest, amplified, rows), mimetype,
+    return Export(_export_body(db, stored, write, central_delta), mimetype,
                   f"{survey_id}.{kind}")
+
+
+def _export_body(db: Connection, stored: store.StoredSurvey, write: Callable,
+                 central_delta: float) -> Iterator[str]:
+    """The export's pieces, header and rows read in one snapshot, so they agree even while
+    releases go on."""
+    survey_id = stored.survey.survey_id
+    with db.snapshot():
+        amplified = central(stored.survey, store.smallest_release(db, survey_id),
+                            store.released_count(db, survey_id), central_delta)
+        yield from write(stored.survey, stored.manifest, amplified,
+                         store.stored_answers(db, survey_id))

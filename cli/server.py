@@ -76,18 +76,20 @@ def database_session(database_url: str | None, instance: str) -> Iterator[tuple[
 @admin.command("create-key")
 @database_option
 @instance_option
-@click.option("--name", help="The researcher the key is for: a new one, or another key for an "
-                             "existing one (default: a new researcher with a generated name).")
+@click.option("--name", help="The new researcher the key is for (default: a generated name).")
+@click.option("--existing", is_flag=True,
+              help="Give another key to the existing researcher --name (names are never "
+                   "given to anyone else).")
 @click.option("--role", type=click.Choice(ROLES), default="researcher", show_default=True,
               help="relay keys only submit batches to their --survey; admin keys may do "
                    "anything to any survey.")
 @click.option("--survey", "surveys", multiple=True, metavar="ID",
               help="A survey a relay key may submit batches to (repeatable; relay keys only).")
-def create_key(database: str | None, instance: str, name: str | None, role: str,
-               surveys: tuple[str, ...]) -> None:
+def create_key(database: str | None, instance: str, name: str | None, existing: bool,
+               role: str, surveys: tuple[str, ...]) -> None:
     """Create an API key and print it (only it, on stdout) once; only its hash is stored."""
     with database_session(database, instance) as (aggregator, db):
-        issued = aggregator.accounts.create_key(db, role, name, surveys)
+        issued = aggregator.accounts.create_key(db, role, name, surveys, existing)
     click.echo(issued.key)
     whose = "new researcher" if issued.new_researcher else "researcher"
     click.echo(f"{role} key {issued.api_key_id} for {whose} {issued.name!r} created; it is shown "

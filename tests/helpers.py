@@ -61,6 +61,9 @@ def recording_client_class():
 
     class RecordingClient(FlaskClient):
         def open(self, *args, **kwargs):
+            # Buffered unless a test asks otherwise: a streamed export left unread would hold
+            # its database snapshot, and the app context it runs in, for the rest of the test.
+            kwargs.setdefault("buffered", True)
             response = super().open(*args, **kwargs)
             sent = response.request
             if sent.path.startswith("/api/") or sent.path == "/healthz":

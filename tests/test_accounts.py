@@ -11,10 +11,10 @@ from helpers import SURVEY
 ANSWERS = {"smoked": 1, "drove": 0, "sleep": 2}
 
 
-def key_for(app, role="researcher", name=None, surveys=()):
+def key_for(app, role="researcher", name=None, surveys=(), existing=False):
     from ldpsurvey.aggregator import create_api_key
 
-    issued = create_api_key(app, role, name, surveys)
+    issued = create_api_key(app, role, name, surveys, existing)
     return {"Authorization": f"Bearer {issued.key}"}
 
 
@@ -178,16 +178,23 @@ def test_key_requests_are_checked(app, survey_id):
             ("relay", None, ("b" * 21,), "no survey with id")]:
         with pytest.raises(DomainError, match=message):
             key_for(app, role, name, surveys)
+    with pytest.raises(DomainError, match="no researcher named 'nobody'"):
+        key_for(app, name="nobody", existing=True)
 
 
-def test_a_researcher_holds_several_keys_and_keeps_their_name(app, client):
+def test_a_researcher_holds_several_keys_and_nobody_else_gets_their_name(app, client):
+    from ldpsurvey.aggregator import DomainError
+
     first = key_for(app, name="carol")
     survey_id = publish(client, first)
-    second = key_for(app, name="carol")  # another key for the same researcher
+    second = key_for(app, name="carol", existing=True)  # another key, asked for as such
     assert client.get(f"/api/surveys/{survey_id}/estimates", headers=second).status_code == 200
     revoke_all_keys_of(app, "carol")
     assert client.get("/api/surveys", headers=first).status_code == 401
-    third = key_for(app, name="carol")  # the name still means her: nobody else can take it
+    # An admin naming a new person "carol" is refused, not handed her surveys.
+    with pytest.raises(DomainError, match="the name 'carol' is taken"):
+        key_for(app, name="carol")
+    third = key_for(app, name="carol", existing=True)
     assert client.get(f"/api/surveys/{survey_id}/estimates", headers=third).status_code == 200
 
 
@@ -312,3 +319,86 @@ def test_relay_keys_cannot_log_in(app, client, survey_id):
     response = client.post(f"/s/{survey_id}/login", data={
         "csrf": csrf, "key": relay["Authorization"].removeprefix("Bearer ")})
     assert "error=1" in response.headers["Location"]
+
+
+def test_logging_in_again_ends_the_earlier_session(app, auth, survey_id):
+    browser = app.test_client()
+    log_in(browser, survey_id, auth)
+    thief = app.test_client()
+    thief.set_cookie("ldp_researcher", browser.get_cookie("ldp_researcher").value)
+    log_in(browser, survey_id, auth)
+    assert not logged_in(thief, survey_id)
+    assert logged_in(browser, survey_id)
+
+
+def test_a_session_reads_with_head_too_but_never_writes(app, auth, survey_id):
+    browser = app.test_client()
+    log_in(browser, survey_id, auth)
+    assert browser.head(f"/api/surveys/{survey_id}/export.csv").status_code == 200
+    assert browser.post(f"/api/surveys/{survey_id}/close").status_code == 401
+
+
+def test_a_public_results_page_shows_researcher_links_only_to_its_researchers(app, client,
+                                                                              auth, survey_id):
+    public = publish(client, auth, public_results=True)
+    browser = app.test_client()
+    log_in(browser, survey_id, key_for(app, name="gina"))  # a researcher of other surveys
+    assert "Export CSV" not in browser.get(f"/s/{public}/results").get_data(as_text=True)
+    owner = app.test_client()
+    log_in(owner, survey_id, auth)
+    assert "Export CSV" in owner.get(f"/s/{public}/results").get_data(as_text=True)
+
+
+def test_logins_racing_a_revoke_never_keep_the_key_alive(app, survey_id):
+    """A thief logs in over and over while the key is revoked: the revoke wins every time,
+    and no login gets a server error or a session."""
+    import threading
+
+    from ldpsurvey.aggregator import accounts
+    from ldpsurvey.aggregator.db import get_db
+
+    for attempt in range(5):
+        headers = key_for(app, name=f"thief-{attempt}")
+        key = headers["Authorization"].removeprefix("Bearer ")
+        with app.app_context():
+            (entry,) = [e for e in accounts.list_keys(get_db()) if e.name == f"thief-{attempt}"]
+        stop, failures = threading.Event(), []
+        threads = [threading.Thread(target=log_in_repeatedly, args=(app, key, stop, failures))
+                   for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        try:
+            with app.app_context():
+                accounts.revoke(get_db(), entry.api_key_id)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+        assert failures == []
+        with app.app_context():
+            assert accounts.key_in_use(get_db(), key) is None
+            assert get_db().query("SELECT COUNT(*) FROM sessions WHERE api_key_id = ?",
+                                  (entry.api_key_id,))[0][0] == 0
+
+
+def log_in_repeatedly(app, key: str, stop, failures: list) -> None:
+    from ldpsurvey.aggregator import accounts
+    from ldpsurvey.aggregator.db import get_db
+
+    try:
+        while not stop.is_set():
+            with app.app_context():
+                accounts.open_session(get_db(), key, 12)
+    except Exception as exc:  # any error is the finding
+        failures.append(exc)
+
+
+def test_sharing_twice_at_once_is_no_error(app, auth, survey_id):
+    from concurrent.futures import ThreadPoolExecutor
+
+    key_for(app, name="hana")
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(
+            lambda _: app.test_client().put(f"/api/surveys/{survey_id}/shares/hana",
+                                            headers=auth).status_code, range(16)))
+    assert statuses == [200] * 16

@@ -26,6 +26,9 @@ def assert_hardened(response):
     assert "http" not in csp  # no third-party origin
     assert response.headers["X-Content-Type-Options"] == "nosniff"
     assert response.headers["Referrer-Policy"] == "no-referrer"
+    # No results or pages in any cache (static files may be kept, but revalidated)
+    expected = "no-cache" if response.request.path.startswith("/static/") else "no-store"
+    assert response.headers["Cache-Control"] == expected
 
 
 def test_headers_on_every_kind_of_response(client, auth, survey_id):

@@ -179,7 +179,10 @@ def test_admin_keys_create_list_and_revoke(tmp_path, database_url):
     key = made.stdout.strip()  # the key alone on stdout: $(ldp-survey admin create-key) works
     assert key.startswith("ldp_res_") and "\n" not in key
     assert "new researcher 'alice'" in made.stderr
-    again = admin(database_url, tmp_path, "create-key", "--name", "alice", "--role", "admin")
+    taken = admin(database_url, tmp_path, "create-key", "--name", "alice")
+    assert taken.exit_code == 1 and "the name 'alice' is taken" in taken.stderr
+    again = admin(database_url, tmp_path, "create-key", "--name", "alice", "--existing",
+                  "--role", "admin")
     assert again.stdout.startswith("ldp_adm_") and "for researcher 'alice'" in again.stderr
     listed = admin(database_url, tmp_path, "keys", "list", "--json")
     keys = json.loads(listed.stdout)["keys"]

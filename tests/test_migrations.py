@@ -13,7 +13,7 @@ from ldpsurvey.aggregator import ConfigurationError, close_app, create_app
 from ldpsurvey.aggregator.db import get_db
 from ldpsurvey.aggregator.migrations import LATEST
 
-from helpers import POSTGRES_URL, postgres_available, postgres_url, require
+from helpers import POSTGRES_URL, SURVEY, postgres_available, postgres_url, require
 
 RELEASE = Path(__file__).parent / "fixtures" / "release-0.1.0"
 
@@ -120,9 +120,13 @@ def test_a_release_0_1_0_database_is_upgraded_with_nothing_lost(kind, tmp_path, 
         assert client.get("/api/surveys", headers=newcomer).json == {"surveys": []}
         assert client.get(f"/api/surveys/{surveys['open']}/estimates",
                           headers=newcomer).status_code == 404
-        refused = client.post(f"/api/surveys/{surveys['invited']}/responses/batch",
-                              json={"responses": facts["batch"]["responses"]}, headers=relay)
-        assert refused.status_code == 403 and refused.json["error"] == "invitation_only"
+        # The old relay key fills the old surveys that were not invitation-only, and no other.
+        new_survey = client.post("/api/surveys", json=SURVEY, headers=newcomer).json["survey_id"]
+        for survey_id in (surveys["invited"], new_survey):
+            refused = client.post(f"/api/surveys/{survey_id}/responses/batch",
+                                  json={"responses": [{"answers": {"smoked": 1, "sleep": 0}}]},
+                                  headers=relay)
+            assert refused.status_code == 403
         shared = client.post(f"/api/surveys/{surveys['invited']}/tokens", json={"count": 1},
                              headers=researcher)
         assert shared.status_code == 403  # shared, not owned: minting needs an admin now

@@ -24,6 +24,8 @@ def start(tmp_path, **config):
     ({"MAX_RESPONSE_BYTES": "lots"}, "MAX_RESPONSE_BYTES"),
     ({"MAX_CONTENT_LENGTH": None}, "MAX_CONTENT_LENGTH"),
     ({"PROXY_HOPS": -1}, "PROXY_HOPS"),
+    ({"SESSION_HOURS": 0}, "SESSION_HOURS"),
+    ({"SESSION_HOURS": 10**8}, "SESSION_HOURS"),  # would overflow a date at login
     ({"DATABASE_URL": 5}, "DATABASE_URL"),
 ])
 def test_a_bad_value_is_a_start_up_error_naming_the_setting(tmp_path, config, named):
