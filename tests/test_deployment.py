@@ -4,7 +4,6 @@ replicas behind Debian's nginx on one PostgreSQL, and nginx's rate limit."""
 import contextlib
 import http.client
 import random
-import secrets
 import signal
 import socket
 import ssl
@@ -25,6 +24,7 @@ from processes import (
     exchange,
     free_port,
     kill,
+    production,
     request,
     start_gunicorn,
     start_nginx,
@@ -33,20 +33,6 @@ from processes import (
 HEALTH = read_definition(Path(__file__).resolve().parents[1] / "shared" / "examples" /
                          "health.toml")
 SIZES = {"smoked": 2, "drank_and_drove": 2, "cannabis": 2, "sleep": 3}
-
-
-def production(tmp_path: Path, database_url: str):
-    """Environment for production replicas sharing one key file and secret; a researcher key;
-    and a direct handle on the database for checking."""
-    from ldpsurvey.aggregator import create_api_key, create_app
-    from ldpsurvey.aggregator.signing import write_key_file
-
-    write_key_file(tmp_path / "signing-key.pem")  # 0600: production refuses others
-    env = {"LDP_SURVEY_KEY_FILE": str(tmp_path / "signing-key.pem"),
-           "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
-           "LDP_SURVEY_DATABASE_URL": database_url, "LDP_SURVEY_INSTANCE": str(tmp_path)}
-    app = create_app({"DATABASE_URL": database_url}, instance_path=tmp_path / "checker")
-    return env, create_api_key(app).key, app
 
 
 def random_answers(rng: random.Random) -> dict:
