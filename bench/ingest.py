@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 import urllib.request
 from pathlib import Path
 
@@ -44,9 +45,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class Server(typing.NamedTuple):
+    url: str
+    pid: int  # gunicorn's master; its children are the workers
+
+
 @contextlib.contextmanager
 def gunicorn(app: str, env: dict, folder: Path, workers: int, threads: int):
-    """gunicorn with deploy/gunicorn.conf.py on a free loopback port; yields the base URL."""
+    """gunicorn with deploy/gunicorn.conf.py on a free loopback port; yields its Server."""
     port = free_port()
     env = {**os.environ, **env, "LDP_SURVEY_BIND": f"127.0.0.1:{port}",
            "LDP_SURVEY_WORKERS": str(workers), "LDP_SURVEY_THREADS": str(threads)}
@@ -64,7 +70,7 @@ def gunicorn(app: str, env: dict, folder: Path, workers: int, threads: int):
                 break
             except OSError:
                 time.sleep(0.05)
-        yield url
+        yield Server(url, proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -189,8 +195,8 @@ def main() -> None:
         folder = Path(tmp)
         (folder / "noop_app.py").write_text(NOOP_APP)
         with gunicorn("noop_app:app", {"PYTHONPATH": tmp}, folder, args.workers,
-                      args.threads) as url:
-            noop = wrk(url + "/", args.seconds, args.connections, body={"answers": ANSWERS})
+                      args.threads) as server:
+            noop = wrk(server.url + "/", args.seconds, args.connections, body={"answers": ANSWERS})
         report("do-nothing Flask endpoint (POST), requests/s", f"{noop:,.0f}")
         for synchronous in ("FULL", "OFF"):
             report(f"bare SQLite one-row commits/s, synchronous={synchronous}",
@@ -202,7 +208,8 @@ def main() -> None:
             for name, database_url in backends:
                 env, key = aggregator_env(folder, database_url)
                 with gunicorn("ldpsurvey.aggregator:create_app()", env, folder, args.workers,
-                              args.threads) as url:
+                              args.threads) as server:
+                    url = server.url
                     survey_id = new_survey(url, key)
                     single = wrk(f"{url}/api/surveys/{survey_id}/responses", args.seconds,
                                  args.connections, body={"answers": ANSWERS})

@@ -41,17 +41,27 @@ def _beta_continued_fraction(x: float, a: float, b: float) -> float:
 
 
 def beta_quantile(q: float, a: float, b: float) -> float:
-    """The x in [0, 1] with I_x(a, b) = q, by bisection (I is increasing in x)."""
-    low, high = 0.0, 1.0
+    """The x in [0, 1] with I_x(a, b) = q: Newton's method on I_x(a, b) - q, whose derivative
+    is the beta density x^(a-1) (1-x)^(b-1) / B(a, b), safeguarded by bisection (I is
+    increasing in x, so [low, high] always brackets the root; a Newton step that leaves it is
+    replaced by the midpoint). A handful of steps instead of bisection's fifty-odd, each of
+    which costs an incomplete beta that grows slower with a + b."""
+    low, high, x = 0.0, 1.0, a / (a + b)
+    log_beta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
     for _ in range(200):
-        mid = (low + high) / 2
-        if mid in (low, high):
-            break
-        if regularized_beta(mid, a, b) < q:
-            low = mid
+        excess = regularized_beta(x, a, b) - q
+        if excess < 0:
+            low = x
         else:
-            high = mid
-    return (low + high) / 2
+            high = x
+        density = math.exp((a - 1) * math.log(x) + (b - 1) * math.log1p(-x) - log_beta)
+        step = x - excess / density if density > 0 else low - 1.0
+        if not low < step < high:
+            step = (low + high) / 2
+        if step in (low, high) or abs(step - x) <= 1e-16 * x:
+            return step
+        x = step
+    return x
 
 
 def binomial_cdf(count: int, n: int, p: float) -> float:

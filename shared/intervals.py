@@ -9,6 +9,7 @@ normal interval, kept for comparison: it undercovers near 0 and 1). Brown, Cai a
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from statistics import NormalDist
 
 from .distributions import beta_quantile
@@ -59,6 +60,7 @@ def wald(successes: int, n: int, confidence: float) -> Interval:
     return p - half, p + half
 
 
+@lru_cache(maxsize=4096)  # pure in its arguments; a survey's estimates repeat them
 def clopper_pearson(successes: int, n: int, confidence: float) -> Interval:
     """Clopper-Pearson interval (Clopper and Pearson 1934) from beta quantiles:
     [B(a/2; x, n-x+1), B(1-a/2; x+1, n-x)] with a = 1 - confidence, x = successes

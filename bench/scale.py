@@ -1,0 +1,184 @@
+"""Scale on PostgreSQL: fill a survey through the HTTP batch API under gunicorn, then export,
+estimate and close it, printing each figure beside its comparison from the same run.
+
+    pip install -e '.[server]'
+    python bench/scale.py [--target 10000000] [--postgres postgresql://postgres@127.0.0.1/test]
+
+Reports: the batch intake rate per tenth of the fill, beside the rate at which the same
+gunicorn parses and validates the same batches without storing them (a bench-only app);
+estimates latency at 10^3 and at each power of ten reached; the export's time, rows/s and
+the workers' peak resident memory before and during it; the close's time; the database's size
+on disk per response. The survey has four yes/no questions and releases each 10,000-response
+batch at once.
+"""
+
+import argparse
+import json
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from ingest import aggregator_env, call, gunicorn, median_ms, postgres_schema
+
+ROOT = Path(__file__).resolve().parents[1]
+BATCH = 10_000
+SURVEY = {"title": "Scale", "release_batch": BATCH, "questions": [
+    {"id": f"q{i}", "text": "?", "type": "yes_no", "alpha": 0.5} for i in range(4)]}
+# The same parsing and validation as the aggregator's batch intake, without storing anything.
+VALIDATE_APP = """
+from flask import Flask, request
+from ldpsurvey.aggregator.answers import parse_batch
+from ldpsurvey.shared import parse_definition, strict_json
+SURVEY = parse_definition({survey})
+app = Flask(__name__)
+@app.post("/validate")
+def validate():
+    rows = parse_batch(SURVEY, strict_json.loads(request.get_data()), {batch})
+    return {{"accepted": len(rows)}}, 201
+"""
+
+
+def batch_bodies(count: int) -> list[bytes]:
+    """A few distinct batches of random answers, encoded once."""
+    import random
+
+    rng = random.Random(1)
+    return [json.dumps({"responses": [
+        {"answers": {f"q{i}": rng.randrange(2) for i in range(4)}} for _ in range(BATCH)]}
+    ).encode() for _ in range(count)]
+
+
+def post_bytes(url: str, body: bytes, key: str | None) -> None:
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=300) as response:
+        response.read()
+
+
+def rate(url: str, key: str | None, bodies: list[bytes], batches: int, clients: int) -> float:
+    """Responses per second posting `batches` batches from `clients` threads."""
+    left, lock = [batches], threading.Lock()
+
+    def worker(index: int) -> None:
+        while True:
+            with lock:
+                if left[0] == 0:
+                    return
+                left[0] -= 1
+            post_bytes(url, bodies[index % len(bodies)], key)
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return batches * BATCH / (time.perf_counter() - start)
+
+
+def rss_of_workers(master: int) -> int:
+    """The resident memory of gunicorn's workers (the master's children), bytes."""
+    total = 0
+    with open(f"/proc/{master}/task/{master}/children") as children:
+        for pid in children.read().split():
+            with open(f"/proc/{pid}/status") as status:
+                total += next(int(line.split()[1]) for line in status
+                              if line.startswith("VmRSS:")) * 1024
+    return total
+
+
+def export(url: str, key: str, master: int) -> tuple[float, int, int, int]:
+    """(seconds, rows, workers' RSS before, their peak during) for a streamed CSV export."""
+    before, peak, done = rss_of_workers(master), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_of_workers(master))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    rows, start = 0, time.perf_counter()
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+    with urllib.request.urlopen(request, timeout=3600) as response:
+        for line in response:
+            rows += not line.startswith(b"#")
+    seconds = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    return seconds, rows - 1, before, peak[0]  # less the header row
+
+
+def database_bytes(database_url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(
+            "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+        ).fetchone()[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", type=int, default=10**7, help="responses to store")
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--clients", type=int, default=3, help="concurrent batch posters")
+    args = parser.parse_args()
+    batches = max(10, args.target // BATCH)
+    bodies = batch_bodies(4)
+    print(f"gunicorn {args.workers} workers x {args.threads} threads, {args.clients} clients, "
+          f"{batches:,} batches of {BATCH:,}\n", flush=True)
+    with tempfile.TemporaryDirectory() as tmp, postgres_schema(args.postgres) as database_url:
+        folder = Path(tmp)
+        (folder / "validate_app.py").write_text(VALIDATE_APP.format(survey=repr(SURVEY),
+                                                                    batch=BATCH))
+        with gunicorn("validate_app:app", {"PYTHONPATH": tmp}, folder, args.workers,
+                      args.threads) as server:
+            validated = rate(f"{server.url}/validate", None, bodies, 40, args.clients)
+        print(f"{'parse and validate only (bench app), responses/s':<52} {validated:,.0f}")
+        env, key = aggregator_env(folder, database_url)
+        with gunicorn("ldpsurvey.aggregator:create_app()", env, folder, args.workers,
+                      args.threads) as server:
+            url = server.url
+            small = call("POST", f"{url}/api/surveys", key, {**SURVEY, "release_batch": 1000})
+            call("POST", f"{url}/api/surveys/{small['survey_id']}/responses/batch", key,
+                 {"responses": [{"answers": {f"q{i}": 1 for i in range(4)}}] * 1000})
+            latency = {1000: median_ms(f"{url}/api/surveys/{small['survey_id']}/estimates",
+                                       key)}
+            survey_id = call("POST", f"{url}/api/surveys", key, SURVEY)["survey_id"]
+            intake = f"{url}/api/surveys/{survey_id}/responses/batch"
+            estimates = f"{url}/api/surveys/{survey_id}/estimates"
+            stored, milestone = 0, 10**6
+            for tenth in range(10):
+                count = batches // 10 + (tenth < batches % 10)
+                got = rate(intake, key, bodies, count, args.clients)
+                stored += count * BATCH
+                print(f"intake, tenth {tenth + 1} (to {stored:,}), responses/s{'':<14} "
+                      f"{got:,.0f} ({got / validated:.0%} of parse-and-validate)", flush=True)
+                while stored >= milestone:
+                    latency[milestone] = median_ms(estimates, key)
+                    milestone *= 10
+            latency[stored] = median_ms(estimates, key)
+            print("estimates latency, median ms: " + ", ".join(
+                f"{n:,}: {ms:.2f}" for n, ms in sorted(latency.items())))
+            seconds, rows, before, peak = export(f"{url}/api/surveys/{survey_id}/export.csv",
+                                                 key, server.pid)
+            print(f"export of {rows:,} rows: {seconds:.1f} s ({rows / seconds:,.0f} rows/s); "
+                  f"workers' RSS {before / 2**20:.0f} MB before, peak {peak / 2**20:.0f} MB "
+                  f"(+{(peak - before) / 2**20:.0f} MB)")
+            start = time.perf_counter()
+            call("POST", f"{url}/api/surveys/{survey_id}/close", key)
+            print(f"close: {time.perf_counter() - start:.2f} s")
+        size = database_bytes(database_url)
+        print(f"database on disk: {size / 2**20:,.0f} MB, {size / stored:.0f} bytes per response")
+
+
+if __name__ == "__main__":
+    main()
