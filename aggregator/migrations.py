@@ -11,7 +11,8 @@ responses waiting for release (`pending`); released responses under random keys 
 of their release; per-option counters of released responses; each release's day and size; per
 idempotency key its SHA-256 and an HMAC of the body keyed by the idempotency key itself; hashes
 of unspent invitation tokens; researchers, the hashes of their API keys and the hashes of their
-results-page sessions. Nothing about respondents but their randomized answers and a release
+results-page sessions; and (since step 4) per declared cross-tab of a survey, joint counters
+of released responses. Nothing about respondents but their randomized answers and a release
 day: no column for an IP address, user agent, cookie, token or precise time, and nothing links
 a token to a response (spending a token deletes its hash). Statements may contain
 {without_rowid}, which the connection fills in for its dialect.
@@ -155,6 +156,19 @@ STEPS: list[tuple[str, ...]] = [
             session_hash TEXT PRIMARY KEY,
             api_key_id TEXT NOT NULL REFERENCES api_keys (api_key_id),
             expires TEXT NOT NULL)""",
+    ),
+    # 4: cross-tabs. A survey may declare pairs of questions (manifest format /4); each pair
+    # keeps a counter per (row option, col option) of released responses, updated with the
+    # per-option counters at each release. Surveys of earlier releases declared none.
+    (
+        """CREATE TABLE joint_counts (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            row_question TEXT NOT NULL,
+            col_question TEXT NOT NULL,
+            row_option INTEGER NOT NULL,
+            col_option INTEGER NOT NULL,
+            count BIGINT NOT NULL DEFAULT 0 CHECK (count >= 0),
+            PRIMARY KEY (survey_id, row_question, col_question, row_option, col_option))""",
     ),
 ]
 LATEST = len(STEPS)

@@ -12,7 +12,7 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify
 
-from ldpsurvey.shared import METHODS, Estimate
+from ldpsurvey.shared import METHODS, Cell, Conditional, Estimate
 from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY, RESEARCHER_NAME, ROLES
 
 from .errors import ANSWERS
@@ -88,6 +88,40 @@ def option_estimate() -> dict:
     return {"type": "object", "required": list(properties), "properties": properties}
 
 
+def matrix(description: str) -> dict:
+    """A matrix of numbers as a list of rows (null before the first release)."""
+    return {"type": "array", "nullable": True, "description": description,
+            "items": {"type": "array", "items": {"type": "number"}}}
+
+
+def dataclass_schema(cls: type) -> dict:
+    """An object with exactly the fields of a shared dataclass (Cell, Conditional)."""
+    properties = {field.name: field_schema(field.type, False) for field in fields(cls)}
+    return {"type": "object", "required": list(properties), "additionalProperties": False,
+            "properties": properties}
+
+
+def crosstab_schema() -> dict:
+    """The cross-tab document: shared.CrossTab's fields and the survey and question ids."""
+    return {
+        "type": "object", "additionalProperties": False,
+        "required": ["survey_id", "rows", "cols", "n", "confidence", "joint", "covariance",
+                     "cells", "conditional"],
+        "properties": {
+            "survey_id": {"type": "string"},
+            "rows": {"type": "string", "description": "Question A's id (rows: its options)"},
+            "cols": {"type": "string", "description": "Question B's id (columns)"},
+            "n": {"type": "integer", "minimum": 0,
+                  "description": "Released responses (0: nothing else yet)"},
+            "confidence": {"type": "number"},
+            "joint": matrix("k_A x k_B unbiased joint proportions, row = option of A"),
+            "covariance": matrix("Covariance of the row-major flattening of joint"),
+            "cells": {"type": "array", "items": _ref("CrossTabCell"),
+                      "description": "P(A = row, B = col), row-major"},
+            "conditional": {"type": "array", "items": _ref("Conditional"),
+                            "description": "P(B = col | A = row), delta-method intervals"}}}
+
+
 def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
     """The components' schemas, with the server's batch and token-count limits."""
     return {
@@ -105,6 +139,10 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                 "max_epsilon": {"type": "number"}, "invitation_only": {"type": "boolean"},
                 "public_results": {"type": "boolean"},
                 "release_batch": {"type": "integer", "minimum": 1},
+                "crosstabs": {"type": "array", "description": "Pairs [rows, cols] of question "
+                              "ids whose joint counts are kept at each release",
+                              "items": {"type": "array", "minItems": 2, "maxItems": 2,
+                                        "items": {"type": "string"}}},
                 "questions": {"type": "array", "items": {
                     "type": "object", "required": ["id", "text", "type"],
                     "properties": {
@@ -150,15 +188,23 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                                   "shared_with": {"type": "array", "items": {"type": "string"},
                                                   "description": "Researchers' names"}}},
         "OptionEstimate": option_estimate(),
+        "CrossTabCell": dataclass_schema(Cell),
+        "Conditional": dataclass_schema(Conditional),
+        "CrossTab": crosstab_schema(),
         "Estimates": {
             "type": "object",
             "required": ["survey_id", "title", "status", "total_epsilon", "confidence",
-                         "ci_method", "release_batch", "central", "questions"],
+                         "ci_method", "simultaneous", "release_batch", "crosstabs", "central",
+                         "questions"],
             "properties": {
                 "survey_id": {"type": "string"}, "title": {"type": "string"},
                 "status": {"type": "string"}, "total_epsilon": {"type": "number"},
                 "confidence": {"type": "number"}, "ci_method": {"type": "string"},
+                "simultaneous": {"type": "boolean", "description": "Whether each question's "
+                                 "intervals are simultaneous (cover together)"},
                 "release_batch": {"type": "integer", "minimum": 1},
+                "crosstabs": {"type": "array", "description": "The declared cross-tabs",
+                              "items": {"type": "array", "items": {"type": "string"}}},
                 "pending": {"type": "integer", "minimum": 0,
                             "description": "Responses waiting for release (researchers only)"},
                 "central": {
@@ -170,11 +216,14 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                                    "epsilon_whole_survey": {"type": "number"},
                                    "assumes": {"type": "string"}}},
                 "questions": {"type": "array", "items": {
-                    "type": "object", "required": ["id", "n", "epsilon", "alpha", "beta", "options"],
+                    "type": "object",
+                    "required": ["id", "n", "epsilon", "alpha", "beta", "covariance", "options"],
                     "properties": {"id": {"type": "string"}, "text": {"type": "string"},
                                    "type": {"type": "string"}, "n": {"type": "integer"},
                                    "alpha": {"type": "number"}, "epsilon": {"type": "number"},
                                    "beta": {"type": "array", "items": {"type": "number"}},
+                                   "covariance": matrix("k x k covariance of the options' "
+                                                        "unbiased estimates p_hat"),
                                    "options": {"type": "array",
                                                "items": _ref("OptionEstimate")}}}}}},
     }
@@ -200,6 +249,10 @@ IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": False,
 TOKEN = {"name": "Survey-Token", "in": "header", "required": False,
          "schema": {"type": "string"},
                 "description": "The invitation token, for invitation-only surveys."}
+CONFIDENCE = {"name": "confidence", "in": "query", "required": False,
+              "schema": {"type": "number", "exclusiveMinimum": True, "minimum": 0,
+                         "exclusiveMaximum": True, "maximum": 1}}
+QUESTION = "A question id of the survey"
 EXPORT = {"description": "One row per response, random order",
           "content": {"text/csv": {"schema": {"type": "string", "format": "binary"}}}}
 
@@ -266,13 +319,24 @@ PATHS = {
         "Estimates per question and option",
         {"200": _json(_ref("Estimates"), "Estimates"), **_errors("400", "401", "404")},
         security=[{}, *BEARER, {scheme("relay"): []}],
-        parameters=[SURVEY_ID,
-                    {"name": "confidence", "in": "query", "required": False,
-                     "schema": {"type": "number", "exclusiveMinimum": True, "minimum": 0,
-                                "exclusiveMaximum": True, "maximum": 1}},
+        parameters=[SURVEY_ID, CONFIDENCE,
                     {"name": "method", "in": "query", "required": False,
                      "schema": {"type": "string",
-                                "enum": list(METHODS)}}])},
+                                "enum": list(METHODS)}},
+                    {"name": "simultaneous", "in": "query", "required": False,
+                     "description": "true: every option's interval is simultaneous across its "
+                                    "question's options (joint coverage >= confidence)",
+                     "schema": {"type": "string", "enum": ["true", "false"]}}])},
+    "/api/surveys/{survey_id}/crosstab": {"get": _operation(
+        "Joint and conditional proportions of two questions",
+        {"200": _json(_ref("CrossTab"), "Cross-tab"), **_errors("400", "401", "404")},
+        security=[{}, *BEARER, {scheme("relay"): []}],
+        parameters=[SURVEY_ID,
+                    {"name": "rows", "in": "query", "required": True, "description": QUESTION,
+                     "schema": {"type": "string"}},
+                    {"name": "cols", "in": "query", "required": True, "description": QUESTION,
+                     "schema": {"type": "string"}},
+                    CONFIDENCE])},
     "/api/surveys/{survey_id}/export.csv": {"get": _operation(
         "Export as CSV", {"200": EXPORT, **_errors("401", "403", "404")}, security=BEARER,
         parameters=[SURVEY_ID])},

@@ -37,35 +37,41 @@ def release_locked(db: Connection, survey: Survey, minimum: int,
     pending responses and `arriving` (accepted in this same transaction, never written to the
     pool) number at least `minimum`, release them all; return how many.
 
-    The rows are shuffled with SystemRandom (Fisher-Yates over the OS's CSPRNG: every order
-    equally likely) and inserted in that order under fresh random keys, so neither physical
-    order nor keys follow arrival; they all carry the day of release. The idempotency records
+    The rows get fresh random keys and are inserted in the order of those keys (store.
+    insert_released), so neither physical order nor keys follow arrival; they all carry the
+    day of release. The idempotency records
     made since the last release are written again in a shuffled order too, so that on
     PostgreSQL they share the release's transaction id instead of each their arrival's."""
     survey_id = survey.survey_id
     if store.pending_count(db, survey_id) + len(arriving) < max(minimum, 1):
         return 0
     rows = [*store.take_pending(db, survey_id), *arriving]
-    shuffle = secrets.SystemRandom().shuffle
-    shuffle(rows)
     day = store.today()
     store.insert_released(db, survey_id, rows, day)
-    store.add_counts(db, survey_id, option_counts(rows))
+    counts, joint = tallies(survey, rows)
+    store.add_counts(db, survey_id, counts)
+    store.add_joint_counts(db, survey_id, joint)
     records = store.take_unreleased_idempotency(db, survey_id)
-    shuffle(records)
+    secrets.SystemRandom().shuffle(records)
     store.insert_released_idempotency(db, survey_id, records)
     store.record_release(db, survey_id, day, len(rows))
     return len(rows)
 
 
-def option_counts(rows: Sequence[str]) -> Counter:
-    """How often each (question id, option) was reported in these canonical JSON rows. Rows
-    repeat (a few questions with few options each), so each distinct row is parsed once."""
+def tallies(survey: Survey, rows: Sequence[str]) -> tuple[Counter, Counter]:
+    """How often each (question id, option) was reported in these canonical JSON rows, and
+    each (row question, col question, row option, col option) of the survey's declared
+    cross-tabs. Rows repeat (a few questions with few options each), so each distinct row is
+    parsed once."""
     counts: Counter = Counter()
+    joint: Counter = Counter()
     for row, times in Counter(rows).items():
-        for pair in json.loads(row).items():
+        answers = json.loads(row)
+        for pair in answers.items():
             counts[pair] += times
-    return counts
+        for a, b in survey.crosstabs:
+            joint[a, b, answers[a], answers[b]] += times
+    return counts, joint
 
 
 def recover(db: Connection) -> None:

@@ -111,10 +111,22 @@ def export(survey_id: str, kind: str, caller: KeyRecord):
 def estimates(survey_id: str):
     """Per question and option, the shared estimator applied to the stored counts.
 
-    Query: confidence (default 0.95), method (shared.METHODS).
-    Public-results surveys need no key; others a key of their owner, a researcher they are
-    shared with, or an admin.
+    Query: confidence (default 0.95), method (shared.METHODS), simultaneous (true: each
+    question's intervals cover together). Public-results surveys need no key; others a key of
+    their owner, a researcher they are shared with, or an admin.
     """
+    args = request.args
+    options = surveys.estimate_options(args.get("confidence"), args.get("method"),
+                                       args.get("simultaneous"))
     return jsonify(surveys.estimates(get_db(), survey_id, request_caller(),
-                                     current_app.config["CENTRAL_DELTA"],
-                                     request.args.get("confidence"), request.args.get("method")))
+                                     current_app.config["CENTRAL_DELTA"], options))
+
+
+@bp.get("/api/surveys/<survey_id>/crosstab")
+def crosstab(survey_id: str):
+    """Joint and conditional proportions of two questions. Query: rows, cols (question ids),
+    confidence. Who may read it: as for the estimates."""
+    args = request.args
+    return jsonify(surveys.crosstab_document(get_db(), survey_id, request_caller(),
+                                             args.get("rows"), args.get("cols"),
+                                             args.get("confidence")))

@@ -61,7 +61,7 @@ def ping(db: Connection) -> None:
 
 def create_survey(db: Connection, survey: Survey, signature: bytes, owner_id: str) -> None:
     """Store the signed manifest, open, owned by a researcher, with a zero counter for every
-    question and option (its own transaction)."""
+    question and option and for every cell of its declared cross-tabs (its own transaction)."""
     with db.transaction():
         db.execute("INSERT INTO surveys (survey_id, manifest, signature, status, owner_id) "
                    "VALUES (?, ?, ?, 'open', ?)",
@@ -70,6 +70,11 @@ def create_survey(db: Connection, survey: Survey, signature: bytes, owner_id: st
         db.insert_rows("counts", ("survey_id", "question_id", "option_index", "count"),
                        [(survey.survey_id, q.id, j, 0) for q in survey.questions
                         for j in range(len(q.options))])
+        db.insert_rows("joint_counts", ("survey_id", "row_question", "col_question",
+                                        "row_option", "col_option", "count"),
+                       [(survey.survey_id, a, b, i, j, 0) for a, b in survey.crosstabs
+                        for i in range(len(survey.question(a).options))
+                        for j in range(len(survey.question(b).options))])
 
 
 def _known_form(survey_id: str) -> None:
@@ -188,10 +193,13 @@ def take_pending(db: Connection, survey_id: str) -> list[str]:
 
 
 def insert_released(db: Connection, survey_id: str, rows: list[str], day: str) -> None:
-    """Store released responses in the order given, under new random keys, with the day."""
+    """Store released responses under new random keys (ids.new_ids, from the OS's CSPRNG),
+    with the day, inserted in the order of their keys: sorting independent random keys puts
+    the rows in a uniformly random order, whatever order they came in (a shuffle without a
+    system call per row), and it is the order of the index exports read."""
+    keyed = sorted(zip(new_ids(len(rows)), rows, strict=True))
     db.insert_rows("responses", ("survey_id", "response_id", "answers", "released_day"),
-                   [(survey_id, response_id, row, day)
-                    for response_id, row in zip(new_ids(len(rows)), rows, strict=True)])
+                   [(survey_id, response_id, row, day) for response_id, row in keyed])
 
 
 def add_counts(db: Connection, survey_id: str, deltas: Counter) -> None:
@@ -200,6 +208,14 @@ def add_counts(db: Connection, survey_id: str, deltas: Counter) -> None:
                    "WHERE survey_id = ? AND question_id = ? AND option_index = ?",
                    [(delta, survey_id, qid, index)
                     for (qid, index), delta in sorted(deltas.items())])
+
+
+def add_joint_counts(db: Connection, survey_id: str, deltas: Counter) -> None:
+    """Add released reports to the declared cross-tabs' counters:
+    deltas[(row question, col question, row option, col option)]."""
+    db.executemany("UPDATE joint_counts SET count = count + ? WHERE survey_id = ? AND "
+                   "row_question = ? AND col_question = ? AND row_option = ? AND col_option = ?",
+                   [(delta, survey_id, *cell) for cell, delta in sorted(deltas.items())])
 
 
 def take_unreleased_idempotency(db: Connection, survey_id: str) -> list[tuple]:
@@ -259,6 +275,16 @@ def counts(db: Connection, survey_id: str) -> dict[str, list[int]]:
             (survey_id,)):
         result.setdefault(question_id, {})[index] = int(count)
     return {qid: [by_index[j] for j in sorted(by_index)] for qid, by_index in result.items()}
+
+
+def joint_counts(db: Connection, survey_id: str, rows: str, cols: str) -> list[list[int]]:
+    """A declared cross-tab's counters as a matrix, [row option][col option] (O(cells))."""
+    matrix: dict[int, dict[int, int]] = {}
+    for i, j, count in db.query(
+            "SELECT row_option, col_option, count FROM joint_counts WHERE survey_id = ? AND "
+            "row_question = ? AND col_question = ?", (survey_id, rows, cols)):
+        matrix.setdefault(int(i), {})[int(j)] = int(count)
+    return [[by_col[j] for j in sorted(by_col)] for _, by_col in sorted(matrix.items())]
 
 
 # --- researchers, keys, sessions, owners and shares -------------------------------------------

@@ -1,6 +1,7 @@
 """Surveys for researchers and pages: publish, list, close, mint invitation tokens, the
-estimates document and the exports."""
+estimates document, cross-tabs and the exports."""
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -13,6 +14,8 @@ from ldpsurvey.shared import (
     Question,
     Survey,
     SurveyError,
+    covariance,
+    crosstab,
     estimate,
     parse_definition,
 )
@@ -115,18 +118,32 @@ def mint_tokens(db: Connection, caller: KeyRecord, survey_id: str,
     return tokens
 
 
+@dataclass(frozen=True)
+class EstimateOptions:
+    """How to estimate: the confidence level, the interval method and whether the intervals
+    are simultaneous across each question's options."""
+
+    confidence: float = DEFAULT_CONFIDENCE
+    method: str = DEFAULT_METHOD
+    simultaneous: bool = False
+
+
 def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_delta: float,
-              confidence: str | None = None, method: str | None = None) -> dict:
-    """The estimates document for this caller (None: anonymous), at the given confidence
-    level and interval method (as text, from a query; default 0.95 and the default method),
-    with the central epsilon at delta at most `central_delta`.
-    SurveyNotFound, Unauthorized (see reader_of), InvalidParameter."""
+              options: EstimateOptions) -> dict:
+    """The estimates document for this caller (None: anonymous) with these options, and the
+    central epsilon at delta at most `central_delta`.
+    SurveyNotFound, Unauthorized (see reader_of)."""
     stored = store.get_survey(db, survey_id)
+    return estimates_document(db, stored, options, researcher=readable(db, stored, caller),
+                              central_delta=central_delta)
+
+
+def readable(db: Connection, stored: store.StoredSurvey, caller: KeyRecord | None) -> bool:
+    """reader_of, with Unauthorized where only a key would do."""
     reader = reader_of(db, stored.survey, caller)
     if reader is None:
         raise Unauthorized("this survey's results need a researcher key")
-    return estimates_document(db, stored, *estimate_options(confidence, method),
-                              researcher=reader, central_delta=central_delta)
+    return reader
 
 
 def reader_of(db: Connection, survey: Survey, caller: KeyRecord | None) -> bool | None:
@@ -161,61 +178,121 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
     if reader is None:
         return ResultsPage(stored.survey, None)
     return ResultsPage(stored.survey, estimates_document(
-        db, stored, DEFAULT_CONFIDENCE, DEFAULT_METHOD, researcher=reader,
-        central_delta=central_delta), researcher=reader)
+        db, stored, EstimateOptions(), researcher=reader, central_delta=central_delta),
+        researcher=reader)
 
 
-def estimate_options(confidence: str | None, method: str | None) -> tuple[float, str]:
-    """Parse and check the confidence level in (0, 1) and the interval method."""
+def estimate_options(confidence: str | None, method: str | None,
+                     simultaneous: str | None = None) -> EstimateOptions:
+    """Parse and check query values: the confidence level in (0, 1), the interval method and
+    simultaneous ("true" or "false"). InvalidParameter."""
     method = DEFAULT_METHOD if method is None else method
     if method not in METHODS:
         raise InvalidParameter(f"method must be one of {', '.join(METHODS)}")
+    if simultaneous not in (None, "true", "false"):
+        raise InvalidParameter("simultaneous must be true or false")
+    return EstimateOptions(confidence_level(confidence), method, simultaneous == "true")
+
+
+def confidence_level(confidence: str | None) -> float:
+    """A confidence level from a query (default 0.95), in (0, 1). InvalidParameter."""
     try:
         level = DEFAULT_CONFIDENCE if confidence is None else float(confidence)
     except ValueError:
         level = -1.0
     if not 0.0 < level < 1.0:
         raise InvalidParameter("confidence must be a number in (0, 1)")
-    return level, method
+    return level
 
 
-def estimates_document(db: Connection, stored: store.StoredSurvey, confidence: float,
-                       method: str, researcher: bool, central_delta: float) -> dict:
-    """Per question its parameters and, per option, the shared estimator's keys applied to
-    the counts of released responses (null before the first release); the survey's release
-    batch, the shuffle-amplified central epsilon (`central`) and, for researchers only, how
-    many responses wait for release."""
+def estimates_document(db: Connection, stored: store.StoredSurvey, options: EstimateOptions,
+                       researcher: bool, central_delta: float) -> dict:
+    """Per question its parameters, the covariance of its unbiased estimates and, per option,
+    the shared estimator's keys applied to the counts of released responses (null before the
+    first release); whether the intervals are simultaneous, the declared cross-tabs, the
+    survey's release batch, the shuffle-amplified central epsilon (`central`) and, for
+    researchers only, how many responses wait for release."""
     survey = stored.survey
     counts = store.counts(db, survey.survey_id)
-    questions = []
-    for question in survey.questions:
-        options = [{"index": j, "option": text} for j, text in enumerate(question.options)]
-        question_counts = counts[question.id]
-        n = sum(question_counts)
-        if n:
-            # a concept question's reports went through two layers: invert both, composed
-            for entry, result in zip(options, estimate(question.reported_mechanism,
-                                                       question_counts, confidence=confidence,
-                                                       method=method),
-                                     strict=True):
-                entry.update(result.as_dict())
-        else:
-            for entry in options:
-                entry.update(empty_estimate(question.epsilon, confidence, method))
-        questions.append({"id": question.id, "text": question.text, "type": question.type,
-                          "alpha": question.mechanism.alpha,
-                          "beta": list(question.mechanism.beta),
-                          "epsilon": question.epsilon, "n": n,
-                          "options": options, **concept_fields(question)})
+    questions = [question_estimates(question, counts[question.id], options)
+                 for question in survey.questions]
     document = {"survey_id": survey.survey_id, "title": survey.title, "status": stored.status,
-                "total_epsilon": survey.total_epsilon, "confidence": confidence,
-                "ci_method": method, "release_batch": survey.release_batch,
-                "questions": questions}
+                "total_epsilon": survey.total_epsilon, "confidence": options.confidence,
+                "ci_method": options.method, "simultaneous": options.simultaneous,
+                "release_batch": survey.release_batch,
+                "crosstabs": [list(pair) for pair in survey.crosstabs], "questions": questions}
     document["central"] = central(survey, store.smallest_release(db, survey.survey_id),
                                   questions[0]["n"] if questions else 0, central_delta)
     if researcher:
         document["pending"] = store.pending_count(db, survey.survey_id)
     return document
+
+
+def question_estimates(question: Question, counts: list[int], options: EstimateOptions) -> dict:
+    """One question of the estimates document. A concept question's reports went through two
+    layers: its estimates and covariance invert both, composed (reported_mechanism)."""
+    entries = [{"index": j, "option": text} for j, text in enumerate(question.options)]
+    n = sum(counts)
+    mechanism = question.reported_mechanism
+    if n:
+        results = [r.as_dict() for r in estimate(
+            mechanism, counts, confidence=options.confidence, method=options.method,
+            simultaneous=options.simultaneous)]
+        cov = [list(row) for row in covariance(mechanism, counts)]
+    else:
+        results = [empty_estimate(question.epsilon, options.confidence, options.method)] * len(entries)
+        cov = None
+    for entry, result in zip(entries, results, strict=True):
+        entry.update(result)
+    return {"id": question.id, "text": question.text, "type": question.type,
+            "alpha": question.mechanism.alpha, "beta": list(question.mechanism.beta),
+            "epsilon": question.epsilon, "n": n, "covariance": cov, "options": entries,
+            **concept_fields(question)}
+
+
+def crosstab_document(db: Connection, survey_id: str, caller: KeyRecord | None,
+                      rows: str | None, cols: str | None, confidence: str | None) -> dict:
+    """The cross-tab of questions `rows` and `cols` (ids, from a query): shared.crosstab on
+    their joint reported counts, from the counters of a declared pair (O(cells)) or else
+    tallied from the released responses, streamed in one snapshot. Before the first release
+    n is 0 and the rest empty. SurveyNotFound, Unauthorized, InvalidParameter."""
+    stored = store.get_survey(db, survey_id)
+    survey = stored.survey
+    readable(db, stored, caller)
+    level = confidence_level(confidence)
+    known = {q.id: q for q in survey.questions}
+    for name, value in (("rows", rows), ("cols", cols)):
+        if value not in known:
+            raise InvalidParameter(f"{name} must be a question id of this survey, one of "
+                                   f"{', '.join(known)}")
+    if rows == cols:
+        raise InvalidParameter("rows and cols must be two different questions")
+    counts = joint_counts(db, survey, rows, cols)
+    document = {"survey_id": survey_id, "rows": rows, "cols": cols}
+    if not any(map(any, counts)):
+        return {**document, "n": 0, "confidence": level, "joint": None, "covariance": None,
+                "cells": [], "conditional": []}
+    table = crosstab(known[rows].reported_mechanism, known[cols].reported_mechanism, counts,
+                     confidence=level)
+    return {**document, **table.as_dict()}
+
+
+def joint_counts(db: Connection, survey: Survey, rows: str, cols: str) -> list[list[int]]:
+    """The joint reported counts [row option][col option] of two questions: a declared pair's
+    counters (transposed if declared the other way round), else a tally of the released
+    responses read one at a time."""
+    if (rows, cols) in survey.crosstabs:
+        return store.joint_counts(db, survey.survey_id, rows, cols)
+    if (cols, rows) in survey.crosstabs:
+        return [list(column) for column in zip(*store.joint_counts(db, survey.survey_id, cols,
+                                                                   rows), strict=True)]
+    table = [[0] * len(survey.question(cols).options)
+             for _ in range(len(survey.question(rows).options))]
+    with db.snapshot():
+        for stored in store.stored_answers(db, survey.survey_id):
+            answers = json.loads(stored)
+            table[answers[rows]][answers[cols]] += 1
+    return table
 
 
 def concept_fields(question: Question) -> dict:

@@ -14,7 +14,10 @@ what the respondent reads.
 
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
-Client and aggregator both read it through parse_manifest. Format /3 added irr_alpha on
+Client and aggregator both read it through parse_manifest. Format /4 added crosstabs (pairs
+of question ids whose joint counts the aggregator keeps as it releases); a survey that declares
+none is written as /3, field for field as before, so clients of earlier releases keep reading
+every survey that uses nothing new. /3 added irr_alpha on
 concept questions; /2 added release_batch and concept (no aggregator published a /2 concept,
 publishing refused it; one would read with the default irr_alpha); a /1 manifest (written
 before release batches existed) reads as release_batch = 1, which is how its aggregator behaved.
@@ -34,7 +37,8 @@ from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
 from .mechanism import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
 from .randomizer import realized_epsilon, thresholds
 
-MANIFEST_FORMAT = "ldp-survey-manifest/3"
+MANIFEST_FORMAT = "ldp-survey-manifest/4"
+FORMAT_3 = "ldp-survey-manifest/3"
 FORMAT_2 = "ldp-survey-manifest/2"
 FORMAT_1 = "ldp-survey-manifest/1"
 QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -47,6 +51,7 @@ YES_NO_OPTIONS = ("No", "Yes")
 MAX_QUESTIONS = 100
 MAX_OPTIONS = 64
 MAX_TEXT = 2000
+MAX_CROSSTABS = 20  # declared pairs per survey: each keeps k_A x k_B counters
 # C0 controls but tab and newline, DEL, C1 controls, and the bidirectional marks, embeddings,
 # overrides and isolates (Unicode TR9): in a terminal or a page they can hide or reorder text.
 FORBIDDEN_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f"
@@ -118,6 +123,7 @@ class Survey:
     invitation_only: bool = False
     public_results: bool = False
     release_batch: int = DEFAULT_RELEASE_BATCH
+    crosstabs: tuple[tuple[str, str], ...] = ()  # (rows, cols) question ids
     survey_id: str | None = None
     key_id: str | None = None
 
@@ -133,12 +139,18 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        return {"format": MANIFEST_FORMAT, "survey_id": self.survey_id, "key_id": self.key_id,
-                "title": self.title, "description": self.description,
-                "max_epsilon": self.max_epsilon, "invitation_only": self.invitation_only,
-                "public_results": self.public_results, "release_batch": self.release_batch,
-                "questions": [q.as_dict() for q in self.questions],
-                "total_epsilon": self.total_epsilon}
+        """The manifest's fields: format /4 with crosstabs if the survey declares any, else /3
+        without them (what every client since /3 reads)."""
+        fields = {"format": MANIFEST_FORMAT if self.crosstabs else FORMAT_3,
+                  "survey_id": self.survey_id, "key_id": self.key_id,
+                  "title": self.title, "description": self.description,
+                  "max_epsilon": self.max_epsilon, "invitation_only": self.invitation_only,
+                  "public_results": self.public_results, "release_batch": self.release_batch,
+                  "questions": [q.as_dict() for q in self.questions],
+                  "total_epsilon": self.total_epsilon}
+        if self.crosstabs:
+            fields["crosstabs"] = [list(pair) for pair in self.crosstabs]
+        return fields
 
     def manifest_bytes(self) -> bytes:
         """The canonical bytes that are signed and served; never re-serialize after signing."""
@@ -286,15 +298,36 @@ def _irr_alpha(data: Mapping[str, Any], concept: str | None, where: str) -> floa
     return irr_alpha
 
 
+def _crosstabs(value: Any, questions: tuple[Question, ...]) -> tuple[tuple[str, str], ...]:
+    """Pairs [rows, cols] of two different questions of the survey, each pair once (in
+    either order), at most MAX_CROSSTABS."""
+    where = "survey.crosstabs"
+    if not isinstance(value, list) or len(value) > MAX_CROSSTABS:
+        raise _fail(where, f"must be a list of at most {MAX_CROSSTABS} pairs of question ids")
+    ids = {q.id for q in questions}
+    pairs: list[tuple[str, str]] = []
+    for index, pair in enumerate(value):
+        if (not isinstance(pair, list) or len(pair) != 2
+                or not all(isinstance(qid, str) and qid in ids for qid in pair)
+                or pair[0] == pair[1]):
+            raise _fail(f"{where}[{index}]", f"must be two different question ids of this "
+                        f"survey, got {pair!r}")
+        if tuple(pair) in pairs or tuple(reversed(pair)) in pairs:
+            raise _fail(f"{where}[{index}]", f"the pair {pair!r} is declared twice")
+        pairs.append((pair[0], pair[1]))
+    return tuple(pairs)
+
+
 def parse_definition(data: Any) -> Survey:
     """Validate a researcher's survey definition (already parsed from TOML or JSON)."""
     data = _keys(data, "survey", {"title", "questions"},
                  {"description", "max_epsilon", "invitation_only", "public_results",
-                  "release_batch"})
+                  "release_batch", "crosstabs"})
     questions = data["questions"]
     if not isinstance(questions, list) or not 1 <= len(questions) <= MAX_QUESTIONS:
         raise _fail("survey.questions", f"needs a list of 1 to {MAX_QUESTIONS} questions")
     seen: set[str] = set()
+    parsed = tuple(_question(q, i, seen) for i, q in enumerate(questions))
     max_epsilon = data.get("max_epsilon")
     if max_epsilon is not None:
         max_epsilon = _number(max_epsilon, "survey.max_epsilon")
@@ -303,12 +336,13 @@ def parse_definition(data: Any) -> Survey:
     survey = Survey(
         title=_text(data["title"], "survey.title"),
         description=_text(data.get("description", ""), "survey.description", allow_empty=True),
-        questions=tuple(_question(q, i, seen) for i, q in enumerate(questions)),
+        questions=parsed,
         max_epsilon=max_epsilon,
         invitation_only=_flag(data.get("invitation_only", False), "survey.invitation_only"),
         public_results=_flag(data.get("public_results", False), "survey.public_results"),
         release_batch=_count(data.get("release_batch", DEFAULT_RELEASE_BATCH),
                              "survey.release_batch", 1, MAX_RELEASE_BATCH),
+        crosstabs=_crosstabs(data.get("crosstabs", []), parsed),
     )
     if max_epsilon is not None and exceeds(survey.total_epsilon, max_epsilon):
         raise _fail("survey.max_epsilon", f"the questions add up to epsilon "
@@ -342,14 +376,19 @@ def parse_manifest(raw: bytes) -> Survey:
     fields = {"format", "survey_id", "key_id", "title", "description", "max_epsilon",
               "invitation_only", "public_results", "questions", "total_epsilon"}
     version = data.get("format") if isinstance(data, Mapping) else None
-    batched = version in (MANIFEST_FORMAT, FORMAT_2)
-    data = _keys(data, "manifest", fields | {"release_batch"} if batched else fields, set())
-    if data["format"] not in (MANIFEST_FORMAT, FORMAT_2, FORMAT_1):
+    batched = version in (MANIFEST_FORMAT, FORMAT_3, FORMAT_2)
+    fields |= {"release_batch"} if batched else set()
+    data = _keys(data, "manifest", fields | {"crosstabs"} if version == MANIFEST_FORMAT else fields,
+                 set())
+    if data["format"] not in (MANIFEST_FORMAT, FORMAT_3, FORMAT_2, FORMAT_1):
         raise _fail("manifest.format", f"unsupported format {data['format']!r}")
-    question_fields = {MANIFEST_FORMAT: {"concept", "irr_alpha"}, FORMAT_2: {"concept"}}
+    question_fields = {MANIFEST_FORMAT: {"concept", "irr_alpha"}, FORMAT_3: {"concept", "irr_alpha"},
+                       FORMAT_2: {"concept"}}
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
                                              "public_results")}
     definition["release_batch"] = data["release_batch"] if batched else 1
+    if version == MANIFEST_FORMAT:
+        definition["crosstabs"] = data["crosstabs"]
     if data["max_epsilon"] is not None:
         definition["max_epsilon"] = data["max_epsilon"]
     stated = []

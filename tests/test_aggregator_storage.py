@@ -26,7 +26,8 @@ def test_no_column_can_hold_an_ip_user_agent_token_or_time(app):
     schema = columns(app)
     assert set(schema) == {"surveys", "responses", "counts", "idempotency_keys", "api_keys",
                            "invitation_tokens", "schema_version", "pending", "releases",
-                           "researchers", "relay_surveys", "shares", "sessions"}
+                           "researchers", "relay_surveys", "shares", "sessions",
+                           "joint_counts"}
     assert sorted(schema["responses"]) == ["answers", "released_day", "response_id", "survey_id"]
     assert sorted(schema["pending"]) == ["answers", "pending_id", "survey_id"]
     # Hashes of unspent invitation tokens, deleted when spent: nothing joins them to a response.

@@ -188,3 +188,23 @@ def test_replicas_starting_together_migrate_once(schema, tmp_path):
     finally:
         for app in apps:
             close_app(app)
+
+
+def test_step_4_adds_empty_joint_counters_that_new_declared_crosstabs_fill(tmp_path):
+    """Surveys of earlier releases declared no cross-tabs: step 4 adds the table, empty; a
+    survey published after it with a declared pair gets a zero counter per cell."""
+    url, facts = release_database("sqlite", tmp_path, None)
+    app = create_app({"DATABASE_URL": url, "KEY_FILE": private_copy(RELEASE / "signing-key.pem",
+                                                                    tmp_path)},
+                     instance_path=tmp_path / "instance")
+    try:
+        researcher = {"Authorization": f"Bearer {facts['researcher_key']}"}
+        with app.app_context():
+            assert get_db().query("SELECT COUNT(*) FROM joint_counts") == [(0,)]
+        declared = {**SURVEY, "crosstabs": [["smoked", "sleep"]]}
+        client = app.test_client()
+        assert client.post("/api/surveys", json=declared, headers=researcher).status_code == 201
+        with app.app_context():
+            assert get_db().query("SELECT COUNT(*), SUM(count) FROM joint_counts") == [(6, 0)]
+    finally:
+        close_app(app)

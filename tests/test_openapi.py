@@ -44,10 +44,19 @@ def exercise(client, auth):
     batch = f"/api/surveys/{survey_id}/responses/batch"
     client.post(batch, json={"responses": [ANSWERS] * 3}, headers=auth)
     client.post(batch, json={"responses": [ANSWERS]})
-    for query in ("", "?confidence=0.9&method=wald", "?method=nope"):
+    for query in ("", "?confidence=0.9&method=wald", "?method=nope", "?simultaneous=true"):
         client.get(f"/api/surveys/{survey_id}/estimates{query}", headers=auth)
     client.get(f"/api/surveys/{survey_id}/estimates")
     client.get(f"/api/surveys/{invited}/estimates", headers=auth)  # no answers yet: nulls
+    declared = client.post("/api/surveys", json={**SURVEY, "crosstabs": [["smoked", "sleep"]]},
+                           headers=auth).json["survey_id"]
+    client.post(f"/api/surveys/{declared}/responses/batch", json={"responses": [ANSWERS] * 3},
+                headers=auth)
+    for sid, query in ((declared, "rows=smoked&cols=sleep"), (survey_id, "rows=drove&cols=sleep"),
+                       (invited, "rows=smoked&cols=sleep"), (survey_id, "rows=smoked"),
+                       ("nope", "rows=smoked&cols=sleep")):
+        client.get(f"/api/surveys/{sid}/crosstab?{query}", headers=auth)  # 200 (n 0), 400, 404
+    client.get(f"/api/surveys/{survey_id}/crosstab?rows=smoked&cols=sleep")  # 401
     client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth)
     client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth)
     client.get(f"/api/surveys/{survey_id}/export.csv")
@@ -132,3 +141,14 @@ def test_limits_patterns_roles_and_fields_come_from_the_code(database_url, tmp_p
     assert set(document["components"]["securitySchemes"]) == {f"{r}Key" for r in ROLES}
     option = schemas["OptionEstimate"]
     assert option["required"] == ["index", "option", *(f.name for f in fields(Estimate))]
+    assert {"p_mle", "fit_p_value", "warning"} <= set(option["required"])
+    assert option["properties"]["warning"] == {"type": "string", "nullable": True}
+    question = schemas["Estimates"]["properties"]["questions"]["items"]
+    assert "covariance" in question["required"]
+    assert {"simultaneous", "crosstabs"} <= set(schemas["Estimates"]["required"])
+    from ldpsurvey.shared import Cell, Conditional
+
+    assert schemas["CrossTabCell"]["required"] == [f.name for f in fields(Cell)]
+    assert schemas["Conditional"]["required"] == [f.name for f in fields(Conditional)]
+    parameters = document["paths"]["/api/surveys/{survey_id}/crosstab"]["get"]["parameters"]
+    assert [p["name"] for p in parameters] == ["survey_id", "rows", "cols", "confidence"]
