@@ -30,32 +30,111 @@ from .extras import load
 from .output import emit_json, release_lines, table
 
 EXAMPLES = resources.files("ldpsurvey.shared") / "examples"
-ESTIMATE_KEYS = ("p_hat", "p_hat_clipped", "standard_error", "ci_low", "ci_high", "ci_method",
-                 "design_consistent", "epsilon")
+ESTIMATE_KEYS = ("p_hat", "p_hat_clipped", "p_mle", "standard_error", "ci_low", "ci_high",
+                 "ci_method", "fit_p_value", "design_consistent", "warning", "epsilon")
+TOLERANCE = 1e-9  # how far from 1 a scenario's proportions may sum
 
 
-def read_truth(path: Path, survey: Survey) -> dict[str, list[float]]:
-    """The scenario's true proportions per question: P(Yes) for yes/no, a list for choice."""
+@dataclass(frozen=True)
+class Joint:
+    """A scenario's joint distribution of two questions: p[a][b] = P(rows = a, cols = b)."""
+
+    rows: str
+    cols: str
+    p: list[list[float]]
+
+
+@dataclass(frozen=True)
+class Truth:
+    """A scenario: every question's true proportions, and the joint distributions they follow
+    from for the questions in a [[joint]] table."""
+
+    marginals: dict[str, list[float]]
+    joints: list[Joint]
+
+
+def _fail(message: str) -> click.ClickException:
+    return click.ClickException(f"truth file: {message}")
+
+
+def _distribution(value, size: int) -> bool:
+    """Whether value is a list of `size` proportions in [0, 1] summing to 1."""
+    return (isinstance(value, list) and len(value) == size
+            and all(isinstance(p, int | float) and 0 <= p <= 1 for p in value)
+            and abs(sum(value) - 1) <= TOLERANCE)
+
+
+def _joint(table, index: int, survey: Survey, taken: set[str]) -> Joint:
+    """One [[joint]] table: rows and cols two questions not given elsewhere, p a k_rows x
+    k_cols matrix of proportions summing to 1."""
+    where = f"[[joint]] {index + 1}"
+    ids = {q.id for q in survey.questions}
+    if not isinstance(table, dict) or set(table) != {"rows", "cols", "p"}:
+        raise _fail(f"{where} needs exactly rows, cols and p")
+    rows, cols, p = table["rows"], table["cols"], table["p"]
+    for qid in (rows, cols):
+        if qid not in ids:
+            raise _fail(f"{where}: {qid!r} is not a question of the survey")
+        if qid in taken:
+            raise _fail(f"{where}: question {qid!r} is given more than once")
+        taken.add(qid)
+    k_rows, k_cols = (len(survey.question(q).options) for q in (rows, cols))
+    if (not isinstance(p, list) or len(p) != k_rows
+            or not all(isinstance(row, list) for row in p)
+            or not _distribution([x for row in p for x in row], k_rows * k_cols)
+            or any(len(row) != k_cols for row in p)):
+        raise _fail(f"{where}: p needs {k_rows} rows of {k_cols} proportions summing to 1")
+    return Joint(rows, cols, [[float(x) for x in row] for row in p])
+
+
+def read_truth(path: Path, survey: Survey) -> Truth:
+    """The scenario's true proportions: per question under [truth] (P(Yes) for yes/no, a list
+    for choice), or for a pair of questions a [[joint]] table whose marginals they follow."""
     try:
-        truth = tomllib.loads(Path(path).read_text()).get("truth")
+        scenario = tomllib.loads(Path(path).read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise click.ClickException(f"truth file: {exc}") from None
-    if not isinstance(truth, dict):
-        raise click.ClickException("truth file: needs a [truth] table")
-    result = {}
+        raise _fail(str(exc)) from None
+    given = scenario.get("truth", {})
+    if not isinstance(given, dict) or (not given and "joint" not in scenario):
+        raise _fail("needs a [truth] table")
+    taken: set[str] = set()
+    tables = scenario.get("joint", [])
+    joints = [_joint(table, i, survey, taken)
+              for i, table in enumerate(tables if isinstance(tables, list) else [tables])]
+    marginals = {}
+    for joint in joints:
+        marginals[joint.rows] = [sum(row) for row in joint.p]
+        marginals[joint.cols] = [sum(column) for column in zip(*joint.p, strict=True)]
     for question in survey.questions:
-        value = truth.get(question.id)
+        if question.id in taken:
+            if question.id in given:
+                raise _fail(f"question {question.id!r} is given more than once")
+            continue
+        value = given.get(question.id)
         if question.type == "yes_no" and isinstance(value, int | float):
             value = [1 - value, value]
-        if (not isinstance(value, list) or len(value) != len(question.options)
-                or not all(isinstance(p, int | float) and 0 <= p <= 1 for p in value)
-                or abs(sum(value) - 1) > 1e-9):
-            raise click.ClickException(
-                f"truth file: question {question.id!r} needs "
-                + ("a proportion in [0, 1]" if question.type == "yes_no" else
-                   f"{len(question.options)} proportions summing to 1"))
-        result[question.id] = [float(p) for p in value]
-    return result
+        if not _distribution(value, len(question.options)):
+            raise _fail(f"question {question.id!r} needs "
+                        + ("a proportion in [0, 1]" if question.type == "yes_no" else
+                           f"{len(question.options)} proportions summing to 1"))
+        marginals[question.id] = [float(p) for p in value]
+    return Truth(marginals, joints)
+
+
+def true_answers(truth: Truth, survey: Survey, respondents: int, rng) -> dict:
+    """Each question's true answers of the simulated respondents (NumPy arrays): drawn from
+    the joint distribution for the questions of a [[joint]] table, else independently."""
+    simulation = load("ldpsurvey.shared.simulation")
+    answers = {}
+    for joint in truth.joints:
+        k_cols = len(joint.p[0])
+        cells = simulation.true_answers([x for row in joint.p for x in row], respondents, rng)
+        answers[joint.rows], answers[joint.cols] = cells // k_cols, cells % k_cols
+    for question in survey.questions:
+        if question.id not in answers:
+            answers[question.id] = simulation.true_answers(truth.marginals[question.id],
+                                                           respondents, rng)
+    return answers
 
 
 @contextlib.contextmanager
@@ -82,39 +161,61 @@ def embedded_aggregator() -> Iterator[Api]:
             aggregator.close_app(app)
 
 
+def beside(truth: float | None, entry: dict) -> dict:
+    """An estimate with the truth beside it and whether its interval covers the truth."""
+    covered = truth is not None and entry["ci_low"] <= truth <= entry["ci_high"]
+    return {"true_proportion": truth, **entry, "covered": covered}
+
+
 @dataclass(frozen=True)
 class MockResult:
     survey: Survey
     respondents: int
     seed: int
     estimates: dict
-    truth: dict[str, list[float]]
+    truth: Truth
+    crosstab: dict | None  # the cross-tab of the scenario's first [[joint]] table
 
     def rows(self) -> list[dict]:
         """Per question and option: the estimate keys, the truth, and whether the CI covers it."""
-        rows = []
-        for question in self.estimates["questions"]:
-            for option in question["options"]:
-                truth = self.truth[question["id"]][option["index"]]
-                covered = (option["ci_low"] is not None
-                           and option["ci_low"] <= truth <= option["ci_high"])
-                rows.append({"question": question["id"], "option": option["option"],
-                             "index": option["index"], "true_proportion": truth,
-                             **{key: option[key] for key in ESTIMATE_KEYS}, "covered": covered})
-        return rows
+        return [{"question": question["id"], "option": option["option"],
+                 "index": option["index"],
+                 **beside(self.truth.marginals[question["id"]][option["index"]],
+                          {key: option[key] for key in ESTIMATE_KEYS})}
+                for question in self.estimates["questions"] for option in question["options"]]
+
+    def crosstab_rows(self) -> dict | None:
+        """The cross-tab with the truth beside each joint cell and each conditional proportion
+        P(cols = col | rows = row) (whose truth is None where P(rows = row) = 0)."""
+        if self.crosstab is None:
+            return None
+        p = self.truth.joints[0].p
+        body = self.crosstab
+        rows, cols = (self.survey.question(body[key]).options for key in ("rows", "cols"))
+
+        def labelled(entry: dict) -> dict:
+            return {"row_option": rows[entry["row"]], "col_option": cols[entry["col"]], **entry}
+
+        return {"rows": body["rows"], "cols": body["cols"], "n": body["n"],
+                "cells": [labelled(beside(p[c["row"]][c["col"]], c)) for c in body["cells"]],
+                "conditional": [labelled(beside(
+                    p[c["row"]][c["col"]] / sum(p[c["row"]]) if sum(p[c["row"]]) else None, c))
+                    for c in body["conditional"]]}
 
     def as_json(self) -> dict:
         return {"survey_id": self.survey.survey_id, "respondents": self.respondents,
                 "seed": self.seed, "total_epsilon": self.estimates["total_epsilon"],
                 "release_batch": self.estimates["release_batch"],
                 "central": self.estimates["central"],
-                "confidence": self.estimates["confidence"], "results": self.rows()}
+                "confidence": self.estimates["confidence"], "results": self.rows(),
+                "covariance": {q["id"]: q["covariance"] for q in self.estimates["questions"]},
+                "crosstab": self.crosstab_rows()}
 
 
 def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, seed: int,
              batch_size: int) -> MockResult:
     """Publish the survey, simulate and submit the respondents, close it (which releases the
-    last responses), read back the estimates."""
+    last responses), read back the estimates and the cross-tab of the first joint table."""
     np = load("numpy")
     simulation = load("ldpsurvey.shared.simulation")
     survey_id = api.post("/api/surveys", json_body=definition).json()["survey_id"]
@@ -125,10 +226,10 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
                              public_key)
     truth = read_truth(truth_path, survey)
     rng = np.random.default_rng(seed)
+    answers = true_answers(truth, survey, respondents, rng)
     reports = np.column_stack([
-        simulation.randomize_many(simulation.true_answers(truth[q.id], respondents, rng),
-                                  thresholds(q.reported_mechanism.alpha,
-                                             q.reported_mechanism.beta), rng)
+        simulation.randomize_many(answers[q.id], thresholds(q.reported_mechanism.alpha,
+                                                            q.reported_mechanism.beta), rng)
         for q in survey.questions])
     ids = [q.id for q in survey.questions]
     batches = range(0, respondents, batch_size)
@@ -143,7 +244,12 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
     # Closing releases the last pool (smaller than a batch), so every response is counted.
     api.post(f"/api/surveys/{survey_id}/close")
     estimates = api.get(f"/api/surveys/{survey_id}/estimates").json()
-    return MockResult(survey, respondents, seed, estimates, truth)
+    crosstab = None
+    if truth.joints:
+        pair = truth.joints[0]
+        crosstab = api.get(f"/api/surveys/{survey_id}/crosstab?rows={pair.rows}&cols={pair.cols}"
+                           ).json()
+    return MockResult(survey, respondents, seed, estimates, truth, crosstab)
 
 
 @click.command()
@@ -188,16 +294,39 @@ def print_report(result: MockResult) -> None:
     results = result.rows()
     rows = [(r["question"], r["option"], r["true_proportion"],
              "-" if r["p_hat"] is None else f"{r['p_hat']:.4f} ± {r['standard_error']:.4f}",
-             "no fit" if not r["design_consistent"] else f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}]",
-             "yes" if r["covered"] else "NO", r["epsilon"]) for r in results]
-    click.echo(table(rows, ["question", "option", "truth", "estimate ± SE",
+             r["p_mle"], interval(r), "yes" if r["covered"] else "NO", r["epsilon"], note(r))
+            for r in results]
+    click.echo(table(rows, ["question", "option", "truth", "unbiased ± SE", "MLE",
                             f"{body['confidence']:.0%} CI ({body['ci_method']})", "covers",
-                            "eps"]))
+                            "eps", "note"]))
     covered = sum(r["covered"] for r in results)
     click.echo(f"\n{covered} of {len(results)} intervals cover the truth. Epsilon per "
                f"respondent (sum over questions): {body['total_epsilon']:.4f}.")
+    crosstab = result.crosstab_rows()
+    if crosstab:
+        click.echo(f"\nCross-tab of {crosstab['rows']} (rows) and {crosstab['cols']} (columns), "
+                   f"n = {crosstab['n']}: joint and conditional P({crosstab['cols']} | "
+                   f"{crosstab['rows']}) with the truth")
+        click.echo(table([(c["row_option"], c["col_option"], c["true_proportion"],
+                           f"{c['p_hat']:.4f} ± {c['standard_error']:.4f}", interval(c),
+                           d["true_proportion"], d["p_hat"], interval(d))
+                          for c, d in zip(crosstab["cells"], crosstab["conditional"], strict=True)],
+                         ["row", "col", "truth", "joint ± SE", "CI", "truth", "conditional",
+                          "CI"]))
     for line in release_lines(body):
         click.echo(line)
+
+
+def interval(entry: dict) -> str:
+    return f"[{entry['ci_low']:.4f}, {entry['ci_high']:.4f}]"
+
+
+def note(row: dict) -> str:
+    """The option's warning, and a misfit of the design, in words ('' if none)."""
+    notes = [row["warning"]] if row["warning"] else []
+    if not row["design_consistent"]:
+        notes.append(f"the data do not fit the design (p = {row['fit_p_value']:.2g})")
+    return "; ".join(notes)
 
 
 COMMANDS = (mock,)

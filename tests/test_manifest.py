@@ -243,3 +243,21 @@ def test_bad_concept(concept):
     definition["questions"][0]["concept"] = concept
     with pytest.raises(SurveyError, match=r"question 'smoked'\.concept"):
         parse_definition(definition)
+
+
+def test_format_4_carries_declared_crosstabs_and_only_then():
+    """A survey that declares cross-tabs is signed as /4 with them; one that declares none is
+    written as /3, as before, so that clients of earlier releases keep reading it."""
+    declared = published({**DEFINITION, "crosstabs": [["smoked", "sleep"]]})
+    manifest = json.loads(declared.manifest_bytes())
+    assert manifest["format"] == "ldp-survey-manifest/4"
+    assert manifest["crosstabs"] == [["smoked", "sleep"]]
+    assert parse_manifest(declared.manifest_bytes()) == declared
+    plain = json.loads(published().manifest_bytes())
+    assert plain["format"] == "ldp-survey-manifest/3" and "crosstabs" not in plain
+    plain["crosstabs"] = [["smoked", "sleep"]]
+    with pytest.raises(SurveyError, match="unknown field 'crosstabs'"):
+        parse_manifest(json.dumps(plain).encode())
+    del manifest["crosstabs"]
+    with pytest.raises(SurveyError, match="missing field 'crosstabs'"):
+        parse_manifest(json.dumps(manifest).encode())

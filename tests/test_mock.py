@@ -12,9 +12,11 @@ from ldpsurvey.cli import main
 from ldpsurvey.cli.mock import EXAMPLES, embedded_aggregator, run_mock
 from ldpsurvey.shared import read_definition
 
-KEYS = {"question", "option", "index", "true_proportion", "p_hat", "p_hat_clipped",
-        "standard_error", "ci_low", "ci_high", "ci_method", "design_consistent", "epsilon",
-        "covered"}
+KEYS = {"question", "option", "index", "true_proportion", "p_hat", "p_hat_clipped", "p_mle",
+        "standard_error", "ci_low", "ci_high", "ci_method", "fit_p_value", "design_consistent",
+        "warning", "epsilon", "covered"}
+CELL_KEYS = {"row", "col", "row_option", "col_option", "true_proportion", "p_hat",
+             "standard_error", "ci_low", "ci_high", "covered"}
 
 
 def test_json_output():
@@ -26,6 +28,18 @@ def test_json_output():
     for row in body["results"]:
         assert set(row) == KEYS
         assert row["ci_method"] == "clopper-pearson"
+        assert 0 <= row["p_mle"] <= 1 and 0 <= row["fit_p_value"] <= 1
+    assert [len(body["covariance"][q]) for q in ("smoked", "sleep")] == [2, 3]
+    crosstab = body["crosstab"]
+    assert (crosstab["rows"], crosstab["cols"], crosstab["n"]) == ("smoked", "sleep", 3000)
+    assert len(crosstab["cells"]) == len(crosstab["conditional"]) == 6
+    for cell in crosstab["cells"]:
+        assert set(cell) == CELL_KEYS
+        assert cell["covered"] == (cell["ci_low"] <= cell["true_proportion"] <= cell["ci_high"])
+    smokers_short_sleep = crosstab["conditional"][3]
+    assert (smokers_short_sleep["row_option"], smokers_short_sleep["col_option"]) == ("Yes",
+                                                                                      "Under 6")
+    assert smokers_short_sleep["true_proportion"] == pytest.approx(0.5)
 
 
 def test_human_table():
@@ -74,7 +88,33 @@ def test_the_truth_never_reaches_the_server(app, live_server, researcher_key, mo
             assert set(response) == {"answers"}
             assert all(isinstance(v, int) for v in response["answers"].values())
     truth_text = (EXAMPLES / "health_truth.toml").read_text()
-    assert "0.18" in truth_text and not any(b"0.18" in b for b in bodies)
+    assert "0.475" in truth_text and not any(b"0.475" in b for b in bodies)
+
+
+JOINT = ("[[joint]]\nrows = \"smoked\"\ncols = \"sleep\"\np = [[0.3, 0.2, 0.1], [0.2, 0.1, 0.1]]\n"
+         "[truth]\ndrank_and_drove = 0.1\ncannabis = 0.2\n")
+
+
+def test_a_joint_table_gives_its_questions_marginals_and_association(tmp_path):
+    """The marginals follow from the joint table, and the simulated true answers follow it."""
+    import numpy as np
+
+    from ldpsurvey.cli.mock import read_truth, true_answers
+    from ldpsurvey.shared import load_definition
+
+    path = tmp_path / "truth.toml"
+    path.write_text(JOINT)
+    with resources.as_file(EXAMPLES / "health.toml") as survey_file:
+        survey = load_definition(survey_file)
+    truth = read_truth(path, survey)
+    assert truth.marginals["smoked"] == pytest.approx([0.6, 0.4])
+    assert truth.marginals["sleep"] == pytest.approx([0.5, 0.3, 0.2])
+    n = 20_000
+    answers = true_answers(truth, survey, n, np.random.default_rng(7))
+    for a, row in enumerate(truth.joints[0].p):
+        for b, p in enumerate(row):
+            share = np.mean((answers["smoked"] == a) & (answers["sleep"] == b))
+            assert abs(share - p) < 5 * (p * (1 - p) / n) ** 0.5
 
 
 @pytest.mark.parametrize("truth, message", [
@@ -82,6 +122,10 @@ def test_the_truth_never_reaches_the_server(app, live_server, researcher_key, mo
     ("smoked = 0.1\n", "needs a [truth] table"),
     ("[truth]\nsmoked = 0.1\ndrank_and_drove = 0.1\ncannabis = 0.2\nsleep = [0.5, 0.5]\n",
      "question 'sleep' needs 3 proportions"),
+    (JOINT.replace("0.2, 0.1", "0.2, 0.2"), "[[joint]] 1: p needs 2 rows of 3 proportions "
+                                            "summing to 1"),
+    (JOINT.replace('cols = "sleep"', 'cols = "nope"'), "[[joint]] 1: 'nope' is not a question"),
+    (JOINT + "smoked = 0.1\n", "question 'smoked' is given more than once"),
 ])
 def test_bad_truth_files(tmp_path, truth, message):
     path = tmp_path / "truth.toml"
