@@ -4,14 +4,24 @@ NumPy's generator is for simulation only: respondents' devices draw from the ope
 system's CSPRNG. This module is not imported by `ldpsurvey.shared` itself, so the core math
 never loads NumPy.
 
-The randomizer (see `randomizer`) reports option j for a true option i with probability
-exactly P(j | i) = (T*N*[i = j] + (N - T)*w_j) / N^2, N = 2^53, from its integer thresholds.
-Here the whole report is decided by one uniform V in [0, 1) against the exact cumulative
-probabilities Q_ij = (T*N*[i <= j] + (N - T)*C_j) / N^2: report the first j with V < Q_ij.
-That is the client's distribution exactly. V is built lazily: NumPy's `random()` gives its
-top 53 bits exactly (u = U / 2^53), which decide unless they equal the top 53 bits of Q_ij
-(probability 2^-53 per comparison); then 53 further bits decide. One uniform per answer,
-instead of two.
+One uniform per answer, exactly the client's distribution. The client (see `randomizer`)
+reports option j for the true option i with probability
+    P(j | i) = T/N [i = j] + (N - T)/N * w_j/N,   N = 2^53, w_j = C_j - C_{j-1}, C_{-1} = 0.
+Here W = U*N + L is one uniform integer in [0, N^2) (U, L independent uniform in [0, N)), and
+    report i                                    if W < T*N            (that is, U < T)
+    otherwise the number of j <= k-2 with W >= R_j,   R_j = T*N + (N - T)*C_j.
+Proof that this is the client's distribution: the bounds T*N = R_{-1} < R_0 < ... < R_{k-1} =
+N^2 cut [0, N^2) into a keep interval of T*N integers and, for each j, a forced interval of
+R_j - R_{j-1} = (N - T)*w_j integers. W is uniform, so P(keep) = T*N/N^2 = T/N and P(forced j)
+= (N - T)*w_j/N^2; the report is i with probability T/N + (N - T)w_i/N^2 and j != i with
+probability (N - T)w_j/N^2, the formula above for every i and j, with no rounding.
+
+The forced option does not depend on i, so the work per answer is k - 1 comparisons on one
+array plus one blend with the true options: O(k), no per-option masks or gathers.
+
+U is NumPy's `random()` times N: its doubles are 53-bit integers over 2^53, so u = U/N, and
+top_j / N (top_j = R_j div N < N) are exact doubles. W >= R_j iff U > top_j, or U = top_j and
+L >= R_j mod N; only on that tie (probability 2^-53 per bound) is L drawn, lazily.
 """
 
 from collections.abc import Sequence
@@ -20,7 +30,7 @@ import numpy as np
 
 from .randomizer import N, Thresholds
 
-EXTRA_BITS = 53  # Q_ij * N^2 has 106 bits: u supplies the top 53, a tie needs 53 more
+CHUNK = 2**17  # answers per pass: the working arrays (1.3 MB) stay in cache
 
 
 def true_answers(proportions: Sequence[float], size: int,
@@ -31,26 +41,43 @@ def true_answers(proportions: Sequence[float], size: int,
     return np.searchsorted(cumulative, rng.random(size), side="right").astype(np.int8)
 
 
-def report_cumulative(t: Thresholds) -> list[list[int]]:
-    """Q_ij * 2^106 as exact integers, for j = 0..k-2 (Q_i,k-1 = 1 needs no comparison)."""
-    k = len(t.cumulative)
-    return [[t.keep * N * (i <= j) + (N - t.keep) * t.cumulative[j] for j in range(k - 1)]
-            for i in range(k)]
+def forced_bounds(t: Thresholds) -> list[int]:
+    """R_j = T*N + (N - T)*C_j for j = 0..k-2: W >= R_j means a forced report above j."""
+    return [t.keep * N + (N - t.keep) * c for c in t.cumulative[:-1]]
+
+
+def forced_reports(bounds: list[int], draws: np.ndarray, reports: np.ndarray,
+                   rng: np.random.Generator) -> None:
+    """reports[:] = the number of j with W >= R_j, W = U*N + L, U = draws*N, L drawn on a tie."""
+    reports.fill(0)
+    above = np.empty(draws.size, dtype=bool)
+    tie_tops = {r // N for r in bounds if r % N}  # a bound that is a multiple of N never ties
+    for r in bounds:
+        np.greater_equal(draws, (r // N) / N, out=above)  # U >= top_j, exact in doubles
+        reports += above.view(np.int8)
+    if not any(np.equal(draws, top / N, out=above).any() for top in tie_tops):
+        return
+    for index in np.flatnonzero(np.isin(draws, [top / N for top in tie_tops])):
+        w = int(draws[index] * N) * N + int(rng.integers(0, N))  # U, then the 53 bits of L
+        reports[index] = sum(w >= r for r in bounds)
 
 
 def randomize_many(true_options: np.ndarray, t: Thresholds,
                    rng: np.random.Generator) -> np.ndarray:
-    """Randomized reports for an array of true option indices, with the client's distribution."""
-    exact = report_cumulative(t)
-    k = len(exact)
-    u = rng.random(true_options.size)
-    is_true = [true_options == i for i in range(k)]
-    output = np.zeros(true_options.size, dtype=np.int8)
-    for i, row in enumerate(exact):
-        for q in row:  # report = the number of j with V >= Q_ij
-            top = q >> EXTRA_BITS  # < 2^53, so top / N is exact
-            output += (u >= top / N) & is_true[i]
-            for index in np.flatnonzero((u == top / N) & is_true[i]):  # a tie: 53 more bits
-                rest = int(rng.integers(0, N))
-                output[index] -= rest < q & (N - 1)
+    """Randomized reports (int8) of an array of true option indices, with the client's
+    distribution (see the module docstring), one uniform per answer, in chunks of CHUNK."""
+    true_options = np.asarray(true_options, dtype=np.int8)
+    bounds, keep = forced_bounds(t), t.keep / N
+    output = np.empty(true_options.size, dtype=np.int8)
+    draws, kept, change = np.empty(CHUNK), np.empty(CHUNK, dtype=bool), np.empty(CHUNK, np.int8)
+    for start in range(0, true_options.size, CHUNK):
+        size = min(CHUNK, true_options.size - start)
+        u, reports, truth = draws[:size], output[start:start + size], true_options[start:start + size]
+        rng.random(out=u)
+        forced_reports(bounds, u, reports, rng)
+        # reports += (truth - reports) * [U < T]: the blend without a branch per answer
+        np.less(u, keep, out=kept[:size])
+        np.subtract(truth, reports, out=change[:size])
+        change[:size] *= kept[:size].view(np.int8)
+        reports += change[:size]
     return output
