@@ -12,6 +12,7 @@ from ldpsurvey.shared import (
     estimate,
     n_required,
     n_required_central_laplace,
+    n_required_question,
     numerical_epsilon,
     posterior_bounds,
     release_batch_required,
@@ -86,43 +87,101 @@ def estimate_command(alpha: float, beta: float, n: int, yes: int, confidence: fl
     result = estimate(_mechanism(alpha, beta), [n - yes, yes], confidence=confidence,
                       method=method)[1]
     emit({key: getattr(result, key) for key in (
-        "p_hat", "p_hat_clipped", "standard_error", "ci_low", "ci_high", "ci_method",
-        "confidence", "n", "design_consistent")}, as_json)
+        "p_hat", "standard_error", "p_hat_clipped", "p_mle", "ci_low", "ci_high", "ci_method",
+        "confidence", "n", "fit_p_value", "design_consistent", "warning")}, as_json)
+
+
+def _numbers(value: str | None, option: str) -> list[float] | None:
+    """A comma-separated list of finite numbers (None stays None)."""
+    if value is None:
+        return None
+    try:
+        numbers = [float(part) for part in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of numbers",
+                                 param_hint=f"'{option}'") from None
+    for number in numbers:
+        _finite(number, option)
+    return numbers
+
+
+def _plan_design(eps: float, beta: str | None, options: int | None) -> Mechanism:
+    """The mechanism at epsilon with --beta (P(report yes) for yes/no, or one probability per
+    option; its length gives k) or uniform over --options (default 2)."""
+    given = _numbers(beta, "--beta")
+    if given is not None and len(given) == 1:
+        given = [1.0 - given[0], given[0]]
+    k = options or (len(given) if given else 2)
+    if given is not None and len(given) != k:
+        raise click.BadParameter(f"needs {k} probabilities (--options), got {len(given)}",
+                                 param_hint="'--beta'")
+    try:
+        return Mechanism.from_epsilon(eps, given, k=k)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--beta'") from None
+
+
+def _planned_n(mechanism: Mechanism, proportion: list[float] | None, margin: float,
+               confidence: float) -> int:
+    """n_required for yes/no with one proportion of yes, else n_required_question (the given
+    proportions, one per option, or the worst case)."""
+    try:
+        if proportion is not None and len(proportion) == 1 and mechanism.k == 2:
+            return n_required(mechanism, proportion[0], margin, confidence)
+        return n_required_question(mechanism, proportion, margin, confidence)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--proportion'") from None
+
+
+MARGIN_NOTE = ("The margin is an expected half-width: about what the interval's half-width will "
+               "be on average, not a bound that holds in every survey.")
 
 
 @click.command("plan")
 @click.option("--epsilon", "eps", type=POSITIVE, required=True, help="Epsilon per answer.")
-@click.option("--proportion", type=click.FloatRange(0.0, 1.0),
-              help="Expected true proportion of yes (with --margin).")
-@click.option("--margin", type=UNIT_OPEN, help="Wanted CI half-width (with --proportion).")
+@click.option("--options", "options", type=click.IntRange(2, 64),
+              help="Options of the question [default: 2 (yes/no), or as many as --beta gives].")
+@click.option("--beta", help="P(report yes) when forced, or one probability per option, "
+              "comma-separated [default: uniform].")
+@click.option("--proportion", help="Expected true proportion of yes, or one per option, "
+              "comma-separated [default: the worst case].")
+@click.option("--margin", type=UNIT_OPEN,
+              help="Wanted expected CI half-width on every option.")
 @confidence_option
 @click.option("--central-epsilon", "central", type=POSITIVE,
               help="Wanted central epsilon of a shuffled release: adds release_batch_required.")
 @click.option("--delta", type=UNIT_OPEN, help=f"Delta of the central epsilon [default: {DEFAULT_DELTA:g}].")
 @json_option
-def plan_command(eps: float, proportion: float | None, margin: float | None, confidence: float,
-                 central: float | None, delta: float | None, as_json: bool) -> None:
-    """Respondents needed for a margin of error, locally (beta = 1/2) and, for comparison,
-    under central differential privacy with Laplace noise; with --central-epsilon, the
-    smallest batch of shuffled reports whose central epsilon reaches it."""
-    for value, option in ((eps, "--epsilon"), (proportion, "--proportion"), (margin, "--margin"),
+def plan_command(eps: float, options: int | None, beta: str | None, proportion: str | None,
+                 margin: float | None, confidence: float, central: float | None,
+                 delta: float | None, as_json: bool) -> None:
+    """Respondents needed for an expected margin of error on every option of a question with
+    k options and any beta (at given proportions or the worst case) and, for a yes/no question
+    at a given proportion, under central differential privacy with Laplace noise for
+    comparison; with --central-epsilon, the smallest batch of shuffled reports whose central
+    epsilon reaches it. The margin is an expected half-width, not a bound for every survey."""
+    for value, option in ((eps, "--epsilon"), (margin, "--margin"),
                           (confidence, "--confidence"), (central, "--central-epsilon"),
                           (delta, "--delta")):
         if value is not None:
             _finite(value, option)
-    if (proportion is None) != (margin is None):
-        missing = "--margin" if margin is None else "--proportion"
-        raise click.UsageError(f"Missing option '{missing}': --proportion and --margin go together.")
-    if proportion is None and central is None:
-        raise click.UsageError("Missing option '--proportion' and '--margin' (or '--central-epsilon').")
+    if proportion is not None and margin is None:
+        raise click.UsageError("Missing option '--margin': --proportion needs it.")
+    if margin is None and central is None:
+        raise click.UsageError("Missing option '--margin' (or '--central-epsilon').")
     if central is None and delta is not None:
         raise click.UsageError("Option '--delta' needs '--central-epsilon'.")
-    mechanism = Mechanism.from_epsilon(eps)
-    record: dict[str, float | int | None] = {"alpha": mechanism.alpha}
-    if proportion is not None and margin is not None:
-        record["n_required"] = n_required(mechanism, proportion, margin, confidence)
-        record["n_required_central_laplace"] = n_required_central_laplace(eps, proportion, margin,
-                                                                          confidence)
+    mechanism = _plan_design(eps, beta, options)
+    shares = _numbers(proportion, "--proportion")
+    record: dict[str, float | int | list[float] | None] = {"alpha": mechanism.alpha}
+    if beta is not None or mechanism.k != 2:
+        record["beta"] = list(mechanism.beta)
+    if margin is not None:
+        record["n_required"] = _planned_n(mechanism, shares, margin, confidence)
+        if shares is not None and len(shares) == 1 and mechanism.k == 2:
+            record["n_required_central_laplace"] = n_required_central_laplace(
+                eps, shares[0], margin, confidence)
+        click.echo(MARGIN_NOTE, err=True)
     if central is not None:
         record["release_batch_required"] = release_batch_required(
             eps, central, DEFAULT_DELTA if delta is None else delta)

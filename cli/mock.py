@@ -27,7 +27,7 @@ from ldpsurvey.shared.randomizer import thresholds
 
 from .api import Api, check_url
 from .extras import load
-from .output import emit_json, release_lines, table
+from .output import emit_json, interval, note, release_lines, table
 
 EXAMPLES = resources.files("ldpsurvey.shared") / "examples"
 ESTIMATE_KEYS = ("p_hat", "p_hat_clipped", "p_mle", "standard_error", "ci_low", "ci_high",
@@ -315,18 +315,6 @@ def print_report(result: MockResult) -> None:
                           "CI"]))
     for line in release_lines(body):
         click.echo(line)
-
-
-def interval(entry: dict) -> str:
-    return f"[{entry['ci_low']:.4f}, {entry['ci_high']:.4f}]"
-
-
-def note(row: dict) -> str:
-    """The option's warning, and a misfit of the design, in words ('' if none)."""
-    notes = [row["warning"]] if row["warning"] else []
-    if not row["design_consistent"]:
-        notes.append(f"the data do not fit the design (p = {row['fit_p_value']:.2g})")
-    return "; ".join(notes)
 
 
 COMMANDS = (mock,)

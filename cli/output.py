@@ -43,6 +43,22 @@ def emit(record: Mapping[str, Any], as_json: bool) -> None:
         click.echo(table(list(record.items())))
 
 
+def interval(entry: dict) -> str:
+    """An estimate's confidence interval, '-' before the first answer."""
+    if entry.get("ci_low") is None:
+        return "-"
+    return f"[{entry['ci_low']:.4f}, {entry['ci_high']:.4f}]"
+
+
+def note(option: dict) -> str:
+    """An option's warning and a misfit of the design, in words ('' if none): shown beside the
+    numbers, so that small samples are read with care."""
+    notes = [option["warning"]] if option.get("warning") else []
+    if option.get("design_consistent") is False:
+        notes.append(f"the data do not fit the design (p = {option['fit_p_value']:.2g})")
+    return "; ".join(notes)
+
+
 def release_lines(document: dict) -> list[str]:
     """What an estimates document says about release batches and shuffling, in words."""
     lines = []

@@ -5,12 +5,19 @@ from urllib.parse import quote
 
 import click
 
-from ldpsurvey.shared import SurveyError, parse_definition, read_definition
+from ldpsurvey.shared import (
+    Mechanism,
+    SurveyError,
+    difference,
+    parse_definition,
+    parse_manifest,
+    read_definition,
+)
 from ldpsurvey.shared.protocol import MAX_TOKENS_PER_REQUEST
 
 from .api import Api, pass_api, url_option
 from .options import confidence_option, method_option
-from .output import emit_json, release_lines, table
+from .output import emit, emit_json, interval, note, release_lines, table
 
 
 @click.group()
@@ -94,38 +101,89 @@ def tokens(api: Api, survey_id: str, count: int) -> None:
 @click.option("--survey", "survey_id", required=True, help="The survey id.")
 @confidence_option
 @method_option
+@click.option("--simultaneous", is_flag=True,
+              help="Intervals that cover all of a question's options together.")
+@click.option("--difference", metavar="Q:I,Q:J",
+              help="The difference of two options of question Q (indices I and J) instead.")
+@click.option("--crosstab", metavar="A,B",
+              help="The cross-tab of questions A (rows) and B (columns) instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
 @click.option("--csv", "export", flag_value="csv",
               help="Print the raw randomized responses as CSV (with the design parameters).")
 @click.option("--jsonl", "export", flag_value="jsonl", help="The same as JSON lines.")
 @pass_api
-def results(api: Api, survey_id: str, confidence: float, method: str, as_json: bool,
+def results(api: Api, survey_id: str, confidence: float, method: str, simultaneous: bool,
+            difference: str | None, crosstab: str | None, as_json: bool,
             export: str | None) -> None:
-    """Print a survey's estimates (public surveys need no key), or export its responses."""
+    """Print a survey's estimates (public surveys need no key), a difference of two options,
+    a cross-tab of two questions, or export its responses."""
     if export:
         click.echo(api.get(f"/api/surveys/{survey_id}/export.{export}").body.decode(), nl=False)
         return
-    body = api.get(f"/api/surveys/{survey_id}/estimates?confidence={confidence}&method={method}",
-                   auth=None).json()
-    if as_json:
-        emit_json(body)
+    if crosstab:
+        _crosstab(api, survey_id, crosstab, confidence, as_json)
         return
+    body = api.get(f"/api/surveys/{survey_id}/estimates?confidence={confidence}&method={method}"
+                   f"&simultaneous={str(simultaneous).lower()}", auth=None).json()
+    if difference:
+        emit(_difference(body, difference).as_dict(), as_json)
+    elif as_json:
+        emit_json(body)
+    else:
+        _print_estimates(body)
+
+
+def _print_estimates(body: dict) -> None:
+    together = "simultaneous " if body["simultaneous"] else ""
     click.echo(f"{body['title']} ({body['status']}); epsilon per respondent "
-               f"{body['total_epsilon']:.4g}; {body['confidence']:.0%} {body['ci_method']} CIs")
-    rows = [(q["id"], o["option"], o["n"], o["p_hat"], o["p_hat_clipped"], o["standard_error"],
-             _interval(o), q["epsilon"])
+               f"{body['total_epsilon']:.4g}; {body['confidence']:.0%} {together}"
+               f"{body['ci_method']} CIs. SE belongs to the unbiased estimate; clipped and MLE "
+               "have none of their own.")
+    rows = [(q["id"], o["option"], o["n"], o["p_hat"], o["standard_error"], o["p_hat_clipped"],
+             o["p_mle"], interval(o), q["epsilon"], note(o))
             for q in body["questions"] for o in q["options"]]
-    click.echo(table(rows, ["question", "option", "n", "estimate", "clipped", "SE", "CI", "eps"]))
+    click.echo(table(rows, ["question", "option", "n", "unbiased", "SE", "clipped", "MLE", "CI",
+                            "eps", "note"]))
     for line in release_lines(body):
         click.echo(line)
 
 
-def _interval(option: dict) -> str:
-    if option.get("design_consistent") is False:
-        return "data do not fit the design"
-    if option.get("ci_low") is None:
-        return "-"
-    return f"[{option['ci_low']:.4f}, {option['ci_high']:.4f}]"
+def _difference(body: dict, spec: str):
+    """shared.difference on the released counts of one question, from `Q:I,Q:J`."""
+    try:
+        (first_q, first), (second_q, second) = (part.split(":") for part in spec.split(","))
+        first, second = int(first), int(second)
+    except ValueError:
+        raise click.BadParameter("give two options of one question as Q:I,Q:J, e.g. sleep:0,"
+                                 "sleep:2", param_hint="'--difference'") from None
+    question = next((q for q in body["questions"] if q["id"] == first_q), None)
+    if question is None or first_q != second_q:
+        raise click.BadParameter("give two options of one question of the survey",
+                                 param_hint="'--difference'")
+    design = question.get("reported", question)  # a concept's composed (alpha, beta)
+    counts = [o["reported_count"] for o in question["options"]]
+    try:
+        return difference(Mechanism(design["alpha"], tuple(design["beta"])), counts, first,
+                          second, confidence=body["confidence"])
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--difference'") from None
+
+
+def _crosstab(api: Api, survey_id: str, spec: str, confidence: float, as_json: bool) -> None:
+    rows, _, cols = spec.partition(",")
+    body = api.get(f"/api/surveys/{quote(survey_id, safe='')}/crosstab?rows={quote(rows)}"
+                   f"&cols={quote(cols)}&confidence={confidence}", auth=None).json()
+    if as_json:
+        emit_json(body)
+        return
+    survey = parse_manifest(api.get(f"/api/surveys/{quote(survey_id, safe='')}", auth=False).body)
+    labels = [survey.question(q).options for q in (rows, cols)]
+    click.echo(f"{rows} (rows) by {cols} (columns), n = {body['n']}; {body['confidence']:.0%} "
+               f"intervals; conditional = P({cols} | {rows})")
+    click.echo(table([(labels[0][c["row"]], labels[1][c["col"]], c["p_hat"], c["standard_error"],
+                       interval(c), d["p_hat"], interval(d))
+                      for c, d in zip(body["cells"], body["conditional"], strict=True)],
+                     [rows, cols, "joint", "SE", "CI", "conditional", "CI"]))
 
 
 COMMANDS = (survey, results)

@@ -44,8 +44,11 @@ def test_estimate_json_matches_reference(reference):
         out = run_json("estimate", "--alpha", repr(case["alpha"]), "--beta", repr(case["beta"]),
                        "--n", str(case["n"]), "--yes", str(case["reported_yes"]),
                        "--method", "wilson")
-        assert set(out) == {"p_hat", "p_hat_clipped", "standard_error", "ci_low", "ci_high",
-                            "ci_method", "confidence", "n", "design_consistent"}
+        assert set(out) == {"p_hat", "p_hat_clipped", "p_mle", "standard_error", "ci_low",
+                            "ci_high", "ci_method", "confidence", "n", "fit_p_value",
+                            "design_consistent", "warning"}
+        assert math.isclose(out["p_mle"], case["p_mle"], rel_tol=REL, abs_tol=1e-15)
+        assert math.isclose(out["fit_p_value"], case["fit_p_value"], rel_tol=REL)
         assert math.isclose(out["p_hat"], case["p_hat_unbiased"], rel_tol=REL)
         assert math.isclose(out["p_hat_clipped"], case["p_hat_clipped"], rel_tol=REL)
         assert math.isclose(out["standard_error"], case["standard_error"], rel_tol=REL)
@@ -108,7 +111,11 @@ def test_human_table_by_default():
     (["shuffle", "--epsilon", "inf", "--n", "100"], "--epsilon"),
     (["shuffle", "--n", "100"], "--epsilon"),
     (["plan", "--epsilon", "1", "--proportion", "0.3"], "--margin"),
-    (["plan", "--epsilon", "1", "--margin", "0.03"], "--proportion"),
+    (["plan", "--epsilon", "1", "--beta", "0.2,0.3", "--margin", "0.03"], "--beta"),
+    (["plan", "--epsilon", "1", "--options", "3", "--beta", "0.5", "--margin", "0.03"], "--beta"),
+    (["plan", "--epsilon", "1", "--options", "3", "--proportion", "0.5,0.5", "--margin", "0.1"],
+     "--proportion"),
+    (["plan", "--epsilon", "1", "--proportion", "a,b", "--margin", "0.1"], "--proportion"),
     (["plan", "--epsilon", "1"], "--central-epsilon"),
     (["plan", "--epsilon", "1", "--central-epsilon", "0"], "--central-epsilon"),
     (["plan", "--epsilon", "1", "--central-epsilon", "nan"], "--central-epsilon"),
@@ -191,3 +198,24 @@ def test_plan_release_batch_is_null_when_out_of_reach():
     assert out["release_batch_required"] is None
 
 
+
+
+@pytest.mark.parametrize("args, beta, proportions", [
+    (["--margin", "0.03"], (0.5, 0.5), None),                                  # worst case
+    (["--options", "4", "--margin", "0.05"], (0.25,) * 4, None),
+    (["--beta", "0.2,0.3,0.5", "--proportion", "0.1,0.6,0.3", "--margin", "0.05"],
+     (0.2, 0.3, 0.5), [0.1, 0.6, 0.3]),
+    (["--beta", "0.3", "--proportion", "0.4,0.6", "--margin", "0.04"], (0.7, 0.3), [0.4, 0.6]),
+])
+def test_plan_for_k_options_any_beta_and_the_worst_case(args, beta, proportions):
+    """plan gives the shared planner's n for every option, and says the margin is an expected
+    half-width."""
+    from ldpsurvey.shared import Mechanism, n_required_question
+
+    result = CliRunner().invoke(main, ["plan", "--epsilon", "1.5", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    mechanism = Mechanism.from_epsilon(1.5, beta)
+    assert out["alpha"] == mechanism.alpha
+    assert out["n_required"] == n_required_question(mechanism, proportions, float(args[-1]))
+    assert "expected half-width" in result.stderr
