@@ -48,14 +48,16 @@ def _csrf_token() -> str:
 @bp.get("/s/<survey_id>/results")
 def results(survey_id: str):
     caller = auth.session_caller()
-    page = surveys.results_page(get_db(), survey_id, caller, current_app.config["CENTRAL_DELTA"])
+    page = surveys.results_page(get_db(), survey_id, caller, current_app.config["CENTRAL_DELTA"],
+                                request.args.get("rows"), request.args.get("cols"))
     if page.estimates is None:
         return render_template("login.html", survey=page.survey, csrf=_csrf_token(),
                                error=request.args.get("error"))
     researcher = page.researcher
     charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
     return render_template("results.html", body=page.estimates, charts=charts,
-                           researcher=researcher, csrf=_csrf_token() if researcher else None)
+                           crosstab=page.crosstab, researcher=researcher,
+                           csrf=_csrf_token() if researcher else None)
 
 
 @bp.post("/s/<survey_id>/login")

@@ -161,25 +161,33 @@ def reader_of(db: Connection, survey: Survey, caller: KeyRecord | None) -> bool 
 
 @dataclass(frozen=True)
 class ResultsPage:
-    """A survey and, if the caller may read them, its estimates (None: a login is needed);
-    `researcher` when the caller reads them as one of its researchers, not as the public."""
+    """A survey and, if the caller may read them, its estimates (None: a login is needed) and
+    a cross-tab (None: none chosen or declared); `researcher` when the caller reads them as one
+    of its researchers, not as the public."""
 
     survey: Survey
     estimates: dict | None
     researcher: bool = False
+    crosstab: dict | None = None
 
 
 def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
-                 central_delta: float) -> ResultsPage:
+                 central_delta: float, rows: str | None = None,
+                 cols: str | None = None) -> ResultsPage:
     """The results page's content at the default confidence and method for the caller of a
-    session (None: not logged in). SurveyNotFound (see reader_of)."""
+    session (None: not logged in), with the cross-tab of rows and cols (by default the first
+    declared pair, if any). SurveyNotFound (see reader_of), InvalidParameter."""
     stored = store.get_survey(db, survey_id)
     reader = reader_of(db, stored.survey, caller)
     if reader is None:
         return ResultsPage(stored.survey, None)
+    if rows is None and cols is None and stored.survey.crosstabs:
+        rows, cols = stored.survey.crosstabs[0]
+    table = None if rows is None and cols is None else crosstab_document(
+        db, survey_id, caller, rows, cols, None)
     return ResultsPage(stored.survey, estimates_document(
         db, stored, EstimateOptions(), researcher=reader, central_delta=central_delta),
-        researcher=reader)
+        researcher=reader, crosstab=table)
 
 
 def estimate_options(confidence: str | None, method: str | None,

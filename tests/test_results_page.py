@@ -1,0 +1,40 @@
+"""The results page: warnings beside the numbers, and the cross-tab of a chosen pair."""
+
+import html
+
+from helpers import SURVEY
+
+RESPONSES = [{"smoked": 1, "drove": 0, "sleep": 0}] * 12 + [{"smoked": 0, "drove": 1, "sleep": 2}] * 8
+
+
+def published(client, auth) -> str:
+    definition = {**SURVEY, "public_results": True, "crosstabs": [["smoked", "sleep"]]}
+    survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+    client.post(f"/api/surveys/{survey_id}/responses/batch",
+                json={"responses": [{"answers": a} for a in RESPONSES]}, headers=auth)
+    return survey_id
+
+
+def page(client, survey_id, query=""):
+    response = client.get(f"/s/{survey_id}/results{query}")
+    return response.status_code, html.unescape(response.get_data(as_text=True))
+
+
+def test_warnings_stand_beside_the_numbers(client, auth):
+    status, text = page(client, published(client, auth))
+    assert status == 200
+    assert text.count("small sample: n = 20 < 30") == 7  # every option of the three questions
+    assert "Estimate (MLE)" in text and "Unbiased ± SE" in text
+
+
+def test_the_declared_crosstab_by_default_and_any_chosen_pair(client, auth):
+    survey_id = published(client, auth)
+    crosstab = client.get(f"/api/surveys/{survey_id}/crosstab?rows=smoked&cols=sleep").json
+    _, text = page(client, survey_id)
+    first = crosstab["cells"][0]
+    assert "P(sleep | smoked)" in text
+    assert f"{first['p_hat'] * 100:.1f} ± {first['standard_error'] * 100:.1f} %" in text
+    _, chosen = page(client, survey_id, "?rows=drove&cols=smoked")
+    assert "P(smoked | drove)" in chosen and 'value="drove" selected' in chosen
+    status, bad = page(client, survey_id, "?rows=drove&cols=nope")
+    assert status == 400 and "cols must be a question id" in bad
