@@ -228,7 +228,8 @@ def test_results_page_with_login(page, live_server, client, auth, researcher_key
     page.click("button[type=submit]")
     page.wait_for_selector("svg.chart")
     assert page.locator("svg.chart").count() == 4
-    assert page.locator("table tbody tr").count() == 9
+    assert page.locator("section.result:not(.crosstab) table tbody tr").count() == 9
+    assert page.locator("section.crosstab table tbody tr").count() == 6  # smoked x sleep, declared
     cookie = next(c for c in page.context.cookies() if c["name"] == "ldp_researcher")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     screenshot(page, "results")

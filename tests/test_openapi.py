@@ -84,6 +84,10 @@ def test_every_response_conforms_to_the_description(client, auth):
     seen = set()
     for sent, response in RECORDED_RESPONSES:
         request = WerkzeugOpenAPIRequest(sent)
+        if request.method == "head":  # Flask answers HEAD as GET without a body
+            get = document["paths"][_template(request.path, document)]["get"]
+            assert str(response.status_code) in get["responses"] and not response.data
+            continue
         if (request.method, _template(request.path, document)) not in operations:
             # an undocumented path or method: a 404/405 with the documented error body
             assert response.status_code in (404, 405)
