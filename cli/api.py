@@ -9,6 +9,8 @@ history and `ps`). Every failure becomes one clear line and a non-zero exit.
 import ipaddress
 import os
 import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -48,6 +50,16 @@ class Api:
                 return self.call(method, path, headers=headers, **kwargs)
             raise click.ClickException(str(exc)) from None
         except (http.NetworkError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
+
+    @contextmanager
+    def stream(self, path: str) -> Iterator[Iterator[bytes]]:
+        """GET `path` with the key and yield its body piece by piece (constant memory)."""
+        try:
+            with http.stream(self.url + path,
+                             headers={"Authorization": f"Bearer {self.key}"}) as pieces:
+                yield pieces
+        except (http.ApiError, http.NetworkError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
 
     def get(self, path: str, **kwargs: Any) -> http.Response:

@@ -1,6 +1,7 @@
 """Researcher commands that talk to an aggregator over HTTP: survey create/close/share/tokens,
 results."""
 
+import sys
 from urllib.parse import quote
 
 import click
@@ -111,14 +112,16 @@ def tokens(api: Api, survey_id: str, count: int) -> None:
 @click.option("--csv", "export", flag_value="csv",
               help="Print the raw randomized responses as CSV (with the design parameters).")
 @click.option("--jsonl", "export", flag_value="jsonl", help="The same as JSON lines.")
+@click.option("--output", type=click.Path(dir_okay=False, writable=True),
+              help="Write the --csv or --jsonl export to this file, with a progress bar.")
 @pass_api
 def results(api: Api, survey_id: str, confidence: float, method: str, simultaneous: bool,
             difference: str | None, crosstab: str | None, as_json: bool,
-            export: str | None) -> None:
+            export: str | None, output: str | None) -> None:
     """Print a survey's estimates (public surveys need no key), a difference of two options,
     a cross-tab of two questions, or export its responses."""
     if export:
-        click.echo(api.get(f"/api/surveys/{survey_id}/export.{export}").body.decode(), nl=False)
+        _export(api, survey_id, export, output)
         return
     if crosstab:
         _crosstab(api, survey_id, crosstab, confidence, as_json)
@@ -131,6 +134,24 @@ def results(api: Api, survey_id: str, confidence: float, method: str, simultaneo
         emit_json(body)
     else:
         _print_estimates(body)
+
+
+def _export(api: Api, survey_id: str, kind: str, output: str | None) -> None:
+    """Stream the export to stdout, or to `output` with a progress bar over the released
+    responses (one line each), in constant memory at any size."""
+    path = f"/api/surveys/{survey_id}/export.{kind}"
+    if output is None:
+        with api.stream(path) as pieces:
+            for piece in pieces:
+                click.echo(piece, nl=False)
+        return
+    released = api.get(f"/api/surveys/{survey_id}/estimates").json()["questions"][0]["n"]
+    with (api.stream(path) as pieces, open(output, "wb") as file,
+          click.progressbar(length=released, label="exporting", file=sys.stderr) as bar):
+        for piece in pieces:
+            file.write(piece)
+            bar.update(piece.count(b"\n"))
+    click.echo(f"{released} responses written to {output}", err=True)
 
 
 def _print_estimates(body: dict) -> None:

@@ -4,6 +4,8 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +70,27 @@ def request(method: str, url: str, *, json_body: Any = None, headers: dict[str, 
                 raise NetworkError(f"could not reach {url}: {reason}") from None
             time.sleep(backoff * 2**attempt)
     raise AssertionError("unreachable")
+
+
+@contextmanager
+def stream(url: str, *, headers: dict[str, str] | None = None,
+           timeout: float = 30.0) -> Iterator[Iterator[bytes]]:
+    """GET `url` and yield its body as an iterator of pieces, read as they arrive, so a body
+    of any size passes in constant memory. ApiError, NetworkError, ValueError (scheme)."""
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"only http:// and https:// URLs are allowed, got {url!r}")
+    req = urllib.request.Request(url, headers=headers or {})  # noqa: S310
+    try:
+        response = urllib.request.urlopen(req, timeout=timeout)  # noqa: S310  # nosec B310
+    except urllib.error.HTTPError as exc:
+        raise _api_error(exc) from None
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+        raise NetworkError(f"could not reach {url}: {getattr(exc, 'reason', exc)}") from None
+    with response:
+        yield iter(lambda: response.read(STREAM_PIECE), b"")
+
+
+STREAM_PIECE = 64 * 1024
 
 
 def _api_error(exc: urllib.error.HTTPError) -> ApiError:

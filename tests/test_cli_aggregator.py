@@ -230,3 +230,23 @@ def test_survey_share_and_unshare(runner, app, live_server, client, auth):
     unknown = runner.invoke(main, ["survey", "share", survey_id, "--with", "nobody",
                                    "--url", live_server])
     assert unknown.exit_code == 1 and "no researcher named 'nobody'" in unknown.stderr
+
+
+def test_an_export_streams_to_a_file_with_a_progress_bar(runner, live_server, client, auth,
+                                                          tmp_path):
+    from helpers import SURVEY
+
+    survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
+    rows = [{"answers": {"smoked": i % 2, "drove": 0, "sleep": i % 3}} for i in range(3000)]
+    client.post(f"/api/surveys/{survey_id}/responses/batch", json={"responses": rows},
+                headers=auth)
+    path = tmp_path / "export.jsonl"
+    written = runner.invoke(main, ["results", "--url", live_server, "--survey", survey_id,
+                                   "--jsonl", "--output", str(path)])
+    assert written.exit_code == 0, written.output
+    assert "3000 responses written" in written.stderr and written.stdout == ""
+    assert path.read_bytes() == client.get(f"/api/surveys/{survey_id}/export.jsonl",
+                                           headers=auth).get_data()
+    missing = runner.invoke(main, ["results", "--url", live_server, "--survey", "a" * 21,
+                                   "--csv"])
+    assert missing.exit_code == 1 and "does not know this survey" in missing.stderr
