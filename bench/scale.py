@@ -5,11 +5,11 @@ estimate and close it, printing each figure beside its comparison from the same 
     python bench/scale.py [--target 10000000] [--postgres postgresql://postgres@127.0.0.1/test]
 
 Reports: the batch intake rate per tenth of the fill, beside the rate at which the same
-gunicorn parses and validates the same batches without storing them (a bench-only app);
-estimates latency at 10^3 and at each power of ten reached; the export's time, rows/s and
-the workers' peak resident memory before and during it; the close's time; the database's size
-on disk per response. The survey has four yes/no questions and releases each 10,000-response
-batch at once.
+gunicorn parses and validates the same batches without storing them (a bench-only app), and
+the write-ahead log written per response in each tenth; estimates latency at 10^3 and at each
+power of ten reached; the export's time, rows/s and the workers' peak resident memory before
+and during it; the close's time; the database's size on disk per response. The survey has four
+yes/no questions and releases each 10,000-response batch at once.
 """
 
 import argparse
@@ -113,6 +113,14 @@ def export(url: str, key: str, master: int) -> tuple[float, int, int, int]:
     return seconds, rows - 1, before, peak[0]  # less the header row
 
 
+def wal_position(database_url: str) -> int:
+    """The server's write-ahead-log position, bytes (its growth is what intake wrote)."""
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        return conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()[0]
+
+
 def database_bytes(database_url: str) -> int:
     import psycopg
 
@@ -158,10 +166,13 @@ def main() -> None:
             stored, milestone = 0, 10**6
             for tenth in range(10):
                 count = batches // 10 + (tenth < batches % 10)
+                wal = wal_position(database_url)
                 got = rate(intake, key, bodies, count, args.clients)
+                wal = (wal_position(database_url) - wal) / (count * BATCH)
                 stored += count * BATCH
                 print(f"intake, tenth {tenth + 1} (to {stored:,}), responses/s{'':<14} "
-                      f"{got:,.0f} ({got / validated:.0%} of parse-and-validate)", flush=True)
+                      f"{got:,.0f} ({got / validated:.0%} of parse-and-validate), "
+                      f"{wal:,.0f} WAL bytes per response", flush=True)
                 while stored >= milestone:
                     latency[milestone] = median_ms(estimates, key)
                     milestone *= 10
