@@ -21,7 +21,8 @@ array plus one blend with the true options: O(k), no per-option masks or gathers
 
 U is NumPy's `random()` times N: its doubles are 53-bit integers over 2^53, so u = U/N, and
 top_j / N (top_j = R_j div N < N) are exact doubles. W >= R_j iff U > top_j, or U = top_j and
-L >= R_j mod N; only on that tie (probability 2^-53 per bound) is L drawn, lazily.
+L >= R_j mod N; only on that tie (probability 2^-53 per bound) is L drawn (it is independent
+of U, so drawing it late changes nothing).
 """
 
 from collections.abc import Sequence
