@@ -271,33 +271,47 @@ def truncate_wal(raw: sqlite3.Connection, _tables: Sequence[str], wait: float = 
 
 
 class SQLiteDatabase:
-    """A SQLite file in WAL mode with synchronous=FULL. Each thread keeps one open connection:
-    opening one costs the PRAGMAs, and closing the last one checkpoints the WAL."""
+    """A SQLite file in WAL mode with synchronous=FULL, through a pool of open connections:
+    opening one costs the PRAGMAs, and closing the last one checkpoints the WAL. A request
+    takes an idle connection (or opens one) and gives it back; at most IDLE stay open, so a
+    server that starts a thread per request does not keep a connection per thread it ever ran
+    (the development server and the mock do)."""
+
+    IDLE = 8
 
     def __init__(self, path: str):
         self.path = path
         private_database_file(Path(path))
-        self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
+        self._idle: list[sqlite3.Connection] = []
+        self._opened: set[sqlite3.Connection] = set()
         self._lock = threading.Lock()
         self.scrubber = Scrubber(truncate_wal, self._own_connection, inline=True)
 
     def connect(self) -> Connection:
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            # Used by one thread at a time; close() may run on another.
+        with self._lock:
+            raw = self._idle.pop() if self._idle else None
+        if raw is None:
+            # Used by one thread at a time, but not always the same one.
             raw = sqlite3.connect(self.path, isolation_level=None, timeout=30,
                                   check_same_thread=False)
             for pragma in ("journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON",
                            "secure_delete = ON", "journal_size_limit = 0"):
                 raw.execute(f"PRAGMA {pragma}")
             with self._lock:
-                self._opened.append(raw)
-            connection = self._local.connection = SQLiteConnection(raw, self.scrubber)
-        return connection
+                self._opened.add(raw)
+        return SQLiteConnection(raw, self.scrubber)
 
     def release(self, connection: Connection) -> None:
-        pass  # kept for this thread's next request
+        """Give the connection back: kept idle for the next request, or closed if IDLE are."""
+        raw = connection.raw
+        if raw.in_transaction:  # never hand on a transaction left open by a failure
+            raw.execute("ROLLBACK")
+        with self._lock:
+            if raw in self._opened and len(self._idle) < self.IDLE:
+                self._idle.append(raw)
+                return
+            self._opened.discard(raw)
+        raw.close()
 
     @contextmanager
     def _own_connection(self) -> Iterator[sqlite3.Connection]:
@@ -308,13 +322,13 @@ class SQLiteDatabase:
             raw.close()
 
     def close(self) -> None:
-        """Close every thread's connection (when the app shuts down)."""
+        """Close every connection (when the app shuts down)."""
         self.scrubber.stop()
         with self._lock:
             for raw in self._opened:
                 raw.close()
             self._opened.clear()
-        self._local = threading.local()
+            self._idle.clear()
 
 
 def vacuum_tables(raw: Any, tables: Sequence[str]) -> bool:

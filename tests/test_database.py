@@ -29,3 +29,33 @@ def test_a_failed_transaction_leaves_the_connection_usable(app):
         with db.transaction():
             db.execute("INSERT INTO researchers (researcher_id, name) VALUES ('after', 'after')")
         assert names(db) == ["after"]
+
+
+def test_a_thread_per_request_does_not_keep_a_connection_per_thread(tmp_path):
+    """The development server (and the mock) start a thread for every request: 200 requests
+    leave at most the pool's few SQLite connections open, not 200 (each held about 2 MB and
+    three file descriptors: the mock at 10^7 respondents reached 4.5 GB)."""
+    import os
+    import threading
+    import urllib.request
+
+    from werkzeug.serving import make_server
+
+    from ldpsurvey.aggregator import close_app, create_app
+    from ldpsurvey.aggregator.database import SQLiteDatabase
+
+    path = str(tmp_path / "pool.sqlite3")
+    app = create_app({"DATABASE_URL": f"sqlite:///{path}"}, instance_path=tmp_path)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01})
+    thread.start()
+    try:
+        for _ in range(200):
+            urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/healthz").read()
+        open_files = sum(os.path.realpath(f"/proc/self/fd/{fd}") == path
+                         for fd in os.listdir("/proc/self/fd"))
+        assert open_files <= SQLiteDatabase.IDLE + 1
+    finally:
+        server.shutdown()
+        thread.join()
+        close_app(app)
