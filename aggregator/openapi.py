@@ -13,6 +13,7 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify
 
 from ldpsurvey.shared import METHODS, Cell, Conditional, Estimate
+from ldpsurvey.shared.manifest import CONCEPT
 from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY, RESEARCHER_NAME, ROLES
 
 from .errors import ANSWERS
@@ -151,7 +152,14 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                         "options": {"type": "array", "items": {"type": "string"}},
                         "alpha": {"type": "number"}, "epsilon": {"type": "number"},
                         "beta": {"oneOf": [{"type": "number"},
-                                           {"type": "array", "items": {"type": "number"}}]}}}}}},
+                                           {"type": "array", "items": {"type": "number"}}]},
+                        "concept": {"type": "string", "pattern": f"^{CONCEPT.pattern}$",
+                                    "description": "Answers reused across surveys: a "
+                                                   "permanent randomized answer per device"},
+                        "irr_alpha": {"type": "number", "exclusiveMinimum": True,
+                                      "minimum": 0, "exclusiveMaximum": True, "maximum": 1,
+                                      "description": "The instantaneous layer's alpha of a "
+                                                     "concept question (default 0.75)"}}}}}},
         "Created": {"type": "object", "required": ["survey_id", "status", "total_epsilon",
                                                    "manifest_url"],
                     "properties": {"survey_id": {"type": "string"}, "status": {"type": "string"},
