@@ -75,9 +75,33 @@ def test_at_the_ceiling_is_not_above_it():
     assert not exceeds(realized_epsilon(thresholds(m.alpha, m.beta)), math.log(3))
 
 
+NO_PRIVACY = r"^these parameters leave an option with no chance of being forced \(or alpha rounds to 1\): no privacy$"
+
+
 def test_degenerate_parameters_are_refused():
-    with pytest.raises(ValueError, match="no privacy"):
+    with pytest.raises(ValueError, match=NO_PRIVACY):
         thresholds(0.5, [1e-300, 1 - 1e-300])
+
+
+def test_alpha_that_rounds_to_one_is_refused():
+    """alpha = 1 gives T = 2^53: a randomizer that always tells the truth."""
+    with pytest.raises(ValueError, match=NO_PRIVACY):
+        thresholds(1.0, [0.5, 0.5])
+
+
+def test_the_extreme_but_private_parameters_are_accepted():
+    """alpha = 0 (pure noise) and the largest alpha below 1 are valid, and so is an option forced
+    with the smallest probability there is, 2^-53."""
+    assert thresholds(0.0, [0.5, 0.5]).keep == 0
+    assert thresholds(1 - 2**-53, [0.5, 0.5]).keep == N - 1
+    assert thresholds(0.5, [1 - 2**-53, 2**-53]).option_weights == (N - 1, 1)
+
+
+def test_an_option_index_outside_the_question_is_refused():
+    t = thresholds(0.5, [0.2, 0.3, 0.5])
+    for option in (-1, 3):
+        with pytest.raises(ValueError, match=r"^the answer is not one of the question's options$"):
+            randomize(option, t, draw=lambda: 0)
 
 
 def test_error_never_contains_the_answer():
