@@ -75,7 +75,8 @@ def test_at_the_ceiling_is_not_above_it():
     assert not exceeds(realized_epsilon(thresholds(m.alpha, m.beta)), math.log(3))
 
 
-NO_PRIVACY = r"^these parameters leave an option with no chance of being forced \(or alpha rounds to 1\): no privacy$"
+NO_PRIVACY = (r"^these parameters leave an option with no chance of being forced "
+              r"\(or alpha rounds to 1\): no privacy$")
 
 
 def test_degenerate_parameters_are_refused():
