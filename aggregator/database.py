@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from .exceptions import ConfigurationError
 from .instance import private_database_file
 
 
@@ -349,9 +350,18 @@ def vacuum_tables(raw: Any, tables: Sequence[str]) -> bool:
 class PostgresDatabase:
     """A PostgreSQL server, through a connection pool shared by the app's threads."""
 
+    CONNECT_SECONDS = 5
+
     def __init__(self, url: str, max_size: int = 16):
+        import psycopg
         from psycopg_pool import ConnectionPool
 
+        try:  # one direct try first: the server's own words, within seconds, not a pool timeout
+            psycopg.connect(url, connect_timeout=self.CONNECT_SECONDS).close()
+        except psycopg.Error as exc:
+            reason = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            raise ConfigurationError(f"cannot connect to PostgreSQL at "
+                                     f"{url.split('@')[-1]}: {reason}") from None
         self.pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True,
                                    kwargs={"autocommit": True})
         self.pool.wait(timeout=10)

@@ -59,3 +59,27 @@ def test_a_thread_per_request_does_not_keep_a_connection_per_thread(tmp_path):
         server.shutdown()
         thread.join()
         close_app(app)
+
+
+@pytest.mark.parametrize("url, says", [
+    ("postgresql://postgres@127.0.0.1:5432/ldp_survey_no_such_database", "does not exist"),
+    ("postgresql://postgres@127.0.0.1:1/test", "127.0.0.1:1/test"),
+])
+def test_an_unreachable_postgresql_is_one_line_within_seconds(tmp_path, url, says):
+    """Not a pool timeout's 47-line traceback after 10 s: one line naming the problem."""
+    import subprocess
+    import sys
+    import time
+
+    from helpers import postgres_available, require
+
+    if "5432" in url:
+        require(postgres_available(), "PostgreSQL at 127.0.0.1:5432")
+
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "ldpsurvey.cli", "admin", "keys", "list",
+                             "--database", url, "--instance", str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - start < 5
+    assert result.returncode == 1 and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and says in result.stderr
