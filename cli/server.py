@@ -4,6 +4,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import click
@@ -61,7 +62,16 @@ def admin() -> None:
 @contextmanager
 def database_session(database_url: str | None, instance: str) -> Iterator[tuple[Any, Any]]:
     """The aggregator package and an app context on the configured database; the domain
-    errors of its services become one-line CLI errors."""
+    errors of its services become one-line CLI errors. Says which database it uses, and
+    refuses to start a new, empty instance folder nobody named (run from another folder, it
+    would make keys the running server never sees)."""
+    named = click.get_current_context().get_parameter_source("instance")
+    if (database_url is None and named is click.core.ParameterSource.DEFAULT
+            and not Path(instance).is_dir()):
+        raise click.ClickException(
+            f"no aggregator instance folder at ./{instance}: run this where `ldp-survey serve` "
+            "runs, or name the server's database with --database or --instance (or "
+            "LDP_SURVEY_DATABASE_URL, LDP_SURVEY_INSTANCE)")
     aggregator = load("ldpsurvey.aggregator")
     app = make_app(database_url, instance)
     try:
@@ -69,6 +79,8 @@ def database_session(database_url: str | None, instance: str) -> Iterator[tuple[
             yield aggregator, load("ldpsurvey.aggregator.db").get_db()
     except aggregator.DomainError as exc:
         raise click.ClickException(str(exc)) from None
+    else:
+        click.echo(f"database: {app.config['DATABASE_URL'].split('@')[-1]}", err=True)
     finally:
         aggregator.close_app(app)
 

@@ -250,3 +250,22 @@ def test_an_export_streams_to_a_file_with_a_progress_bar(runner, live_server, cl
     missing = runner.invoke(main, ["results", "--url", live_server, "--survey", "a" * 21,
                                    "--csv"])
     assert missing.exit_code == 1 and "does not know this survey" in missing.stderr
+
+
+def test_admin_commands_say_which_database_and_never_start_an_unnamed_instance(
+        tmp_path, monkeypatch):
+    """Run from another folder, create-key used to make a new ./instance and print a key the
+    running server never saw."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LDP_SURVEY_INSTANCE", raising=False)
+    monkeypatch.delenv("LDP_SURVEY_DATABASE_URL", raising=False)
+    refused = CliRunner().invoke(main, ["admin", "create-key"])
+    assert refused.exit_code == 1 and refused.stdout == ""
+    assert "no aggregator instance folder at ./instance" in refused.stderr
+    assert not (tmp_path / "instance").exists()
+    made = CliRunner().invoke(main, ["admin", "create-key", "--instance", "server"])
+    assert made.exit_code == 0
+    assert f"database: sqlite:///{tmp_path / 'server' / 'ldp-survey.sqlite3'}" in made.stderr
+    again = CliRunner().invoke(main, ["admin", "keys", "list"],
+                               env={"LDP_SURVEY_INSTANCE": "server"})
+    assert again.exit_code == 0 and "researcher" in again.stdout
