@@ -150,39 +150,92 @@ def test_http_errors_are_plain_words(live_server, state):
         fetch_survey(live_server, "nope", state)
 
 
+class FlakyServer:
+    """A loopback server that drops the first POST without an answer and accepts the others,
+    recording each Idempotency-Key; use as a context manager, `url` is its address."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        seen = self.seen = []
+
+        class Flaky(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                seen.append(self.headers["Idempotency-Key"])
+                if len(seen) == 1:
+                    self.close_connection = True
+                    self.connection.shutdown(2)  # drop it without an answer
+                    return
+                self.send_response(201)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"accepted": 1}')
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Flaky)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.01}, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+
+
 def test_network_failures_are_retried_with_the_same_key():
     """A server that drops the first connection: the retry carries the same Idempotency-Key."""
-    import http.server
-    import threading
-
     from ldpsurvey.client import http as client_http
 
-    seen = []
-
-    class Flaky(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            seen.append(self.headers["Idempotency-Key"])
-            if len(seen) == 1:
-                self.close_connection = True
-                self.connection.shutdown(2)  # drop it without an answer
-                return
-            self.send_response(201)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(b'{"accepted": 1}')
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Flaky)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
-                              daemon=True)
-    thread.start()
-    try:
+    with FlakyServer() as flaky:
         response = client_http.request(
-            "POST", f"http://127.0.0.1:{server.server_port}/x", json_body={"answers": {}},
+            "POST", f"{flaky.url}/x", json_body={"answers": {}},
             headers={"Idempotency-Key": "same-key-123"}, retries=2, backoff=0.01)
-    finally:
-        server.shutdown()
-    assert response.status == 201 and seen == ["same-key-123", "same-key-123"]
+    assert response.status == 201 and flaky.seen == ["same-key-123", "same-key-123"]
+
+
+def test_submit_retries_a_dropped_connection_unless_told_not_to(live_server, survey_id, state):
+    """submit() retries by default (with the same key) and passes `retries` on: with
+    retries=0 the dropped connection is the respondent's error to see."""
+    from dataclasses import replace
+
+    from ldpsurvey.client import NetworkError
+
+    verified = fetch_survey(live_server, survey_id, state, ROOMY)
+    submission = prepare(verified, TRUTH, state)
+    with FlakyServer() as flaky:
+        assert submit(replace(verified, aggregator=flaky.url), submission, state) == {"accepted": 1}
+    assert flaky.seen == [submission.idempotency_key] * 2
+    with FlakyServer() as flaky, pytest.raises(NetworkError):
+        submit(replace(verified, aggregator=flaky.url), submission, state, retries=0)
+    assert flaky.seen == [submission.idempotency_key]
+
+
+def test_an_invited_respondent_answers_with_the_token(live_server, client, auth, state):
+    from ldpsurvey.client import ApiError, SurveyUnavailable
+
+    survey_id = create(client, auth, {**SURVEY, "invitation_only": True})
+    [token] = client.post(f"/api/surveys/{survey_id}/tokens", json={"count": 1},
+                          headers=auth).json["tokens"]
+    with pytest.raises(SurveyUnavailable, match="by invitation only"):
+        fetch_survey(live_server, survey_id, state, ROOMY)
+    verified = fetch_survey(live_server, survey_id, state, ROOMY, token=token)
+    submission = prepare(verified, TRUTH, state)
+    with pytest.raises(ApiError, match="needs a valid key"):  # 401: the server wants the token
+        submit(verified, submission, state)
+    submit(verified, submission, state, token=token)
+    assert counted(client, survey_id, auth) == 1
+
+
+def test_every_spelling_of_the_address_is_one_aggregator(live_server, survey_id, state):
+    for url in (f"{live_server}/", f"{live_server}//", f"{live_server}/?x=1#top",
+                f" {live_server.upper()} "):
+        verified = fetch_survey(url, survey_id, state, ROOMY)
+        assert verified.aggregator == live_server
+    assert state.pinned_key(live_server) is not None

@@ -109,3 +109,35 @@ def test_uniform_beta_minimizes_total_variance_three_options(eps):
         uniform = _variance_factor(eps, (1 / 3,) * 3, truth)
         for beta in betas:
             assert uniform <= _variance_factor(eps, beta, truth) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("eps", [20.0, 37.0, 50.0, 1000.0])
+def test_alpha_for_a_very_large_epsilon_is_the_largest_alpha_below_one(eps):
+    """Beyond eps ~ 37 every alpha < 1 qualifies at beta = 1/2: the answer is the float just
+    below 1, and no larger alpha is allowed."""
+    alpha = alpha_for_epsilon(eps, 0.5)
+    assert alpha < 1.0 and epsilon(alpha, 0.5) <= eps
+    assert alpha == math.nextafter(1.0, 0.0) or epsilon(math.nextafter(alpha, 1.0), 0.5) > eps
+
+
+def test_mechanism_at_epsilon_defaults_to_uniform_beta_over_k_options():
+    m = Mechanism.from_epsilon(1.0, k=4)
+    assert m.beta == (0.25,) * 4 and m.k == 4
+    assert Mechanism.from_epsilon(1.0, [0.2, 0.8]).beta == (0.2, 0.8)
+    with pytest.raises(ValueError, match="at least 2 options, got 1"):
+        Mechanism.from_epsilon(1.0, k=1)
+
+
+def test_lists_of_the_wrong_length_are_refused_not_truncated():
+    m = Mechanism(0.5, [0.2, 0.3, 0.5])
+    with pytest.raises(ValueError):
+        m.report_distribution([0.5, 0.5])
+    with pytest.raises(ValueError):
+        m.then(Mechanism(0.5, 0.5))
+
+
+def test_probability_of_each_report():
+    m = Mechanism(0.5, [0.2, 0.3, 0.5])
+    assert m.probability(1, 1) == 0.5 + 0.5 * 0.3
+    assert m.probability(0, 1) == 0.5 * 0.3
+    assert m.report_distribution([1.0, 0.0, 0.0]) == (0.6, 0.15, 0.25)
