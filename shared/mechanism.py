@@ -61,9 +61,9 @@ def alpha_for_epsilon(eps: float, beta: float | Sequence[float]) -> float:
         raise ValueError(f"epsilon must be a positive finite number, got {eps!r}")
     beta = as_beta(beta)
     validate(0.0, beta)
-    rb = math.expm1(eps) * min(beta)
-    alpha = 1.0 / (1.0 / rb + 1.0) if math.isfinite(rb) else 1.0
-    alpha = min(alpha, math.nextafter(1.0, 0.0))
+    # 1/(r*b) = e^-eps / ((1 - e^-eps) b): finite at any eps, where e^eps - 1 overflows past 709.
+    inverse_rb = math.exp(-eps) / (-math.expm1(-eps) * min(beta))
+    alpha = min(1.0 / (inverse_rb + 1.0), math.nextafter(1.0, 0.0))
     while alpha > 0.0 and epsilon(alpha, beta) > eps:
         alpha = math.nextafter(alpha, 0.0)
     while True:
