@@ -141,3 +141,26 @@ def test_probability_of_each_report():
     assert m.probability(1, 1) == 0.5 + 0.5 * 0.3
     assert m.probability(0, 1) == 0.5 * 0.3
     assert m.report_distribution([1.0, 0.0, 0.0]) == (0.6, 0.15, 0.25)
+
+
+def test_a_beta_of_one_is_refused_even_when_the_sum_is_within_tolerance():
+    with pytest.raises(ValueError, match=r"beta\[0\] must be in \(0, 1\)"):
+        epsilon(0.5, [1.0, 1e-12])
+
+
+def test_two_layers_are_the_composed_mechanism_exactly():
+    """P(r | t) of the composed mechanism = sum_p P_permanent(p | t) P_instantaneous(r | p),
+    for a non-uniform permanent beta (worked on fractions: alpha = 1/5, beta = (17/40, 23/40))."""
+    from fractions import Fraction as F
+
+    from ldpsurvey.shared.mechanism import compose
+
+    a_p, b_p, a_i, b_i = F(1, 2), (F(1, 5), F(4, 5)), F(2, 5), (F(1, 2), F(1, 2))
+    alpha, beta = compose(a_p, b_p, a_i, b_i)
+    assert (alpha, beta) == (F(1, 5), (F(17, 40), F(23, 40)))
+    for t, r in itertools.product(range(2), repeat=2):
+        layered = sum(report_probability(a_p, b_p, t, p) * report_probability(a_i, b_i, p, r)
+                      for p in range(2))
+        assert math.isclose(report_probability(alpha, beta, t, r), layered, rel_tol=1e-15)
+    m = Mechanism(0.5, [0.2, 0.8]).then(Mechanism(0.4, 0.5))
+    assert math.isclose(m.alpha, 0.2) and all(map(math.isclose, m.beta, (0.425, 0.575)))
