@@ -170,6 +170,11 @@ STEPS: list[tuple[str, ...]] = [
             count BIGINT NOT NULL DEFAULT 0 CHECK (count >= 0),
             PRIMARY KEY (survey_id, row_question, col_question, row_option, col_option))""",
     ),
+    # 5: the UTC day a survey was published, for researchers' listings (unknown, NULL, for
+    # surveys published before).
+    (
+        "ALTER TABLE surveys ADD COLUMN created_day TEXT",
+    ),
 ]
 LATEST = len(STEPS)
 

@@ -166,7 +166,17 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                                    "total_epsilon": {"type": "number"},
                                    "manifest_url": {"type": "string"}}},
         "SurveyList": {"type": "object", "required": ["surveys"], "properties": {"surveys": {
-            "type": "array", "items": _ref("Status")}}},
+            "type": "array", "items": {
+                "type": "object",
+                "required": ["survey_id", "title", "status", "created", "n", "pending"],
+                "properties": {"survey_id": {"type": "string"}, "title": {"type": "string"},
+                               "status": {"type": "string", "enum": ["open", "closed"]},
+                               "created": {"type": "string", "format": "date",
+                                           "nullable": True},
+                               "n": {"type": "integer", "minimum": 0,
+                                     "description": "Released responses"},
+                               "pending": {"type": "integer", "minimum": 0,
+                                           "description": "Responses waiting for release"}}}}}},
         "Status": {"type": "object", "required": ["survey_id", "status"],
                    "properties": {"survey_id": {"type": "string"},
                                   "status": {"type": "string", "enum": ["open", "closed"]}}},

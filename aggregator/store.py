@@ -63,10 +63,10 @@ def create_survey(db: Connection, survey: Survey, signature: bytes, owner_id: st
     """Store the signed manifest, open, owned by a researcher, with a zero counter for every
     question and option and for every cell of its declared cross-tabs (its own transaction)."""
     with db.transaction():
-        db.execute("INSERT INTO surveys (survey_id, manifest, signature, status, owner_id) "
-                   "VALUES (?, ?, ?, 'open', ?)",
+        db.execute("INSERT INTO surveys (survey_id, manifest, signature, status, owner_id, "
+                   "created_day) VALUES (?, ?, ?, 'open', ?, ?)",
                    (survey.survey_id, survey.manifest_bytes().decode(), signature.hex(),
-                    owner_id))
+                    owner_id, today()))
         db.insert_rows("counts", ("survey_id", "question_id", "option_index", "count"),
                        [(survey.survey_id, q.id, j, 0) for q in survey.questions
                         for j in range(len(q.options))])
@@ -99,16 +99,30 @@ def has_surveys(db: Connection) -> bool:
     return bool(db.query("SELECT 1 FROM surveys LIMIT 1"))
 
 
-def list_surveys(db: Connection, researcher_id: str | None) -> list[tuple[str, str]]:
-    """(survey_id, status) of the surveys the researcher owns or shares, or of every survey
-    (None)."""
-    if researcher_id is None:
-        return [tuple(row) for row in db.query(
-            "SELECT survey_id, status FROM surveys ORDER BY survey_id")]
-    return [tuple(row) for row in db.query(
-        "SELECT survey_id, status FROM surveys WHERE owner_id = ? OR survey_id IN "
-        "(SELECT survey_id FROM shares WHERE researcher_id = ?) ORDER BY survey_id",
-        (researcher_id, researcher_id))]
+@dataclass(frozen=True)
+class ListedSurvey:
+    """A survey as researchers' listings show it: n released and pending responses."""
+
+    survey_id: str
+    title: str
+    status: str
+    created: str | None  # the UTC day it was published (None: before days were recorded)
+    n: int
+    pending: int
+
+
+def list_surveys(db: Connection, researcher_id: str | None) -> list[ListedSurvey]:
+    """The surveys the researcher owns or shares, or every survey (None), newest first."""
+    rows = db.query(
+        "SELECT s.survey_id, s.manifest, s.status, s.created_day, "
+        "(SELECT COALESCE(SUM(size), 0) FROM releases r WHERE r.survey_id = s.survey_id), "
+        "(SELECT COUNT(*) FROM pending p WHERE p.survey_id = s.survey_id) FROM surveys s "
+        "WHERE CAST(? AS TEXT) IS NULL OR s.owner_id = ? OR s.survey_id IN "
+        "(SELECT survey_id FROM shares WHERE researcher_id = ?) "
+        "ORDER BY s.created_day DESC, s.survey_id", (researcher_id,) * 3)
+    return [ListedSurvey(survey_id, _parse(manifest.encode()).title, status, created,
+                         int(n), int(pending))
+            for survey_id, manifest, status, created, n, pending in rows]
 
 
 def lock_survey(db: Connection, survey_id: str, *, exclusive: bool = False) -> str:

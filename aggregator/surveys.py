@@ -3,7 +3,7 @@ estimates document, cross-tabs and the exports."""
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ldpsurvey.shared import (
@@ -77,10 +77,10 @@ def open_for_answers(db: Connection, survey_id: str) -> Survey:
     return stored.survey
 
 
-def listing(db: Connection, caller: KeyRecord) -> list[dict[str, str]]:
-    """The surveys the caller owns or shares (an admin: all), with their status."""
-    return [{"survey_id": sid, "status": status}
-            for sid, status in store.list_surveys(db, access.listed_for(caller))]
+def listing(db: Connection, caller: KeyRecord) -> list[dict[str, Any]]:
+    """The surveys the caller owns or shares (an admin: all), newest first: id, title, status,
+    the day published, released and pending responses."""
+    return [asdict(entry) for entry in store.list_surveys(db, access.listed_for(caller))]
 
 
 def close(db: Connection, caller: KeyRecord, survey_id: str) -> None:

@@ -43,6 +43,23 @@ def create(api: Api, file: str) -> None:
                f"respondents answer at {api.url}/s/{result['survey_id']}", err=True)
 
 
+@survey.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@url_option
+@pass_api
+def list_surveys(api: Api, as_json: bool) -> None:
+    """Your surveys (own and shared; an admin's: all), newest first."""
+    surveys = api.get("/api/surveys").json()["surveys"]
+    if as_json:
+        emit_json({"surveys": surveys})
+    elif surveys:
+        click.echo(table([[s["survey_id"], s["title"], s["status"], s["created"], s["n"],
+                           s["pending"]] for s in surveys],
+                         ["survey_id", "title", "status", "created", "released", "pending"]))
+    else:
+        click.echo("no surveys yet: ldp-survey survey create FILE publishes one", err=True)
+
+
 @survey.command("close")
 @click.argument("survey_id")
 @url_option

@@ -167,3 +167,16 @@ def test_the_manifest_publishes_the_epsilon_the_randomizer_realizes(client, auth
     smoked["epsilon"] = 4.0
     stated["total_epsilon"] -= realized - 4.0
     assert parse_manifest(json.dumps(stated).encode()).question("smoked").epsilon == realized
+
+
+def test_the_listing_shows_title_day_and_counts(client, auth):
+    from ldpsurvey.aggregator.store import today
+
+    survey = {**copy.deepcopy(SURVEY), "release_batch": 2}
+    survey_id = client.post("/api/surveys", json=survey, headers=auth).json["survey_id"]
+    for _ in range(3):
+        client.post(f"/api/surveys/{survey_id}/responses",
+                    json={"answers": {"smoked": 1, "drove": 0, "sleep": 2}})
+    (listed,) = client.get("/api/surveys", headers=auth).json["surveys"]
+    assert listed == {"survey_id": survey_id, "title": "Habits", "status": "open",
+                      "created": today(), "n": 2, "pending": 1}

@@ -269,3 +269,19 @@ def test_admin_commands_say_which_database_and_never_start_an_unnamed_instance(
     again = CliRunner().invoke(main, ["admin", "keys", "list"],
                                env={"LDP_SURVEY_INSTANCE": "server"})
     assert again.exit_code == 0 and "researcher" in again.stdout
+
+
+def test_survey_list(runner, live_server, client, auth):
+    from helpers import SURVEY
+
+    empty = runner.invoke(main, ["survey", "list", "--url", live_server])
+    assert empty.exit_code == 0 and "no surveys yet" in empty.stderr
+    survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
+    client.post(f"/api/surveys/{survey_id}/responses",
+                json={"answers": {"smoked": 1, "drove": 0, "sleep": 2}})
+    listed = runner.invoke(main, ["survey", "list", "--url", live_server, "--json"])
+    (entry,) = json.loads(listed.stdout)["surveys"]
+    assert set(entry) == {"survey_id", "title", "status", "created", "n", "pending"}
+    assert (entry["survey_id"], entry["title"], entry["n"]) == (survey_id, "Habits", 1)
+    shown = runner.invoke(main, ["survey", "list", "--url", live_server])
+    assert survey_id in shown.stdout and "Habits" in shown.stdout
