@@ -1,5 +1,5 @@
-"""Researcher commands that talk to an aggregator over HTTP: survey create/close/share/tokens,
-results."""
+"""Researcher commands: survey check, and those that talk to an aggregator over HTTP: survey
+create/list/close/share/tokens, results."""
 
 import sys
 from urllib.parse import quote
@@ -8,6 +8,7 @@ import click
 
 from ldpsurvey.shared import (
     Mechanism,
+    Survey,
     SurveyError,
     difference,
     parse_definition,
@@ -16,6 +17,7 @@ from ldpsurvey.shared import (
 )
 from ldpsurvey.shared.protocol import MAX_TOKENS_PER_REQUEST
 
+from . import check
 from .api import Api, pass_api, url_option
 from .options import confidence_option, method_option
 from .output import emit, emit_json, interval, note, release_lines, table
@@ -28,19 +30,54 @@ def survey() -> None:
 
 @survey.command("create")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--above-default-ceilings", is_flag=True,
+              help="Publish even though respondents with default ceilings will refuse it.")
 @url_option
 @pass_api
-def create(api: Api, file: str) -> None:
+def create(api: Api, file: str, above_default_ceilings: bool) -> None:
     """Publish the survey defined in FILE (TOML, or JSON if it ends in .json)."""
+    definition, parsed = _read(file)
+    refused = check.refusals(parsed)
+    if refused and not above_default_ceilings:
+        raise click.ClickException(
+            f"respondents with default ceilings will refuse this survey: {'; '.join(refused)}. "
+            "Lower its epsilon, or publish anyway with --above-default-ceilings (respondents "
+            "must then raise their ceilings to answer)")
+    result = api.post("/api/surveys", json_body=definition).json()
+    survey_id = result["survey_id"]
+    click.echo(survey_id)
+    click.echo(f"published; total epsilon per respondent {result['total_epsilon']:.4g}", err=True)
+    if parsed.invitation_only:
+        click.echo(f"invitation only: mint respondents' links with `ldp-survey survey tokens "
+                   f"{survey_id} --count N`", err=True)
+    else:
+        click.echo(f"respondents answer at {api.url}/s/{survey_id}", err=True)
+
+
+@survey.command("check")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--respondents", type=click.IntRange(1), default=check.DEFAULT_RESPONDENTS,
+              show_default=True, help="For the expected margin of error.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def check_survey(file: str, respondents: int, as_json: bool) -> None:
+    """Check a survey file without publishing it: per question its epsilon, how sure a guess
+    can become, the expected margin, and whether respondents' default ceilings accept it."""
+    _, parsed = _read(file)
+    checked = check.report(parsed, respondents)
+    if as_json:
+        emit_json(checked)
+        return
+    for line in check.lines(checked, parsed.release_batch):
+        click.echo(line)
+
+
+def _read(file: str) -> tuple[dict, Survey]:
+    """The definition as read and as validated here (errors name the question and field)."""
     try:
         definition = read_definition(file)
-        parse_definition(definition)  # validate here first: errors name the question and field
+        return definition, parse_definition(definition)
     except (SurveyError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
-    result = api.post("/api/surveys", json_body=definition).json()
-    click.echo(result["survey_id"])
-    click.echo(f"published; total epsilon per respondent {result['total_epsilon']:.4g}; "
-               f"respondents answer at {api.url}/s/{result['survey_id']}", err=True)
 
 
 @survey.command("list")

@@ -31,7 +31,12 @@ from .manifest import (
     read_definition,
 )
 from .mechanism import Mechanism, alpha_for_epsilon, epsilon, report_probability, uniform_beta
-from .planning import n_required, n_required_central_laplace, n_required_question
+from .planning import (
+    expected_margin,
+    n_required,
+    n_required_central_laplace,
+    n_required_question,
+)
 from .posterior import PosteriorBounds, posterior_bounds
 from .shuffle import (
     DEFAULT_DELTA,
@@ -67,6 +72,7 @@ __all__ = [
     "epsilon",
     "estimate",
     "exceeds",
+    "expected_margin",
     "feasible_rates",
     "fit_p_value",
     "load_definition",

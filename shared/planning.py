@@ -55,6 +55,24 @@ def n_required_question(mechanism: Mechanism, proportions: Sequence[float] | Non
                           confidence, option=j) for j in range(mechanism.k))
 
 
+def expected_margin(mechanism: Mechanism, n: int, confidence: float = 0.95) -> float:
+    """The expected CI half-width with n respondents on the question's least certain option,
+    at its worst-case true share: max over options j of z sqrt(lam_j (1 - lam_j) / n) / alpha
+    with lam_j the reported rate nearest 1/2 (the inverse of n_required_question's worst
+    case)."""
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n!r}")
+    if mechanism.alpha <= 0.0:
+        raise ValueError("alpha = 0 reports pure noise: no sample size suffices")
+    z = z_value(confidence)
+    worst = 0.0
+    for beta_j in mechanism.beta:
+        floor = (1.0 - mechanism.alpha) * beta_j
+        lam = min(max(0.5, floor), floor + mechanism.alpha)
+        worst = max(worst, lam * (1.0 - lam))
+    return z * math.sqrt(worst / n) / mechanism.alpha
+
+
 def n_required_central_laplace(eps: float, proportion: float, margin: float,
                                confidence: float = 0.95) -> int:
     """The same margin under central DP, for comparison: a trusted curator adds Laplace(1/eps)

@@ -1,6 +1,7 @@
 """The researcher commands against a real aggregator over HTTP."""
 
 import json
+import math
 from importlib import resources
 
 import click
@@ -285,3 +286,49 @@ def test_survey_list(runner, live_server, client, auth):
     assert (entry["survey_id"], entry["title"], entry["n"]) == (survey_id, "Habits", 1)
     shown = runner.invoke(main, ["survey", "list", "--url", live_server])
     assert survey_id in shown.stdout and "Habits" in shown.stdout
+
+
+ABOVE_CEILINGS = """title = "Above"
+invitation_only = true
+[[questions]]
+id = "smoked"
+text = "Smoked?"
+type = "yes_no"
+alpha = 0.5
+beta = 0.3
+"""
+
+
+def test_survey_check_reports_without_publishing(tmp_path):
+    path = tmp_path / "above.toml"
+    path.write_text(ABOVE_CEILINGS)
+    checked = CliRunner().invoke(main, ["survey", "check", str(path), "--json",
+                                        "--respondents", "400"])
+    assert checked.exit_code == 0, checked.output
+    body = json.loads(checked.stdout)
+    assert set(body) == {"title", "respondents", "total_epsilon", "accepted_by_default",
+                         "questions"}
+    (question,) = body["questions"]
+    assert set(question) == {"id", "epsilon", "posterior_max", "margin"}
+    eps = math.log(1 + 0.5 / (0.5 * 0.3))  # ln(13/3), above ln 3
+    assert question["epsilon"] == pytest.approx(eps)
+    assert question["posterior_max"] == pytest.approx(math.exp(eps) / (1 + math.exp(eps)))
+    # worst case: the reported rate nearest 1/2 is 1/2: z sqrt(1/4 / 400) / 0.5
+    assert question["margin"] == pytest.approx(1.959963984540054 * 0.025 / 0.5)
+    assert body["accepted_by_default"] is False and body["respondents"] == 400
+    plain = CliRunner().invoke(main, ["survey", "check", str(EXAMPLE)])
+    assert "will accept it" in plain.stdout and "steps of 100" in plain.stdout
+
+
+def test_survey_create_refuses_what_default_ceilings_refuse(runner, live_server, client, auth,
+                                                            tmp_path):
+    path = tmp_path / "above.toml"
+    path.write_text(ABOVE_CEILINGS)
+    refused = runner.invoke(main, ["survey", "create", str(path), "--url", live_server])
+    assert refused.exit_code == 1 and "--above-default-ceilings" in refused.stderr
+    assert client.get("/api/surveys", headers=auth).json["surveys"] == []
+    made = runner.invoke(main, ["survey", "create", str(path), "--url", live_server,
+                                "--above-default-ceilings"])
+    assert made.exit_code == 0
+    assert f"ldp-survey survey tokens {made.stdout.strip()} --count N" in made.stderr
+    assert "/s/" not in made.stderr  # no plain link: nobody could use it without a token
