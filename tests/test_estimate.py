@@ -259,3 +259,31 @@ def test_monte_carlo_simultaneous_coverage(n):
 
     assert joint_coverage(simultaneous_confidence(0.95, 6)) >= 0.93
     assert joint_coverage(0.95) < 0.90
+
+
+def test_a_single_report_is_estimated():
+    """n = 1 is the smallest sample there is, and an estimate (with a warning), not an error."""
+    [no, yes] = estimate(Mechanism(0.5, 0.5), [0, 1])
+    assert (yes.n, yes.reported_count, yes.reported_rate) == (1, 1, 1.0)
+    assert (no.reported_count, no.reported_rate) == (0, 0.0)
+    assert yes.p_hat == 1.5 and yes.p_hat_clipped == 1.0 and "small sample" in yes.warning
+
+
+def test_pure_noise_cannot_be_estimated():
+    with pytest.raises(ValueError, match="alpha = 0 reports pure noise"):
+        estimate(Mechanism(0.0, 0.5), [3, 4])
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_interval_bounds_are_clipped_to_proportions(method):
+    """80 of 100 report 'yes' at alpha = 1/2: the rate's upper bound (about 0.87) maps to a
+    true proportion above 1, the 'no' rate's lower bound to one below 0; they show as 1 and 0."""
+    [no, yes] = estimate(Mechanism(0.5, 0.5), [20, 80], method=method)
+    assert yes.ci_high == 1.0 and no.ci_low == 0.0
+    assert 0.0 < yes.ci_low < 1.0 and 0.0 < no.ci_high < 1.0
+
+
+@pytest.mark.parametrize("confidence", [0.0, 1.0, -0.5, 1.5])
+def test_a_confidence_outside_0_1_is_refused(confidence):
+    with pytest.raises(ValueError, match=r"^confidence must be in \(0, 1\), got "):
+        estimate(Mechanism(0.5, 0.5), [3, 4], confidence=confidence)

@@ -114,3 +114,31 @@ def test_a_confidence_next_to_1_gives_an_interval(method):
     result = estimate(Mechanism(0.5, 0.5), [5, 5], confidence=0.9999999999999999,
                       method=method)[1]
     assert 0.0 <= result.ci_low <= result.p_hat_clipped <= result.ci_high <= 1.0
+
+
+@pytest.mark.parametrize("method", ["wilson", "clopper-pearson"])
+def test_no_bound_leaves_0_1_at_the_edges(method):
+    """At successes = n the Wilson upper bound computes above 1 by rounding for about a
+    quarter of the n below 400 (Wald is not clipped, by definition)."""
+    interval = METHODS[method]
+    for n in range(1, 400):
+        for successes in (0, n):
+            low, high = interval(successes, n, 0.95)
+            assert 0.0 <= low <= high <= 1.0
+
+
+@pytest.mark.parametrize("confidence", [0.0, 1.0])
+def test_confidence_0_and_1_are_refused_everywhere(confidence):
+    calls = [lambda: z_value(confidence), lambda: simultaneous_confidence(confidence, 3),
+             *(lambda f=f: f(5, 10, confidence) for f in METHODS.values())]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"^confidence must be in \(0, 1\), got "):
+            call()
+
+
+def test_regularized_beta_at_the_ends():
+    from ldpsurvey.shared.distributions import regularized_beta
+
+    for a, b in [(1, 1), (2.5, 0.5), (30, 4)]:
+        assert regularized_beta(0.0, a, b) == 0.0 and regularized_beta(1.0, a, b) == 1.0
+        assert regularized_beta(-0.1, a, b) == 0.0 and regularized_beta(1.1, a, b) == 1.0
