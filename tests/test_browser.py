@@ -73,6 +73,14 @@ def answer_all(page, answers=TRUE_ANSWERS):
         page.locator(f'fieldset[data-question="{qid}"] label', has_text=option).click()
 
 
+def randomize(page):
+    """Review the true answers, then randomize them: the randomized answers are shown."""
+    page.click("#review")
+    page.wait_for_selector("#true-review:not([hidden])")
+    page.click("#randomize")
+    page.wait_for_selector("#confirm:not([hidden])")
+
+
 def screenshot(page, name):
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
@@ -95,8 +103,7 @@ def test_form_sends_only_the_randomized_payload(page, live_server, client, auth)
     assert "If you answer Yes, the server receives Yes with 75 % probability" in note
     answer_all(page)
     screenshot(page, "form")
-    page.click("#review")
-    page.wait_for_selector("#confirm:not([hidden])")
+    randomize(page)
     page.locator("details summary").click()
     screenshot(page, "privacy-note")
     payload = json.loads(page.locator("#payload").inner_text())
@@ -122,17 +129,45 @@ def test_form_sends_only_the_randomized_payload(page, live_server, client, auth)
     assert count(client, auth, survey_id) == 1
 
 
-def test_reload_resends_the_same_answers_and_key(page, live_server, client, auth):
+def test_reload_after_sending_shows_already_sent_without_send(page, live_server, client, auth):
+    """After a received submission a reload shows the same randomized answers as sent, with no
+    Send button: exactly one POST."""
     survey_id = create(client, auth, HEALTH)
     requests = record(page)
     page.goto(f"{live_server}/s/{survey_id}")
     answer_all(page)
-    page.click("#review")
+    randomize(page)
+    sent = page.locator("#sent-list").inner_text()
     page.click("#send")
     page.wait_for_selector("#thanks:not([hidden])")
     page.reload()
     page.wait_for_selector("#confirm:not([hidden])")
-    assert page.locator("#again").is_visible()
+    assert "You already sent this survey from this browser" in page.locator("#again").inner_text()
+    assert page.locator("#confirm-title").inner_text() == "These randomized answers were sent"
+    assert page.locator("#sent-list").inner_text() == sent
+    assert page.locator("#send").is_hidden()
+    assert page.title().startswith("Already sent")
+    screenshot(page, "already-sent")
+    assert len([r for r in requests if r.method == "POST"]) == 1
+    assert count(client, auth, survey_id) == 1
+
+
+def test_an_unacknowledged_send_is_resent_with_the_same_body_and_key(page, live_server, client,
+                                                                     auth):
+    """The first POST never gets an answer (the connection fails): a reload offers Send with
+    the same randomized answers and key, counted once."""
+    survey_id = create(client, auth, HEALTH)
+    requests = record(page)
+    page.route(f"**/api/surveys/{survey_id}/responses", lambda route: route.abort())
+    page.goto(f"{live_server}/s/{survey_id}")
+    answer_all(page)
+    randomize(page)
+    page.click("#send")
+    page.wait_for_selector("#send-error:not(:empty)")
+    page.unroute(f"**/api/surveys/{survey_id}/responses")
+    page.reload()
+    page.wait_for_selector("#confirm:not([hidden])")
+    assert "without confirmation" in page.locator("#again").inner_text()
     page.click("#send")
     page.wait_for_selector("#thanks:not([hidden])")
     posts = [r for r in requests if r.method == "POST"]
@@ -258,8 +293,7 @@ def test_the_form_states_the_release_batch_as_the_servers_promise(page, live_ser
     page.goto(f"{live_server}/s/{survey_id}")
     page.wait_for_selector("#questions:not([hidden])")
     answer_all(page)
-    page.click("#review")
-    page.wait_for_selector("#confirm:not([hidden])")
+    randomize(page)
     assert page.locator("#release-note").inner_text() == release_note(250)
 
 
@@ -279,8 +313,7 @@ def answer_and_send(page, live_server, survey_id, answers):
     page.goto(f"{live_server}/s/{survey_id}")
     page.wait_for_selector("#questions:not([hidden])")
     answer_all(page, answers)
-    page.click("#review")
-    page.wait_for_selector("#confirm:not([hidden])")
+    randomize(page)
     page.click("#send")
     page.wait_for_selector("#thanks:not([hidden])")
 
@@ -339,8 +372,7 @@ def test_a_concept_is_reused_across_surveys_in_the_browser(page, live_server, cl
     assert concept_note(smoked, "reused") in page.locator("#q-smoked-note").inner_text()
     assert page.locator('fieldset[data-question="smoked"] input').count() == 0
     answer_all(page, {"slept": "Yes"})
-    page.click("#review")
-    page.wait_for_selector("#confirm:not([hidden])")
+    randomize(page)
     page.click("#send")
     page.wait_for_selector("#thanks:not([hidden])")
     [post] = [r for r in requests if r.method == "POST"]
@@ -366,10 +398,11 @@ def test_a_question_named_constructor_is_asked_and_sent(page, live_server, clien
     assert count(client, auth, survey_id) == 1
 
 
-def test_a_memo_kept_by_release_0_2_is_migrated_and_sent_unchanged(page, live_server, client,
-                                                                   auth):
-    """localStorage as the 0.2 form left it ("ldp-survey/<survey id>", sent): the same body
-    and key are sent again, charged exactly once seen, and the old item is gone."""
+def test_a_memo_kept_by_release_0_2_is_migrated_and_shown_as_sent(page, live_server, client,
+                                                                  auth):
+    """localStorage as the 0.2 form left it ("ldp-survey/<survey id>", sent): migrated with its
+    answers and key, shown as already sent (nothing posted), charged exactly once seen, and the
+    old item is gone."""
     survey_id = create(client, auth, HEALTH)
     old = {"answers": {"smoked": 1, "drank_and_drove": 0, "cannabis": 1, "sleep": 2},
            "idempotencyKey": "kept-by-release-0.2", "submitted": True}
@@ -380,16 +413,14 @@ def test_a_memo_kept_by_release_0_2_is_migrated_and_sent_unchanged(page, live_se
     page.goto(f"{live_server}/s/{survey_id}")
     page.wait_for_selector("#confirm:not([hidden])")
     assert "You already sent this survey from this browser" in page.locator("#again").inner_text()
-    page.click("#send")
-    page.wait_for_selector("#thanks:not([hidden])")
-    [post] = [r for r in requests if r.method == "POST"]
-    assert json.loads(post.post_data) == {"answers": old["answers"]}
-    assert post.headers["idempotency-key"] == "kept-by-release-0.2"
+    assert json.loads(page.locator("#payload").text_content()) == {"answers": old["answers"]}
+    assert page.locator("#send").is_hidden()
+    assert not [r for r in requests if r.method == "POST"]
     assert page.evaluate(f"localStorage.getItem('ldp-survey/{survey_id}')") is None
     [entry] = stored_ledger(page)["keys"].values()
+    assert entry["surveys"][survey_id]["idempotencyKey"] == "kept-by-release-0.2"
     total = client.get(f"/api/surveys/{survey_id}").json["total_epsilon"]
     assert entry["surveys"][survey_id]["charged"] == pytest.approx(total)
-    assert count(client, auth, survey_id) == 1
 
 
 def test_the_status_is_checked_before_any_question(page, live_server, client, auth):
@@ -416,6 +447,92 @@ def test_the_review_screen_says_why_an_answer_may_differ_in_the_clients_words(pa
     page.goto(f"{live_server}/s/{survey_id}")
     page.wait_for_selector("#questions:not([hidden])")
     answer_all(page)
-    page.click("#review")
-    page.wait_for_selector("#confirm:not([hidden])")
+    randomize(page)
     assert page.locator("#why-differ").inner_text() == WHY_IT_MAY_DIFFER
+
+
+# --- the review-and-change flow, focus and keyboard (issue 16) ------------------------------
+
+def stored_answers(page, survey_id) -> dict:
+    """The randomized answers this browser keeps for the survey ({} before randomizing)."""
+    ledger = stored_ledger(page) or {"keys": {}}
+    records = [entry["surveys"].get(survey_id) for entry in ledger["keys"].values()]
+    return next((r["answers"] for r in records if r), {})
+
+
+@pytest.mark.parametrize("width", [360, 1280])
+def test_true_answers_are_reviewed_and_changed_before_anything_is_randomized(
+        browser, live_server, client, auth, width):
+    survey_id = create(client, auth, HEALTH)
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    requests = record(page)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    answer_all(page)
+    page.click("#review")
+    page.wait_for_selector("#true-review:not([hidden])")
+    assert page.evaluate("document.activeElement.id") == "review-title"
+    assert page.title().startswith("Check your answers")
+    items = page.locator("#true-list li")
+    assert items.count() == 4 and "Yes" in items.nth(0).inner_text()
+    assert stored_answers(page, survey_id) == {}  # nothing randomized, nothing kept
+    if width == 360:
+        screenshot(page, "review-true-answers-360")
+    items.nth(0).get_by_role("button", name="Change").click()
+    page.wait_for_selector("#questions:not([hidden])")
+    focused = page.evaluate("[document.activeElement.closest('fieldset').dataset.question, "
+                            "document.activeElement.checked]")
+    assert focused == ["smoked", True]  # the answer chosen before
+    page.locator('fieldset[data-question="smoked"] label', has_text="No").click()
+    page.click("#review")
+    page.wait_for_selector("#true-review:not([hidden])")
+    assert "No" in items.nth(0).inner_text() and "Yes" not in items.nth(0).inner_text()
+    page.click("#randomize")
+    page.wait_for_selector("#confirm:not([hidden])")
+    assert page.evaluate("document.activeElement.id") == "confirm-title"
+    randomized = stored_answers(page, survey_id)
+    assert set(randomized) == set(TRUE_ANSWERS)
+    # Final: no way back to the true answers, and a reload shows the same randomized answers.
+    assert page.locator("#true-list li").count() == 0
+    assert page.locator("#question-list input:enabled").count() == 0
+    page.reload()
+    page.wait_for_selector("#confirm:not([hidden])")
+    assert page.locator("#questions").is_hidden() and page.locator("#send").is_visible()
+    assert stored_answers(page, survey_id) == randomized
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    posts = [r for r in requests if r.method == "POST"]
+    assert len(posts) == 1 and json.loads(posts[0].post_data) == {"answers": randomized}
+    assert count(client, auth, survey_id) == 1
+    context.close()
+
+
+def test_radio_groups_are_one_tab_stop_with_arrow_keys(page, live_server, client, auth):
+    survey_id = create(client, auth, HEALTH)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    assert page.evaluate("document.activeElement === document.body")  # focus not moved on load
+    page.focus("#q-smoked-0")
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.id") == "q-smoked-1"
+    assert page.is_checked("#q-smoked-1") and not page.is_checked("#q-smoked-0")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "q-drank_and_drove-0"
+    page.keyboard.press("Shift+Tab")
+    assert page.evaluate("document.activeElement.id") == "q-smoked-1"
+
+
+def test_a_missing_answer_marks_its_question_and_takes_focus(page, live_server, client, auth):
+    survey_id = create(client, auth, HEALTH)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    answer_all(page, {"smoked": "Yes", "cannabis": "No", "sleep": "6 to 8"})
+    page.click("#review")
+    missing = page.locator('fieldset[data-question="drank_and_drove"]')
+    assert missing.get_attribute("aria-invalid") == "true"
+    assert missing.get_attribute("aria-required") == "true"
+    assert page.evaluate("document.activeElement.id") == "q-drank_and_drove-0"
+    assert "Please answer" in page.locator("#review-error").inner_text()
+    missing.locator("label", has_text="No").click()
+    assert missing.get_attribute("aria-invalid") is None

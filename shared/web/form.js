@@ -130,11 +130,25 @@ function newIdempotencyKey() {
 
 // --- what the respondent reads ---------------------------------------------------------
 
-function show(id) {
-  for (const section of ["check", "questions", "confirm", "thanks", "refused"]) {
-    $(section).hidden = section !== id;
+const STEPS = { check: "Checking", questions: "Questions", "true-review": "Check your answers",
+  confirm: "What will be sent", thanks: "Sent", refused: "Not answering" };
+const PAGE_TITLE = document.title;
+
+// Show one step, name it in the tab's title and, when `focus`, move focus to its heading
+// (tabindex -1, so screen readers start there; no visual box, see style.css). On load focus
+// stays at the top of the page, before the survey's title and description.
+function show(id, { focus = true, title = STEPS[id] } = {}) {
+  for (const section of Object.keys(STEPS)) $(section).hidden = section !== id;
+  document.title = `${title} · ${PAGE_TITLE}`;
+  if (focus) $(id).querySelector("h2")?.focus();
+}
+
+// Text in which a number and its "%" never wrap apart.
+function setText(node, text) {
+  node.replaceChildren();
+  for (const [index, part] of text.split(/(\d[\d.]* %)/).entries()) {
+    node.append(index % 2 ? element("span", { class: "nowrap" }, part) : part);
   }
-  $(id).focus?.();
 }
 
 function percent(p) {
@@ -211,24 +225,32 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
         "Answered before: the earlier randomized answer is reused." :
         "Nothing to answer: your permanent answer for this concept is used."));
     } else {
+      fieldset.setAttribute("aria-required", "true");
       question.options.forEach((option, index) => {
         const label = element("label", { class: "option" });
-        // No name attribute: these inputs can never be posted by a form.
+        // No name attribute: these inputs can never be posted by a form. One Tab stop per
+        // question (a roving tabindex), as a native radio group has.
         const input = element("input", { type: "radio", id: `q-${question.id}-${index}`,
-          "data-option": String(index) });
+          "data-option": String(index), tabindex: index === 0 ? "0" : "-1" });
         label.append(input, document.createTextNode(` ${option}`));
         fieldset.append(label);
       });
     }
     let text = note(question, epsilons[question.id], total);
     if (has(statuses, question.id)) text += ` ${conceptNote(question, statuses[question.id])}`;
-    fieldset.append(element("p", { class: "privacy-note", id: `q-${question.id}-note` }, text));
+    const privacy = element("p", { class: "privacy-note", id: `q-${question.id}-note` });
+    setText(privacy, text);
+    fieldset.append(privacy);
     container.append(fieldset);
   }
   // Radio buttons without a name: keep one choice per question, and arrow keys, by hand.
   container.addEventListener("change", (event) => {
     const group = event.target.closest("fieldset");
-    for (const input of group.querySelectorAll("input")) input.checked = input === event.target;
+    for (const input of group.querySelectorAll("input")) {
+      input.checked = input === event.target;
+      input.tabIndex = input === event.target ? 0 : -1;
+    }
+    group.removeAttribute("aria-invalid");
   });
   container.addEventListener("keydown", (event) => {
     const step = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1 }[event.key];
@@ -241,15 +263,42 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
   });
 }
 
-// The true answers to the questions that need one (an object without a prototype).
+function fieldsetOf(question) {
+  return document.querySelector(`fieldset[data-question="${CSS.escape(question.id)}"]`);
+}
+
+// The true answers to the questions that need one (an object without a prototype), or the
+// questions still unanswered.
 function chosenAnswers(questions) {
   const answers = Object.create(null);
+  const missing = [];
   for (const question of questions) {
-    const checked = document.querySelector(`fieldset[data-question="${question.id}"] input:checked`);
-    if (!checked) return { missing: question };
-    answers[question.id] = Number(checked.dataset.option);
+    const checked = fieldsetOf(question).querySelector("input:checked");
+    if (checked) answers[question.id] = Number(checked.dataset.option);
+    else missing.push(question);
   }
-  return { answers };
+  return { answers, missing };
+}
+
+// The true answers, read back on this device before anything is randomized, each with a
+// button that returns to its question.
+function showReview(questions, answers) {
+  const list = $("true-list");
+  list.replaceChildren();
+  for (const question of questions) {
+    const change = element("button", { type: "button", class: "link",
+      "aria-label": `Change your answer to: ${question.text}` }, "Change");
+    change.addEventListener("click", () => {
+      show("questions", { focus: false });
+      const group = fieldsetOf(question);
+      (group.querySelector("input:checked") ?? group.querySelector("input")).focus();
+    });
+    const item = element("li");
+    item.append(element("span", { class: "question-text" }, question.text),
+      element("strong", {}, question.options[answers[question.id]]), change);
+    list.append(item);
+  }
+  show("true-review");
 }
 
 // The same words as the Python client's release_note (ldpsurvey/client/notes.py). A manifest
@@ -269,8 +318,8 @@ function releaseNote(releaseBatch = 1) {
 
 function againNote(record) {
   if (record.submitted) {
-    return "You already sent this survey from this browser. The same randomized answers are " +
-      "sent again, which reveals nothing new and is counted once.";
+    return "You already sent this survey from this browser, and it was received: these are " +
+      "the randomized answers that were sent. There is nothing more to send.";
   }
   if (record.charged !== null) {
     return "You tried to send this survey from this browser before, without confirmation " +
@@ -280,7 +329,7 @@ function againNote(record) {
     "randomized answers kept then are used, so nothing new is revealed.";
 }
 
-function showConfirm(manifest, record, total, again) {
+function showConfirm(manifest, record, total, again, focus = true) {
   const payload = { answers: {} };
   const list = $("sent-list");
   list.replaceChildren();
@@ -291,13 +340,18 @@ function showConfirm(manifest, record, total, again) {
   }
   $("payload").textContent = JSON.stringify(payload);
   $("why-differ").textContent = WHY_IT_MAY_DIFFER;
-  $("total-note").textContent = `Together these answers have epsilon ${total.toFixed(3)}: ` +
+  setText($("total-note"), `Together these answers have epsilon ${total.toFixed(3)}: ` +
     "someone who thought something about you 50 % likely could be at most " +
-    `${percent(posteriorMax(0.5, total))} sure after seeing all of them.`;
+    `${percent(posteriorMax(0.5, total))} sure after seeing all of them.`);
   $("release-note").textContent = releaseNote(manifest.release_batch);
   $("again").textContent = again ? againNote(record) : "";
   $("again").hidden = !again;
-  show("confirm");
+  const sent = again && record.submitted; // already sent: shown, never sent again
+  $("confirm-title").textContent = sent ? "These randomized answers were sent" :
+    "This is exactly what will be sent";
+  $("send").hidden = sent;
+  $("final-note").hidden = sent;
+  show("confirm", { focus, title: sent ? "Already sent" : STEPS.confirm });
 }
 
 function ledgerNote(spent, cost) {
@@ -464,31 +518,41 @@ async function main() {
   const answering = new Answering(manifest, found, layers, epsilons, total, token);
   const refusal = answering.overBudget();
   if (refusal) return refuse(refusal);
-  $("ledger-note").textContent = ledgerNote(spentHere(answering.store), answering.cost());
+  setText($("ledger-note"), ledgerNote(spentHere(answering.store), answering.cost()));
   $("send").addEventListener("click", () => answering.send());
   const { record } = answering;
   if (manifest.questions.every((q) => has(record.answers, q.id))) {
-    return showConfirm(manifest, record, total, true);
+    return showConfirm(manifest, record, total, true, false);
   }
   const statuses = answering.statuses();
   renderQuestions(manifest, epsilons, total, statuses, record);
   const needed = manifest.questions.filter((q) => !has(record.answers, q.id) &&
     statuses[q.id] !== "reused");
+  let chosen = null; // the true answers, on this page only, until they are randomized
   $("review").addEventListener("click", () => {
     const { answers, missing } = chosenAnswers(needed);
-    if (missing) {
-      $("review-error").textContent = `Please answer: ${missing.text}`;
+    if (missing.length) {
+      for (const question of missing) fieldsetOf(question).setAttribute("aria-invalid", "true");
+      $("review-error").textContent =
+        `Please answer: ${missing.map((question) => question.text).join("; ")}`;
+      fieldsetOf(missing[0]).querySelector("input").focus();
       return;
     }
     $("review-error").textContent = "";
-    answering.randomizeAll(answers); // randomized once, here; only the results are kept
+    chosen = answers;
+    showReview(needed, answers);
+  });
+  $("randomize").addEventListener("click", () => {
+    answering.randomizeAll(chosen); // randomized once, here; only the results are kept
+    chosen = null;
     for (const input of document.querySelectorAll("#question-list input")) {
       input.checked = false; // the true answers leave the page
       input.disabled = true;
     }
+    $("true-list").replaceChildren();
     showConfirm(manifest, record, total, false);
   });
-  show("questions");
+  show("questions", { focus: false });
 }
 
 main();
