@@ -99,10 +99,17 @@ def list_surveys(api: Api, as_json: bool) -> None:
 
 @survey.command("close")
 @click.argument("survey_id")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (closing is final).")
 @url_option
 @pass_api
-def close(api: Api, survey_id: str) -> None:
+def close(api: Api, survey_id: str, yes: bool) -> None:
     """Close a survey for good: it refuses answers from now on."""
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.UsageError("closing a survey is final: confirm with --yes (there is no "
+                                   "terminal to ask at)")
+        click.confirm(f"Close survey {survey_id} for good? It will refuse every answer from "
+                      "now on", abort=True)
     api.post(f"/api/surveys/{survey_id}/close")
     click.echo(f"survey {survey_id} closed", err=True)
 

@@ -35,7 +35,10 @@ def test_create_answer_results_close(runner, live_server, client, tmp_path):
     assert body["questions"][0]["options"][1]["reported_count"] == 1
     table = runner.invoke(main, ["results", "--url", live_server, "--survey", survey_id])
     assert "smoked" in table.stdout and DEFAULT_METHOD in table.stdout
-    closed = runner.invoke(main, ["survey", "close", survey_id, "--url", live_server])
+    unconfirmed = runner.invoke(main, ["survey", "close", survey_id, "--url", live_server])
+    assert unconfirmed.exit_code == 2 and "--yes" in unconfirmed.stderr  # no terminal to ask at
+    assert client.get(f"/api/surveys/{survey_id}/status").json["status"] == "open"
+    closed = runner.invoke(main, ["survey", "close", survey_id, "--yes", "--url", live_server])
     assert closed.exit_code == 0
     assert client.get(f"/api/surveys/{survey_id}/status").json["status"] == "closed"
 
@@ -120,7 +123,7 @@ def test_the_url_is_read_from_the_environment(runner, live_server, client, auth,
 
     survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
     monkeypatch.setenv("LDP_SURVEY_URL", live_server + "/")
-    assert runner.invoke(main, ["survey", "close", survey_id]).exit_code == 0
+    assert runner.invoke(main, ["survey", "close", survey_id, "--yes"]).exit_code == 0
     assert client.get(f"/api/surveys/{survey_id}/status").json["status"] == "closed"
 
 
@@ -144,7 +147,8 @@ def test_public_results_are_read_without_a_key_and_others_ask_for_one(
     assert json.loads(asked.stdout.split("\n", 1)[1])["survey_id"] == private
 
 
-@pytest.mark.parametrize("command", [["results", "--survey", "x"], ["survey", "close", "x"],
+@pytest.mark.parametrize("command", [["results", "--survey", "x"],
+                                     ["survey", "close", "x", "--yes"],
                                      ["respond", "--survey", "x", "--yes"]])
 def test_plain_http_to_another_machine_needs_insecure_http(command, monkeypatch):
     monkeypatch.setenv("LDP_SURVEY_KEY", "ldp_res_unused")
