@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from ldpsurvey.shared import (
     DEFAULT_METHOD,
     METHODS,
+    Estimate,
     Mechanism,
     covariance,
     estimate,
@@ -270,8 +271,33 @@ def test_a_single_report_is_estimated():
 
 
 def test_pure_noise_cannot_be_estimated():
-    with pytest.raises(ValueError, match="alpha = 0 reports pure noise"):
+    with pytest.raises(ValueError, match=r"^alpha = 0 reports pure noise: nothing can be estimated$"):
         estimate(Mechanism(0.0, 0.5), [3, 4])
+    with pytest.raises(ValueError, match=r"^need at least one report \(n > 0\)$"):
+        estimate(Mechanism(0.5, 0.5), [0, 0])
+    with pytest.raises(ValueError,
+                       match=r"^unknown method 'bayes'; choose from wilson, clopper-pearson, wald$"):
+        estimate(Mechanism(0.5, 0.5), [3, 4], method="bayes")
+
+
+def test_the_small_sample_warning_starts_below_30():
+    m = Mechanism(0.5, 0.5)
+    assert "small sample: n = 29 < 30" in estimate(m, [14, 15])[0].warning
+    assert estimate(m, [15, 15])[0].warning is None  # 30 reports, 7.5 forced per option
+
+
+def test_intervals_are_per_option_unless_simultaneous_is_asked():
+    m, counts = Mechanism(0.5, [0.2, 0.3, 0.5]), [20, 30, 50]
+    default, simultaneous = estimate(m, counts), estimate(m, counts, simultaneous=True)
+    assert default == estimate(m, counts, simultaneous=False)
+    for d, s in zip(default, simultaneous, strict=True):
+        assert d.ci_high - d.ci_low < s.ci_high - s.ci_low
+
+
+def test_an_estimate_reads_as_a_dictionary_of_its_fields():
+    e = estimate(Mechanism(0.5, 0.5), [3, 7])[1]
+    assert e.as_dict()["reported_count"] == 7 and e.as_dict()["n"] == 10
+    assert set(e.as_dict()) == set(Estimate.__dataclass_fields__)
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
