@@ -1,5 +1,6 @@
-"""Pages for people: the respondent form, and the researcher results page with its login.
-Unknown and closed surveys get the friendly pages of `errors.py`, never a stack trace."""
+"""Pages for people: the landing page, the respondent form, the researcher dashboard and results
+page with their login. Unknown and closed surveys get the friendly pages of `errors.py`, never a
+stack trace."""
 
 import hmac
 import secrets
@@ -51,8 +52,9 @@ def results(survey_id: str):
     page = surveys.results_page(get_db(), survey_id, caller, current_app.config["CENTRAL_DELTA"],
                                 request.args.get("rows"), request.args.get("cols"))
     if page.estimates is None:
-        return render_template("login.html", survey=page.survey, csrf=_csrf_token(),
-                               error=request.args.get("error"))
+        return render_template("login.html", csrf=_csrf_token(), error=request.args.get("error"),
+                               action=url_for("pages.login", survey_id=survey_id),
+                               heading=f"Results of “{page.survey.title}”", button="Show results")
     researcher = page.researcher
     charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
     return render_template("results.html", body=page.estimates, charts=charts,
@@ -60,19 +62,81 @@ def results(survey_id: str):
                            csrf=_csrf_token() if researcher else None)
 
 
+@bp.get("/")
+def landing():
+    return render_template("landing.html")
+
+
+@bp.get("/researcher")
+def dashboard():
+    """The caller's surveys (an admin's: all), or the login form without a session."""
+    caller = auth.session_caller()
+    if caller is None or caller.role not in auth.PEOPLE:
+        return render_template("login.html", csrf=_csrf_token(), error=request.args.get("error"),
+                               action=url_for("pages.dashboard_login"),
+                               heading="Researcher dashboard", button="Log in")
+    db = get_db()
+    listed = [{**row, "invitation_only": surveys.published(db, row["survey_id"]).survey
+               .invitation_only} for row in surveys.listing(db, caller)]
+    return render_template("dashboard.html", surveys=listed, caller=caller, csrf=_csrf_token(),
+                           max_tokens=current_app.config["MAX_TOKENS_PER_REQUEST"])
+
+
+@bp.post("/researcher/login")
+def dashboard_login():
+    if not _start_session():
+        return redirect(url_for("pages.dashboard", error="1"))
+    return redirect(url_for("pages.dashboard"))
+
+
+@bp.post("/researcher/logout")
+def dashboard_logout():
+    """End the session on the server too: a copy of the cookie no longer works."""
+    _check_csrf()
+    _end_session()
+    session.clear()
+    return redirect(url_for("pages.dashboard"))
+
+
+@bp.post("/researcher/surveys/<survey_id>/tokens")
+def dashboard_tokens(survey_id: str):
+    """Mint invitation links from the dashboard (as POST /api/surveys/<id>/tokens does)."""
+    _check_csrf()
+    caller = auth.session_caller()
+    if caller is None:
+        return redirect(url_for("pages.dashboard"))
+    tokens = surveys.mint_tokens(get_db(), caller, survey_id, _token_count,
+                                 current_app.config["MAX_TOKENS_PER_REQUEST"])
+    link = url_for("pages.survey_form", survey_id=survey_id, _external=True)
+    return render_template("tokens.html", survey_id=survey_id,
+                           links=[f"{link}#t={token}" for token in tokens])
+
+
+def _token_count() -> dict:
+    """The minting form's count, as the API's body; the service checks it."""
+    count = request.form.get("count", "")
+    return {"count": int(count) if count.isdigit() else count}
+
+
 @bp.post("/s/<survey_id>/login")
 def login(survey_id: str):
-    """Exchange a researcher or admin key for a session (accounts.open_session) whose id the
-    signed cookie carries (HttpOnly, SameSite=Strict)."""
+    if not _start_session():
+        return redirect(url_for("pages.results", survey_id=survey_id, error="1"))
+    return redirect(url_for("pages.results", survey_id=survey_id))
+
+
+def _start_session() -> bool:
+    """Exchange the form's researcher or admin key for a session (accounts.open_session)
+    whose id the signed cookie carries (HttpOnly, SameSite=Strict); False: not accepted."""
     _check_csrf()
     session_id = accounts.open_session(get_db(), request.form.get("key", "").strip(),
                                        current_app.config["SESSION_HOURS"])
     if session_id is None:
-        return redirect(url_for("pages.results", survey_id=survey_id, error="1"))
+        return False
     _end_session()
     session.clear()
     session["sid"] = session_id
-    return redirect(url_for("pages.results", survey_id=survey_id))
+    return True
 
 
 @bp.post("/s/<survey_id>/logout")

@@ -536,3 +536,59 @@ def test_a_missing_answer_marks_its_question_and_takes_focus(page, live_server, 
     assert "Please answer" in page.locator("#review-error").inner_text()
     missing.locator("label", has_text="No").click()
     assert missing.get_attribute("aria-invalid") is None
+
+
+# --- the landing page and the researcher dashboard (issue 16) -------------------------------
+
+SCREENS = Path("/tmp/screens")
+
+
+def log_in(page, live_server, key, path="/researcher"):
+    page.goto(f"{live_server}{path}")
+    page.fill("#key", key)
+    page.click("button[type=submit]")
+
+
+def test_the_landing_page_links_the_dashboard(page, live_server):
+    response = page.goto(f"{live_server}/")
+    assert response.status == 200
+    assert "local differential privacy" in page.locator(".lead").inner_text()
+    page.get_by_role("link", name="open the dashboard").click()
+    page.wait_for_selector("#key")
+    assert urlparse(page.url).path == "/researcher"
+
+
+def test_the_dashboard_lists_the_callers_surveys_after_login(page, live_server, client, auth,
+                                                            researcher_key):
+    plain = create(client, auth, HEALTH)
+    invited = create(client, auth, {**HEALTH, "title": "By invitation", "invitation_only": True})
+    closed = create(client, auth, {**HEALTH, "title": "Finished"})
+    client.post(f"/api/surveys/{closed}/close", headers=auth)
+    log_in(page, live_server, "wrong-key")
+    key = page.locator("#key")
+    assert key.get_attribute("aria-invalid") == "true"
+    assert page.locator("#key-error").is_visible()
+    assert page.evaluate("document.activeElement.id") == "key"
+    log_in(page, live_server, researcher_key)
+    page.wait_for_selector("section.survey-card")
+    cards = page.locator("section.survey-card")
+    assert cards.count() == 3
+    text = page.locator("main").inner_text()
+    for survey_id in (plain, invited, closed):
+        assert survey_id in text
+    respondent = page.locator(f'a.respondent-link[href$="/s/{plain}"]')
+    assert respondent.count() == 1
+    assert page.locator(f'a[href="/s/{closed}/results"]').count() == 1
+    assert page.locator(f'a[href="/api/surveys/{plain}/export.csv"]').count() == 1
+    SCREENS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENS / "dashboard.png"), full_page=True)
+    export = page.request.get(f"{live_server}/api/surveys/{plain}/export.csv")
+    assert export.status == 200
+    card = cards.filter(has_text="By invitation")
+    card.locator("input[name=count]").fill("3")
+    card.get_by_role("button", name="Make invitation links").click()
+    links = page.locator("#links").input_value().splitlines()
+    assert len(links) == 3 and all(f"/s/{invited}#t=" in link for link in links)
+    page.goto(f"{live_server}/researcher")
+    page.get_by_role("button", name="Log out").click()
+    page.wait_for_selector("#key")
