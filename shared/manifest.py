@@ -23,6 +23,7 @@ publishing refused it; one would read with the default irr_alpha); a /1 manifest
 before release batches existed) reads as release_batch = 1, which is how its aggregator behaved.
 """
 
+import difflib
 import hashlib
 import math
 import re
@@ -164,14 +165,19 @@ def _fail(where: str, message: str) -> SurveyError:
 
 
 def _keys(data: Any, where: str, required: set[str], optional: set[str]) -> Mapping[str, Any]:
+    """The mapping, if it has every required field and no unknown one. An unknown field is
+    reported first, with the known field it most resembles: a typo (`typ`) then explains the
+    missing field (`type`) too."""
     if not isinstance(data, Mapping):
         raise _fail(where, f"must be a table/object, got {type(data).__name__}")
+    unknown = sorted(map(str, data.keys() - required - optional))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(required | optional), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise _fail(where, f"unknown field {unknown[0]!r}{hint}")
     missing = required - data.keys()
     if missing:
         raise _fail(where, f"missing field {sorted(missing)[0]!r}")
-    unknown = data.keys() - required - optional
-    if unknown:
-        raise _fail(where, f"unknown field {sorted(unknown)[0]!r}")
     return data
 
 
@@ -249,7 +255,9 @@ def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
 
 
 def _question(data: Any, index: int, seen: set[str]) -> Question:
-    where = f"questions[{index}]"
+    qid = data.get("id") if isinstance(data, Mapping) else None
+    named = isinstance(qid, str) and QUESTION_ID.fullmatch(qid) and qid not in seen
+    where = f"question {qid!r}" if named else f"questions[{index}]"
     data = _keys(data, where, {"id", "text", "type"},
                  {"options", "alpha", "beta", "epsilon", "concept", "irr_alpha"})
     qid = data["id"]

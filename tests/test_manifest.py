@@ -261,3 +261,17 @@ def test_format_4_carries_declared_crosstabs_and_only_then():
     del manifest["crosstabs"]
     with pytest.raises(SurveyError, match="missing field 'crosstabs'"):
         parse_manifest(json.dumps(manifest).encode())
+
+
+@pytest.mark.parametrize("typo, expected", [
+    ("typ", "question 'smoked': unknown field 'typ' (did you mean 'type'?)"),
+    ("optons", "question 'smoked': unknown field 'optons' (did you mean 'options'?)"),
+    ("colour", "question 'smoked': unknown field 'colour'"),
+])
+def test_a_typo_is_named_first_with_a_suggestion_and_the_question_by_id(typo, expected):
+    """`typ = "choice"` used to say only "missing field 'type'", never naming `typ`."""
+    definition = _with(("questions", 0, typo), "choice")
+    if typo == "typ":
+        del definition["questions"][0]["type"]
+    with pytest.raises(SurveyError, match=re.escape(expected)):
+        parse_definition(definition)
