@@ -148,7 +148,10 @@ def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str
     ceilings = Ceilings(max_epsilon, max_total_epsilon, max_lifetime_epsilon)
     verified = verify(link.base, survey_id, state, ceilings, public_key, token or link.token)
     true_answers = collect_answers(verified, state, parse_answers_option(answers_text))
-    submission = prepare(verified, true_answers, state)
+    try:  # another run may have answered a changed version of it since it was fetched
+        submission = prepare(verified, true_answers, state)
+    except TrustError as exc:
+        raise click.ClickException(f"not answering: {exc}") from None
     del true_answers  # from here on only randomized answers exist
     confirm_and_send(verified, submission, state, token or link.token, assume_yes)
 
@@ -242,7 +245,7 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
         return
     try:
         submit(verified, submission, state, token)
-    except OverBudget as exc:
+    except (OverBudget, TrustError) as exc:
         raise click.ClickException(f"not sent: {exc}") from None
     except NetworkError as exc:
         raise click.ClickException(

@@ -93,31 +93,35 @@ def check_lifetime(verified: "VerifiedSurvey", state: LocalState) -> None:
 def charge(verified: "VerifiedSurvey", state: LocalState) -> None:
     """Charge the survey (once) before its first send attempt, and mark the concepts it pays
     for. OverBudget if that would exceed the lifetime budget."""
-    check_lifetime(verified, state)
     survey = verified.survey
-    record = state.record(verified.key_id, survey.survey_id)
-    if record["charged"] is not None:
-        return
-    record.update(charged=charge_for(verified, state), title=survey.title)
-    for question in survey.questions:
-        if question.concept is None:
-            continue
-        key = concept_key(question)
-        permanent = state.permanent(verified.key_id, key)
-        if permanent and permanent["charged_by"] is None:
-            state.keep_permanent(verified.key_id, key, {**permanent,
-                                                         "charged_by": survey.survey_id})
-    state.remember(verified.key_id, survey.survey_id, record)
+    with state.transaction():  # what another run charged meanwhile counts
+        check_lifetime(verified, state)
+        record = state.record(verified.key_id, survey.survey_id)
+        if record["charged"] is not None:
+            return
+        record.update(charged=charge_for(verified, state), title=survey.title)
+        for question in survey.questions:
+            if question.concept is None:
+                continue
+            key = concept_key(question)
+            permanent = state.permanent(verified.key_id, key)
+            if permanent and permanent["charged_by"] is None:
+                state.keep_permanent(verified.key_id, key, {**permanent,
+                                                             "charged_by": survey.survey_id})
+        state.remember(verified.key_id, survey.survey_id, record)
 
 
-def settle(verified: "VerifiedSurvey", state: LocalState) -> None:
+def settle(verified: "VerifiedSurvey", state: LocalState, parameters: str) -> None:
     """A survey sent before the ledger existed was charged an upper bound; seen again, it is
-    charged exactly what it asked (those releases had no concepts)."""
-    record = state.record(verified.key_id, verified.survey.survey_id)
-    if record["estimated"]:
-        record.update(charged=verified.total_epsilon, estimated=False,
-                      title=verified.survey.title)
-        state.remember(verified.key_id, verified.survey.survey_id, record)
+    charged exactly what it asked (those releases had no concepts). The caller has checked
+    that it asks exactly the questions answered then (verify.check_unchanged), so a server
+    serving a smaller survey cannot lower the charge; its `parameters` are kept from now on."""
+    with state.transaction():
+        record = state.record(verified.key_id, verified.survey.survey_id)
+        if record["estimated"]:
+            record.update(charged=verified.total_epsilon, estimated=False,
+                          title=verified.survey.title, parameters=parameters)
+            state.remember(verified.key_id, verified.survey.survey_id, record)
 
 
 def summary(state: LocalState, lifetime: float) -> dict:

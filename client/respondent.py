@@ -9,7 +9,7 @@ from ldpsurvey.shared.randomizer import Draw, randomize, secure_draw
 
 from . import http, ledger
 from .state import LocalState
-from .verify import VerifiedSurvey
+from .verify import VerifiedSurvey, check_unchanged, parameters
 
 SUBMIT_RETRIES = 4
 
@@ -46,20 +46,23 @@ def prepare(verified: VerifiedSurvey, true_answers: Mapping[str, int], state: Lo
     from the true answer only the first time.
     """
     survey = verified.survey
-    record = state.record(verified.key_id, survey.survey_id)
-    for question in survey.questions:
-        if question.id in record["answers"]:
-            continue
-        if question.concept is None:
-            report = randomize(_true_answer(question, true_answers),
-                               verified.thresholds[question.id], draw)
-        else:
-            report = randomize(permanent_answer(verified, question, true_answers, state, draw),
-                               verified.instantaneous[question.id], draw)
-        record["answers"][question.id] = report
-    record["idempotency_key"] = record["idempotency_key"] or secrets.token_urlsafe(24)
-    record["title"] = survey.title
-    state.remember(verified.key_id, survey.survey_id, record)
+    with state.transaction():  # another run may have answered it since it was fetched
+        check_unchanged(verified, state)
+        record = state.record(verified.key_id, survey.survey_id)
+        for question in survey.questions:
+            if question.id in record["answers"]:
+                continue
+            if question.concept is None:
+                report = randomize(_true_answer(question, true_answers),
+                                   verified.thresholds[question.id], draw)
+            else:
+                report = randomize(permanent_answer(verified, question, true_answers, state,
+                                                    draw), verified.instantaneous[question.id],
+                                   draw)
+            record["answers"][question.id] = report
+        record["idempotency_key"] = record["idempotency_key"] or secrets.token_urlsafe(24)
+        record.update(title=survey.title, parameters=parameters(survey))
+        state.remember(verified.key_id, survey.survey_id, record)
     return Submission(survey.survey_id, {q.id: record["answers"][q.id] for q in survey.questions},
                       record["idempotency_key"], record["submitted"])
 
@@ -86,17 +89,21 @@ def permanent_answer(verified: VerifiedSurvey, question: Question,
 
 def submit(verified: VerifiedSurvey, submission: Submission, state: LocalState,
            token: str | None = None, retries: int = SUBMIT_RETRIES) -> dict:
-    """Charge the ledger (once, before the first attempt), then POST the randomized answers
+    """Charge the ledger (once, before the first attempt; TrustError if the survey changed since
+    it was prepared), then POST the randomized answers
     with the Idempotency-Key (and Survey-Token when invited); network failures are retried
     with the same key, so the server counts the answer once."""
-    ledger.charge(verified, state)
+    with state.transaction():
+        check_unchanged(verified, state)
+        ledger.charge(verified, state)
     headers = {"Idempotency-Key": submission.idempotency_key}
     if token:
         headers["Survey-Token"] = token
     url = f"{verified.aggregator}/api/surveys/{submission.survey_id}/responses"
     result = http.request("POST", url, json_body=submission.body(), headers=headers,
                           retries=retries).json()
-    record = state.record(verified.key_id, submission.survey_id)
-    record["submitted"] = True
-    state.remember(verified.key_id, submission.survey_id, record)
+    with state.transaction():
+        record = state.record(verified.key_id, submission.survey_id)
+        record["submitted"] = True
+        state.remember(verified.key_id, submission.survey_id, record)
     return result

@@ -17,8 +17,17 @@ Version 2 (this release):
 A record is {"answers": {question id: randomized option}, "idempotency_key", "submitted" (the
 server acknowledged it), "title", "charged" (the epsilon the ledger charged, null until the
 first send attempt), "estimated" (charged is an upper bound, for a survey sent before the
-ledger existed)}. Keying by signing key, not URL, makes every spelling of an aggregator's
-address, and every host serving its key, one memory.
+ledger existed), and once randomized "parameters" (respondent.parameters: the digest of the
+signed questions' ids and mechanisms; a record kept before it existed gains it when next
+answered)}. Keying by signing key, not URL, makes every spelling of an aggregator's address,
+and every host serving its key, one memory.
+
+Two runs at once (two terminals) must not randomize a survey twice or lose each other's records:
+every change is a `transaction`, which holds an exclusive lock (flock on the store's folder on
+POSIX; a lock file beside the store, via msvcrt, on Windows), re-reads the file under it and
+writes the result before releasing it. Reads outside a transaction read the file afresh; the
+store is never written from a stale copy. A file that is not a store of a known version is
+refused in one line, never overwritten or silently emptied.
 
 Version 1 (release 0.2 and before) had {"pinned_keys": {URL as typed: key}, "surveys":
 {"<URL> <survey id>": {"answers", "idempotency_key", "submitted"}}}; it is migrated on load
@@ -30,8 +39,15 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+if sys.platform == "win32":
+    import msvcrt
+else:
+    import fcntl
 
 from ldpsurvey.shared.manifest import key_id
 
@@ -100,6 +116,99 @@ def migrate(old: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
+class DamagedState(ValueError):
+    """The store is not one this release can read; it is refused, never overwritten."""
+
+
+def parse(raw: str) -> dict[str, Any]:
+    """The store's contents, checked and migrated to this version. DamagedState if its shape is
+    not a version 1 or 2 store, naming the first problem."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise DamagedState("it is not JSON") from None
+    if not isinstance(data, dict):
+        raise DamagedState(f"it holds a JSON {type(data).__name__}, not an object")
+    if "version" not in data:
+        if data.keys() & set(empty()) or not data.keys() & {"pinned_keys", "surveys"}:
+            raise DamagedState("it names no store version")
+        return migrate(_version_1(data))
+    version = data["version"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise DamagedState(f"its version {version!r} is not a whole number")
+    if version > VERSION:
+        raise ValueError(f"it was written by a newer ldp-survey (store version {version}); "
+                         "upgrade to use it, as this release would lose what it holds")
+    if version != VERSION:
+        raise DamagedState(f"store version {version} never existed")
+    return _version_2(data)
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise DamagedState(f"{where} is not an object")
+    return value
+
+
+def _field(value: dict[str, Any], field: str, kinds: tuple[type, ...], where: str) -> None:
+    if field not in value:
+        raise DamagedState(f"{where} has no {field!r}")
+    found = value[field]
+    if not isinstance(found, kinds) or (isinstance(found, bool) and bool not in kinds):
+        raise DamagedState(f"{where}.{field} is {found!r}")
+
+
+def _answers(value: Any, where: str) -> None:
+    for qid, option in _object(value, where).items():
+        if isinstance(option, bool) or not isinstance(option, int):
+            raise DamagedState(f"{where}[{qid!r}] is {option!r}, not an option number")
+
+
+NULLABLE_STR = (str, type(None))
+RECORD_FIELDS = {"idempotency_key": NULLABLE_STR, "submitted": (bool,), "title": NULLABLE_STR,
+                 "charged": (int, float, type(None)), "estimated": (bool,)}
+
+
+def _record(value: Any, where: str) -> None:
+    record = _object(value, where)
+    _answers(record.get("answers"), f"{where}.answers")
+    for field, kinds in RECORD_FIELDS.items():
+        _field(record, field, kinds, where)
+    if "parameters" in record:
+        _field(record, "parameters", NULLABLE_STR, where)
+
+
+def _version_2(data: dict[str, Any]) -> dict[str, Any]:
+    for part in ("pins", "keys", "unkeyed"):
+        _object(data.get(part), f"{part!r}")
+    for at in data["pins"]:
+        _field(data["pins"], at, (str,), "'pins'")
+    for kid, entry in data["keys"].items():
+        where = f"keys[{kid!r}]"
+        if "moved_to" in _object(entry, where):
+            _field(entry, "moved_to", (str,), where)
+            continue
+        for survey_id, record in _object(entry.get("surveys"), f"{where}.surveys").items():
+            _record(record, f"{where}.surveys[{survey_id!r}]")
+        for concept, permanent in _object(entry.get("concepts"), f"{where}.concepts").items():
+            at = f"{where}.concepts[{concept!r}]"
+            _field(_object(permanent, at), "answer", (int,), at)
+            _field(permanent, "charged_by", NULLABLE_STR, at)
+    for at, surveys in data["unkeyed"].items():
+        for survey_id, record in _object(surveys, f"unkeyed[{at!r}]").items():
+            _record(record, f"unkeyed[{at!r}][{survey_id!r}]")
+    return data
+
+
+def _version_1(data: dict[str, Any]) -> dict[str, Any]:
+    for at in _object(data.get("pinned_keys", {}), "'pinned_keys'"):
+        _field(data["pinned_keys"], at, (str,), "'pinned_keys'")
+    for name, memo in _object(data.get("surveys", {}), "'surveys'").items():
+        where = f"surveys[{name!r}]"
+        _answers(_object(memo, where).get("answers", {}), f"{where}.answers")
+    return data
+
+
 def empty() -> dict[str, Any]:
     return {"version": VERSION, "pins": {}, "keys": {}, "unkeyed": {}}
 
@@ -110,45 +219,87 @@ def key_entry(state: dict[str, Any], kid: str) -> dict[str, Any]:
 
 class LocalState:
     """Pins per origin; per signing key, the records of surveys and the permanent answers of
-    concepts. Every change is written at once."""
+    concepts. Every change is a transaction on the file (see the module's docstring). One
+    object serves one thread; processes and other objects share the file safely."""
 
     def __init__(self, path: Path | None = None):
         self.path = Path(path) if path else default_path()
+        self._data: dict[str, Any] = {}
+        self._depth = 0  # nested transactions of this object
+        raw = self._read()
+        self._parse(raw)  # a damaged store is refused at once
+        if raw is not None and "version" not in json.loads(raw):
+            with self.transaction():  # version 1, migrated: written once as version 2
+                pass
+
+    def _read(self) -> str | None:
         try:
-            data: dict[str, Any] = json.loads(self.path.read_text())
+            return self.path.read_text()
         except FileNotFoundError:
-            data = empty()
-        version = data.get("version", 1)
-        if version not in (1, VERSION):
-            raise ValueError(f"{self.path} was written by a newer ldp-survey (store version "
-                             f"{version}); upgrade to use it, as this release would lose what "
-                             "it holds")
-        self._data = data if version == VERSION else migrate(data)
-        if version == 1 and self.path.exists():
-            self._save()
+            return None
+
+    def _load(self) -> dict[str, Any]:
+        return self._parse(self._read())
+
+    def _parse(self, raw: str | None) -> dict[str, Any]:
+        if raw is None:
+            return empty()
+        try:
+            return parse(raw)
+        except ValueError as exc:
+            raise DamagedState(
+                f"{self.path} cannot be used: {exc}. Nothing was changed; moving it aside "
+                "starts afresh, but then this device forgets what it sent, and answering "
+                "those surveys again would spend privacy budget again") from None
+
+    def _view(self) -> dict[str, Any]:
+        """The store as it is now: inside a transaction its working copy, else read afresh."""
+        return self._data if self._depth else self._load()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Hold the store's lock, work on what the file holds now, write it when done (nothing
+        if the block raises). Nested transactions join the outermost."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        with _locked(self.path):
+            self._data = self._load()
+            self._depth = 1
+            try:
+                yield
+                self._save()
+            finally:
+                self._depth = 0
+                self._data = {}
 
     # --- pins --------------------------------------------------------------------------------
 
     def pinned_key(self, aggregator: str) -> bytes | None:
         """The public key pinned for this aggregator's origin, if any."""
-        pinned = self._data["pins"].get(origin(aggregator))
+        pinned = self._view()["pins"].get(origin(aggregator))
         return base64.b64decode(pinned) if pinned else None
 
     def pin_key(self, aggregator: str, public_key: bytes) -> str | None:
         """Trust `public_key` at this origin. If another key was pinned there, everything kept
         for that key moves to this one (and the old id forwards here); returns the old id."""
         at = origin(aggregator)
-        previous = self.pinned_key(at)
-        new_id = self.resolve(key_id(public_key))
-        self._data["pins"][at] = base64.b64encode(public_key).decode()
-        entry = key_entry(self._data, new_id)
-        for survey_id, record in self._data["unkeyed"].pop(at, {}).items():
-            entry["surveys"][survey_id] = merge_records(entry["surveys"].get(survey_id), record)
-        moved = None
-        if previous is not None and self.resolve(key_id(previous)) != new_id:
-            moved = self.resolve(key_id(previous))
-            self._move(moved, new_id)
-        self._save()
+        with self.transaction():
+            previous = self.pinned_key(at)
+            new_id = self.resolve(key_id(public_key))
+            self._data["pins"][at] = base64.b64encode(public_key).decode()
+            entry = key_entry(self._data, new_id)
+            for survey_id, record in self._data["unkeyed"].pop(at, {}).items():
+                entry["surveys"][survey_id] = merge_records(entry["surveys"].get(survey_id),
+                                                            record)
+            moved = None
+            if previous is not None and self.resolve(key_id(previous)) != new_id:
+                moved = self.resolve(key_id(previous))
+                self._move(moved, new_id)
         return moved
 
     def _move(self, old_id: str, new_id: str) -> None:
@@ -162,64 +313,74 @@ class LocalState:
 
     def resolve(self, kid: str) -> str:
         """The key id whose records hold what was kept for `kid` (following accepted moves)."""
-        while "moved_to" in self._data["keys"].get(kid, {}):
-            kid = self._data["keys"][kid]["moved_to"]
-        return kid
+        return self._resolve_in(self._view(), kid)
 
     # --- records per (key, survey) ----------------------------------------------------------
 
+    def _entry(self, kid: str) -> dict[str, Any]:
+        """What is kept for this key now (empty if nothing)."""
+        data = self._view()
+        return data["keys"].get(self._resolve_in(data, kid), {"surveys": {}, "concepts": {}})
+
+    @staticmethod
+    def _resolve_in(data: dict[str, Any], kid: str) -> str:
+        while "moved_to" in data["keys"].get(kid, {}):
+            kid = data["keys"][kid]["moved_to"]
+        return kid
+
     def record(self, kid: str, survey_id: str) -> dict[str, Any]:
         """This survey's record under this key (a copy; a new one if there is none)."""
-        stored = self._data["keys"].get(self.resolve(kid), {}).get("surveys", {}).get(survey_id)
+        stored = self._entry(kid)["surveys"].get(survey_id)
         return json.loads(json.dumps(stored)) if stored else new_record()
 
     def remember(self, kid: str, survey_id: str, record: dict[str, Any]) -> None:
-        key_entry(self._data, self.resolve(kid))["surveys"][survey_id] = record
-        self._save()
+        with self.transaction():
+            key_entry(self._data, self.resolve(kid))["surveys"][survey_id] = record
 
     def permanent(self, kid: str, concept_key: str) -> dict[str, Any] | None:
         """{"answer", "charged_by"} of this concept under this key, if drawn (a copy)."""
-        stored = self._data["keys"].get(self.resolve(kid), {}).get("concepts", {}).get(concept_key)
+        stored = self._entry(kid)["concepts"].get(concept_key)
         return dict(stored) if stored else None
 
     def concepts(self, kid: str) -> list[str]:
         """The concept keys kept for this key."""
-        return list(self._data["keys"].get(self.resolve(kid), {}).get("concepts", {}))
+        return list(self._entry(kid)["concepts"])
 
     def keep_permanent(self, kid: str, concept_key: str, permanent: dict[str, Any]) -> None:
-        key_entry(self._data, self.resolve(kid))["concepts"][concept_key] = permanent
-        self._save()
+        with self.transaction():
+            key_entry(self._data, self.resolve(kid))["concepts"][concept_key] = permanent
 
     # --- the ledger's view ------------------------------------------------------------------
 
     def key_ids(self) -> list[str]:
         """Every key with records (not those moved to another)."""
-        return sorted(kid for kid, entry in self._data["keys"].items() if "moved_to" not in entry)
+        return sorted(kid for kid, entry in self._view()["keys"].items()
+                      if "moved_to" not in entry)
 
     def surveys(self, kid: str) -> dict[str, dict[str, Any]]:
         """survey id -> record, for this key (copies)."""
-        stored = self._data["keys"].get(self.resolve(kid), {}).get("surveys", {})
-        return json.loads(json.dumps(stored))
+        return json.loads(json.dumps(self._entry(kid)["surveys"]))
 
     def urls(self, kid: str) -> list[str]:
         """The origins whose pinned key is (or moved to) this key."""
-        kid = self.resolve(kid)
-        return sorted(at for at, key in self._data["pins"].items()
-                      if self.resolve(key_id(base64.b64decode(key))) == kid)
+        data = self._view()
+        kid = self._resolve_in(data, kid)
+        return sorted(at for at, key in data["pins"].items()
+                      if self._resolve_in(data, key_id(base64.b64decode(key))) == kid)
 
     def forget(self, kid: str) -> None:
         """Delete everything kept for this key: its records, permanent answers, the ids that
         moved to it and the pins of origins that serve it."""
-        kid = self.resolve(kid)
-        for at in self.urls(kid):
-            del self._data["pins"][at]
-        for other in [k for k in self._data["keys"] if self.resolve(k) == kid]:
-            del self._data["keys"][other]
-        self._save()
+        with self.transaction():
+            kid = self.resolve(kid)
+            for at in self.urls(kid):
+                del self._data["pins"][at]
+            for other in [k for k in self._data["keys"] if self.resolve(k) == kid]:
+                del self._data["keys"][other]
 
     def unkeyed_origins(self) -> list[str]:
         """Origins with migrated records that wait for the origin's key."""
-        return sorted(self._data["unkeyed"])
+        return sorted(self._view()["unkeyed"])
 
     def _save(self) -> None:
         """Write a temporary file (0600) beside the store, fsync it, rename it over the store."""
@@ -234,3 +395,32 @@ class LocalState:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock for the store at `path`, waiting for any other holder: on POSIX flock on
+    its folder (so the folder holds nothing but the store), on Windows msvcrt's lock on
+    <store>.lock."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if sys.platform == "win32":
+        with open(path.with_name(path.name + ".lock"), "a+b") as file:
+            file.seek(0)
+            while True:
+                try:
+                    msvcrt.locking(file.fileno(), msvcrt.LK_LOCK, 1)  # retries for 10 s
+                    break
+                except OSError:
+                    continue
+            try:
+                yield
+            finally:
+                file.seek(0)
+                msvcrt.locking(file.fileno(), msvcrt.LK_UNLCK, 1)
+        return
+    descriptor = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)  # released when the descriptor is closed
+        yield
+    finally:
+        os.close(descriptor)

@@ -2,6 +2,8 @@
 aggregator's origin, within the ceilings, open, and within the key's lifetime budget."""
 
 import base64
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 
@@ -136,6 +138,37 @@ def fetch_survey(aggregator: str, survey_id: str, state: LocalState,
         state.pin_key(aggregator, key)  # once a manifest verified with it
     verified = check_ceilings(aggregator, survey, ceilings)
     check_answerable(verified, token)
-    ledger.settle(verified, state)
-    ledger.check_lifetime(verified, state)
+    with state.transaction():
+        check_unchanged(verified, state)
+        ledger.settle(verified, state, parameters(survey))
+        ledger.check_lifetime(verified, state)
     return verified
+
+
+def parameters(survey: Survey) -> str:
+    """The digest a record keeps of what its survey asks and how each answer is randomized:
+    SHA-256 over each question's id, options, alpha, beta, concept and irr_alpha (not its
+    wording, whose correction changes nothing a respondent discloses)."""
+    asked = [[q.id, list(q.options), q.mechanism.alpha, list(q.mechanism.beta), q.concept,
+              q.irr_alpha] for q in survey.questions]
+    return hashlib.sha256(json.dumps(asked).encode()).hexdigest()
+
+
+def check_unchanged(verified: VerifiedSurvey, state: LocalState) -> None:
+    """TrustError if this device answered this survey id (under this key) when it asked other
+    questions or randomized them otherwise: an aggregator re-signing a survey id with new
+    questions would otherwise get fresh randomizations that the ledger, which charges a survey
+    once, never counts. A record kept before digests were (release 0.3 and migrated ones) must
+    hold answers to exactly these question ids."""
+    survey = verified.survey
+    record = state.record(verified.key_id, survey.survey_id)
+    kept = record.get("parameters")
+    if kept is None and set(record["answers"]) in (set(), {q.id for q in survey.questions}):
+        return
+    if kept is not None and kept == parameters(survey):
+        return
+    raise TrustError(
+        f"survey {survey.survey_id} was answered on this device when it asked other questions "
+        "or randomized them otherwise: the aggregator has changed what it signs under that id, "
+        "and answering it again would disclose more than was counted, so this device refuses "
+        "it; nothing was sent")

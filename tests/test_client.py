@@ -18,7 +18,7 @@ from ldpsurvey.client import (
     submit,
     unanswered,
 )
-from ldpsurvey.client.verify import verify_manifest
+from ldpsurvey.client.verify import parameters, verify_manifest
 from ldpsurvey.shared.manifest import key_id
 from ldpsurvey.shared.randomizer import N
 
@@ -66,7 +66,8 @@ def test_store_is_private_and_holds_only_what_is_sent(live_server, survey_id, st
     stored = json.loads(state.path.read_text())
     memo = stored["keys"][verified.key_id]["surveys"][survey_id]
     assert memo == {"answers": submission.answers, "idempotency_key": submission.idempotency_key,
-                    "submitted": False, "title": "Habits", "charged": None, "estimated": False}
+                    "submitted": False, "title": "Habits", "charged": None, "estimated": False,
+                    "parameters": parameters(verified.survey)}  # no answer: alpha, beta, ids
 
 
 def test_key_is_pinned_and_a_changed_key_is_refused(live_server, survey_id, state):
