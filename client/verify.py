@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ldpsurvey.shared import Survey, SurveyError, parse_manifest, total_epsilon
 from ldpsurvey.shared.budget import exceeds
-from ldpsurvey.shared.manifest import key_id
+from ldpsurvey.shared.manifest import check_instantaneous, key_id
 from ldpsurvey.shared.randomizer import Thresholds, realized_epsilon, thresholds
 
 from . import http, ledger
@@ -89,11 +89,17 @@ def verify_manifest(raw: bytes, signature: bytes, public_key: bytes) -> Survey:
 
 def check_ceilings(aggregator: str, survey: Survey, ceilings: Ceilings) -> VerifiedSurvey:
     """Recompute each question's epsilon from its integer thresholds and refuse a survey above
-    the respondent's per-question or total ceiling, explaining what was asked."""
+    the respondent's per-question or total ceiling, explaining what was asked, or with a
+    concept's instantaneous layer above the bound (manifest.check_instantaneous)."""
     found = {q.id: thresholds(q.mechanism.alpha, q.mechanism.beta) for q in survey.questions}
     layers = {q.id: thresholds(q.instantaneous.alpha, q.instantaneous.beta)
               for q in survey.questions if q.instantaneous is not None}
     eps = {qid: realized_epsilon(t) for qid, t in found.items()}
+    for question in survey.questions:
+        try:
+            check_instantaneous(question)
+        except SurveyError as exc:
+            raise TrustError(f"{exc}; nothing was sent") from None
     for qid, value in eps.items():
         if exceeds(value, ceilings.per_question):
             raise TrustError(

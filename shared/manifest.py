@@ -46,6 +46,7 @@ QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 DEFAULT_RELEASE_BATCH = 100
 DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
+MAX_IRR_ALPHA = DEFAULT_IRR_ALPHA  # published and answered at most (check_instantaneous)
 MIN_BETA = 1e-9  # smallest forced-answer probability of an option
 MAX_RELEASE_BATCH = 1_000_000
 YES_NO_OPTIONS = ("No", "Yes")
@@ -306,6 +307,21 @@ def _irr_alpha(data: Mapping[str, Any], concept: str | None, where: str) -> floa
     return irr_alpha
 
 
+def check_instantaneous(question: Question) -> None:
+    """SurveyError unless a concept question's irr_alpha is at most MAX_IRR_ALPHA (0.75, the
+    default). Each report of a concept is its permanent answer with probability irr_alpha +
+    (1 - irr_alpha) / k; as irr_alpha nears 1 every report repeats the permanent answer, and a
+    person's reports of a few concepts become a fingerprint linking their surveys (the reason
+    RAPPOR's instantaneous layer is the weaker one). The bound is on alpha, not on the layer's
+    epsilon ln(1 + k irr_alpha / (1 - irr_alpha)): an epsilon bound equal to the permanent
+    layer's would refuse the default for a question at ln 3. Checked at publish and by the
+    respondent's client; manifests signed before keep reading."""
+    if question.irr_alpha is not None and question.irr_alpha > MAX_IRR_ALPHA:
+        raise _fail(f"question {question.id!r}.irr_alpha", f"must be at most {MAX_IRR_ALPHA} "
+                    f"(got {question.irr_alpha!r}): closer to 1, each report repeats the "
+                    "permanent answer and a person's reports link their surveys")
+
+
 def _crosstabs(value: Any, questions: tuple[Question, ...]) -> tuple[tuple[str, str], ...]:
     """Pairs [rows, cols] of two different questions of the survey, each pair once (in
     either order), at most MAX_CROSSTABS."""
@@ -327,7 +343,16 @@ def _crosstabs(value: Any, questions: tuple[Question, ...]) -> tuple[tuple[str, 
 
 
 def parse_definition(data: Any) -> Survey:
-    """Validate a researcher's survey definition (already parsed from TOML or JSON)."""
+    """Validate a researcher's survey definition (already parsed from TOML or JSON), with the
+    rules of this release for new surveys (check_instantaneous)."""
+    survey = _survey(data)
+    for question in survey.questions:
+        check_instantaneous(question)
+    return survey
+
+
+def _survey(data: Any) -> Survey:
+    """A survey from its definition's fields, as every manifest format reads them."""
     data = _keys(data, "survey", {"title", "questions"},
                  {"description", "max_epsilon", "invitation_only", "public_results",
                   "release_batch", "crosstabs"})
@@ -406,7 +431,7 @@ def parse_manifest(raw: bytes) -> Survey:
                                              "epsilon"}, question_fields.get(version, set()))
         stated.append(_number(q["epsilon"], f"questions[{index}].epsilon"))
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
-    survey = parse_definition(definition)
+    survey = _survey(definition)
     for question, eps in zip(survey.questions, stated, strict=True):
         if _disagree(eps, question.epsilon, question.mechanism.epsilon):
             raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but alpha and "

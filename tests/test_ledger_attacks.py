@@ -145,10 +145,12 @@ class Aggregator:
         self.posts: list = []
 
     def manifest(self) -> bytes:
-        survey = parse_definition({"title": "Evil", "release_batch": 1,
-                                   "questions": self.questions})
-        return dataclasses.replace(survey, survey_id="S", key_id=key_id(self.public)
-                                   ).manifest_bytes()
+        survey = parse_definition({"title": "Evil", "release_batch": 1, "questions": [
+            {k: v for k, v in q.items() if k != "irr_alpha"} for q in self.questions]})
+        questions = tuple(dataclasses.replace(q, irr_alpha=given.get("irr_alpha", q.irr_alpha))
+                          for q, given in zip(survey.questions, self.questions, strict=True))
+        return dataclasses.replace(survey, questions=questions, survey_id="S",
+                                   key_id=key_id(self.public)).manifest_bytes()
 
     def handler(self):
         aggregator = self
@@ -251,3 +253,55 @@ def test_a_legacy_charge_is_not_lowered_by_serving_a_smaller_survey(evil, tmp_pa
     evil.questions = yes_no("w1q0", "w1q1")  # what was answered then: settled exactly
     fetch_survey(evil.url, "S", state, ROOMY)
     assert state.record(kid, "S")["charged"] == pytest.approx(2 * LN3)
+
+
+# --- 4. an instantaneous layer close to 1 -------------------------------------------------------
+
+def test_an_instantaneous_layer_near_1_is_refused_at_publish_and_by_the_client(client, auth,
+                                                                              evil, runner):
+    near_1 = yes_no("smoked", concept="smoking.ever", irr_alpha=0.9999999999999999)
+    published = client.post("/api/surveys", json={"title": "T", "questions": near_1},
+                            headers=auth)
+    assert published.status_code == 422
+    assert "question 'smoked'.irr_alpha: must be at most 0.75" in published.json["detail"]
+    at_bound = yes_no("smoked", concept="smoking.ever", irr_alpha=0.75)
+    assert client.post("/api/surveys", json={"title": "T", "questions": at_bound},
+                       headers=auth).status_code == 201
+    evil.questions = near_1  # an aggregator that signs it anyway: the client refuses it
+    refused = answer(runner, evil, "smoked=yes")
+    assert refused.exit_code == 1 and not evil.posts
+    assert "irr_alpha: must be at most 0.75" in refused.stderr
+    assert "nothing was sent" in refused.stderr
+
+
+# --- 5. damaged state files ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, problem", [
+    ("not json", "it is not JSON"),
+    ("[]", "it holds a JSON list, not an object"),
+    ("null", "it holds a JSON NoneType, not an object"),
+    ("{}", "it names no store version"),
+    ('{"pins": {}, "keys": {}, "unkeyed": {}}', "it names no store version"),
+    ('{"version": "2"}', "its version '2' is not a whole number"),
+    ('{"version": 0}', "store version 0 never existed"),
+    ('{"version": 2}', "'pins' is not an object"),
+    ('{"version": 1, "surveys": []}', "store version 1 never existed"),
+    ('{"surveys": []}', "'surveys' is not an object"),
+    ('{"surveys": {"http://a s": {"answers": {"q": "yes"}}}}', "is 'yes', not an option number"),
+    ('{"version": 2, "pins": {}, "unkeyed": {}, "keys": {"k": {"surveys": {"s": {"answers": {}}},'
+     ' "concepts": {}}}}', "keys['k'].surveys['s'] has no 'idempotency_key'"),
+    ('{"version": 2, "pins": {}, "unkeyed": {}, "keys": {"k": {"surveys": {}, "concepts": '
+     '{"c": {"answer": 1}}}}}', "keys['k'].concepts['c'] has no 'charged_by'"),
+])
+def test_a_damaged_store_is_refused_in_one_line_and_kept(runner, tmp_path, text, problem):
+    store = tmp_path / "respondent" / "state.json"
+    store.parent.mkdir()
+    store.write_text(text)
+    with pytest.raises(ValueError, match="cannot be used") as refused:
+        LocalState(store)
+    assert problem in str(refused.value)
+    result = runner.invoke(main, ["privacy"])
+    assert result.exit_code == 1
+    [line] = result.stderr.splitlines()
+    assert problem in line and "Nothing was changed" in line
+    assert store.read_text() == text
