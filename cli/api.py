@@ -8,6 +8,7 @@ history and `ps`). Every failure becomes one clear line and a non-zero exit.
 
 import ipaddress
 import os
+import sys
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,10 +31,15 @@ class Api:
 
     @property
     def key(self) -> str:
-        """The key given, else $LDP_SURVEY_KEY, else asked for at the terminal."""
+        """The key given, else $LDP_SURVEY_KEY, else asked for at the terminal (without one:
+        a one-line error, never a prompt that cannot be answered)."""
         if self._key is None:
-            self._key = os.environ.get(KEY_VARIABLE) or click.prompt("Researcher key",
-                                                                     hide_input=True)
+            self._key = os.environ.get(KEY_VARIABLE)
+        if self._key is None:
+            if not can_prompt():
+                raise click.ClickException(f"this needs a researcher key: set {KEY_VARIABLE} "
+                                           "(there is no terminal to ask at)")
+            self._key = click.prompt("Researcher key", hide_input=True)
         return self._key
 
     def call(self, method: str, path: str, *, auth: bool | None = True,
@@ -48,7 +54,7 @@ class Api:
         except http.ApiError as exc:
             if auth is None and exc.status == 401 and "Authorization" not in headers:
                 return self.call(method, path, headers=headers, **kwargs)
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(explained(exc, "Authorization" in headers)) from None
         except (http.NetworkError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
 
@@ -59,7 +65,9 @@ class Api:
             with http.stream(self.url + path,
                              headers={"Authorization": f"Bearer {self.key}"}) as pieces:
                 yield pieces
-        except (http.ApiError, http.NetworkError, ValueError) as exc:
+        except http.ApiError as exc:
+            raise click.ClickException(explained(exc, key_sent=True)) from None
+        except (http.NetworkError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
 
     def get(self, path: str, **kwargs: Any) -> http.Response:
@@ -67,6 +75,20 @@ class Api:
 
     def post(self, path: str, **kwargs: Any) -> http.Response:
         return self.call("POST", path, **kwargs)
+
+
+def can_prompt() -> bool:
+    """Whether a person can answer a prompt: standard input is a terminal."""
+    return sys.stdin.isatty()
+
+
+def explained(exc: "http.ApiError", key_sent: bool) -> str:
+    """The server's error in words for this command line: a refused key says which key was
+    used and how to set another."""
+    if exc.status == 401 and key_sent:
+        return (f"the aggregator did not accept the researcher key ({KEY_VARIABLE} or the one "
+                f"typed): set {KEY_VARIABLE} to a key from `ldp-survey admin create-key`")
+    return str(exc)
 
 
 def is_loopback(host: str) -> bool:

@@ -18,7 +18,7 @@ from ldpsurvey.shared import (
 from ldpsurvey.shared.protocol import MAX_TOKENS_PER_REQUEST
 
 from . import check
-from .api import Api, pass_api, url_option
+from .api import Api, can_prompt, pass_api, url_option
 from .options import confidence_option, method_option
 from .output import emit, emit_json, interval, note, release_lines, table
 
@@ -105,7 +105,7 @@ def list_surveys(api: Api, as_json: bool) -> None:
 def close(api: Api, survey_id: str, yes: bool) -> None:
     """Close a survey for good: it refuses answers from now on."""
     if not yes:
-        if not sys.stdin.isatty():
+        if not can_prompt():
             raise click.UsageError("closing a survey is final: confirm with --yes (there is no "
                                    "terminal to ask at)")
         click.confirm(f"Close survey {survey_id} for good? It will refuse every answer from "

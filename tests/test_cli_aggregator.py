@@ -56,13 +56,23 @@ def test_wrong_key_is_explained(live_server, monkeypatch):
     monkeypatch.setenv("LDP_SURVEY_KEY", "ldp_res_wrong")
     with resources.as_file(EXAMPLE) as path:
         result = CliRunner().invoke(main, ["survey", "create", str(path), "--url", live_server])
-    assert result.exit_code == 1
-    assert "needs a valid key" in result.stderr
+    assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
+    assert "did not accept the researcher key" in result.stderr
+    assert "set LDP_SURVEY_KEY" in result.stderr and "Authorization" not in result.stderr
+
+
+def test_without_a_key_or_a_terminal_it_says_so_in_one_line(live_server, monkeypatch):
+    monkeypatch.delenv("LDP_SURVEY_KEY", raising=False)
+    with resources.as_file(EXAMPLE) as path:
+        result = CliRunner().invoke(main, ["survey", "create", str(path), "--url", live_server])
+    assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
+    assert "set LDP_SURVEY_KEY (there is no terminal to ask at)" in result.stderr
 
 
 def test_key_is_prompted_for_when_not_in_the_environment(researcher_key, live_server,
                                                          monkeypatch):
     monkeypatch.delenv("LDP_SURVEY_KEY", raising=False)
+    monkeypatch.setattr("ldpsurvey.cli.api.can_prompt", lambda: True)  # as at a terminal
     with resources.as_file(EXAMPLE) as path:
         result = CliRunner().invoke(main, ["survey", "create", str(path), "--url", live_server],
                                     input=f"{researcher_key}\n")
@@ -134,6 +144,7 @@ def test_public_results_are_read_without_a_key_and_others_ask_for_one(
     from helpers import SURVEY
 
     monkeypatch.delenv("LDP_SURVEY_KEY", raising=False)
+    monkeypatch.setattr("ldpsurvey.cli.api.can_prompt", lambda: True)  # as at a terminal
     public = client.post("/api/surveys", json={**SURVEY, "public_results": True},
                          headers=auth).json["survey_id"]
     private = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
