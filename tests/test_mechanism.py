@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ldpsurvey.shared import Mechanism, alpha_for_epsilon, epsilon, report_probability
+from ldpsurvey.shared.mechanism import compose
 
 REL = 1e-9
 
@@ -134,6 +135,8 @@ def test_lists_of_the_wrong_length_are_refused_not_truncated():
         m.report_distribution([0.5, 0.5])
     with pytest.raises(ValueError):
         m.then(Mechanism(0.5, 0.5))
+    with pytest.raises(ValueError):
+        compose(0.5, (0.5, 0.5), 0.5, (0.2, 0.3, 0.5))
 
 
 def test_probability_of_each_report():
@@ -152,8 +155,6 @@ def test_two_layers_are_the_composed_mechanism_exactly():
     """P(r | t) of the composed mechanism = sum_p P_permanent(p | t) P_instantaneous(r | p),
     for a non-uniform permanent beta (worked on fractions: alpha = 1/5, beta = (17/40, 23/40))."""
     from fractions import Fraction as F
-
-    from ldpsurvey.shared.mechanism import compose
 
     a_p, b_p, a_i, b_i = F(1, 2), (F(1, 5), F(4, 5)), F(2, 5), (F(1, 2), F(1, 2))
     alpha, beta = compose(a_p, b_p, a_i, b_i)
