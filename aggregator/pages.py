@@ -2,7 +2,9 @@
 page with their login. Unknown and closed surveys get the friendly pages of `errors.py`, never a
 stack trace."""
 
+import csv
 import hmac
+import io
 import secrets
 from importlib import resources
 
@@ -18,8 +20,10 @@ from flask import (
     url_for,
 )
 
+from ldpsurvey.shared import METHODS
+
 from . import accounts, auth, surveys
-from .charts import estimate_chart
+from .charts import estimate_chart, timeline_chart
 from .db import get_db
 
 bp = Blueprint("pages", __name__)
@@ -48,18 +52,75 @@ def _csrf_token() -> str:
 
 @bp.get("/s/<survey_id>/results")
 def results(survey_id: str):
+    """The results at the chosen confidence level and interval method (query: confidence,
+    method; as GET /api/surveys/<id>/estimates), or the login form."""
     caller = auth.session_caller()
-    page = surveys.results_page(get_db(), survey_id, caller, current_app.config["CENTRAL_DELTA"],
+    db = get_db()
+    page = surveys.results_page(db, survey_id, caller, current_app.config["CENTRAL_DELTA"],
                                 request.args.get("rows"), request.args.get("cols"))
     if page.estimates is None:
         return render_template("login.html", csrf=_csrf_token(), error=request.args.get("error"),
                                action=url_for("pages.login", survey_id=survey_id),
                                heading=f"Results of “{page.survey.title}”", button="Show results")
-    researcher = page.researcher
-    charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
-    return render_template("results.html", body=page.estimates, charts=charts,
-                           crosstab=page.crosstab, researcher=researcher,
-                           csrf=_csrf_token() if researcher else None)
+    options = _chosen_options()
+    body = page.estimates if options == surveys.EstimateOptions() else _estimates(survey_id, options)
+    charts = {q["id"]: estimate_chart(q) for q in body["questions"]}
+    days = surveys.release_timeline(db, survey_id, caller)
+    return render_template("results.html", body=body, charts=charts, crosstab=page.crosstab,
+                           researcher=page.researcher, methods=METHODS, levels=LEVELS,
+                           timeline=timeline_chart(days) if days else None, query=_query(options),
+                           csrf=_csrf_token() if page.researcher else None)
+
+
+@bp.get("/s/<survey_id>/results/estimates.csv")
+def estimates_csv(survey_id: str):
+    """The results page's estimates, one row per question and option."""
+    body = _estimates(survey_id, _chosen_options())
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["question_id", "question", "option", *CSV_FIELDS, "confidence",
+                     "ci_method"])
+    for question in body["questions"]:
+        for option in question["options"]:
+            writer.writerow([question["id"], question["text"], option["option"],
+                             *(option[field] for field in CSV_FIELDS), body["confidence"],
+                             body["ci_method"]])
+    return _download(out.getvalue(), "text/csv", f"estimates-{survey_id}.csv")
+
+
+@bp.get("/s/<survey_id>/results/<question_id>.svg")
+def chart_svg(survey_id: str, question_id: str):
+    """One question's chart as a file of its own."""
+    body = _estimates(survey_id, _chosen_options())
+    question = next((q for q in body["questions"] if q["id"] == question_id), None)
+    if question is None:
+        abort(404)
+    svg = '<?xml version="1.0" encoding="utf-8"?>\n' + str(estimate_chart(question))
+    return _download(svg, "image/svg+xml", f"{survey_id}-{question_id}.svg")
+
+
+LEVELS = (0.8, 0.9, 0.95, 0.99)  # the confidence levels the results page offers
+CSV_FIELDS = ("n", "p_mle", "p_hat", "standard_error", "ci_low", "ci_high", "epsilon",
+              "warning")
+
+
+def _chosen_options() -> surveys.EstimateOptions:
+    return surveys.estimate_options(request.args.get("confidence"), request.args.get("method"))
+
+
+def _estimates(survey_id: str, options: surveys.EstimateOptions) -> dict:
+    return surveys.estimates(get_db(), survey_id, auth.session_caller(),
+                             current_app.config["CENTRAL_DELTA"], options)
+
+
+def _query(options: surveys.EstimateOptions) -> dict:
+    """The download links' query: the options shown."""
+    return {"confidence": f"{options.confidence:g}", "method": options.method}
+
+
+def _download(text: str, mimetype: str, filename: str) -> Response:
+    return Response(text, mimetype=mimetype,
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
 @bp.get("/")

@@ -435,3 +435,10 @@ def shared_with(db: Connection, survey_id: str) -> list[str]:
     return [name for (name,) in db.query(
         "SELECT r.name FROM shares s JOIN researchers r ON r.researcher_id = s.researcher_id "
         "WHERE s.survey_id = ? ORDER BY r.name", (survey_id,))]
+
+
+def released_per_day(db: Connection, survey_id: str) -> list[tuple[str, int]]:
+    """(day, responses released that day), in day order: the results page's timeline."""
+    return [(day, int(size)) for day, size in db.query(
+        "SELECT released_day, SUM(size) FROM releases WHERE survey_id = ? "
+        "GROUP BY released_day ORDER BY released_day", (survey_id,))]

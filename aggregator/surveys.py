@@ -375,3 +375,11 @@ def _export_body(db: Connection, stored: store.StoredSurvey, write: Callable,
                             store.released_count(db, survey_id), central_delta)
         yield from write(stored.survey, stored.manifest, amplified,
                          store.stored_answers(db, survey_id))
+
+
+def release_timeline(db: Connection, survey_id: str,
+                     caller: KeyRecord | None) -> list[tuple[str, int]]:
+    """Responses released per day (UTC days, as stored), for whoever may read the results.
+    SurveyNotFound, Unauthorized (see readable)."""
+    readable(db, store.get_survey(db, survey_id), caller)
+    return store.released_per_day(db, survey_id)

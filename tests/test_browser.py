@@ -1,6 +1,8 @@
 """The respondent form and the results page in real headless Chromium (Debian's), driven by
 Playwright. Screenshots go to test-artifacts/."""
 
+import csv
+import io
 import json
 import math
 import shutil
@@ -262,7 +264,8 @@ def test_results_page_with_login(page, live_server, client, auth, researcher_key
     page.fill("#key", researcher_key)
     page.click("button[type=submit]")
     page.wait_for_selector("svg.chart")
-    assert page.locator("svg.chart").count() == 4
+    assert page.locator("section.result:not(.timeline) svg.chart").count() == 4
+    assert page.locator("section.timeline svg.chart").count() == 1
     assert page.locator("section.result:not(.crosstab) table tbody tr").count() == 9
     assert page.locator("section.crosstab table tbody tr").count() == 6  # smoked x sleep, declared
     cookie = next(c for c in page.context.cookies() if c["name"] == "ldp_researcher")
@@ -592,3 +595,80 @@ def test_the_dashboard_lists_the_callers_surveys_after_login(page, live_server, 
     page.goto(f"{live_server}/researcher")
     page.get_by_role("button", name="Log out").click()
     page.wait_for_selector("#key")
+
+
+# --- the results page on a phone and on a desktop (issue 16) --------------------------------
+
+LONG_OPTION = "Between six and eight hours on most nights, counting naps taken after lunch"
+
+
+def released_survey(client, auth) -> str:
+    """A public-results survey with a long option name and 400 released responses."""
+    definition = {**HEALTH, "public_results": True, "questions": [
+        *HEALTH["questions"][:3],
+        {**HEALTH["questions"][3], "options": ["Under 6", LONG_OPTION, "Over 8"]}]}
+    survey_id = create(client, auth, definition)
+    responses = [{"answers": {"smoked": i % 2, "drank_and_drove": int(i % 7 == 0),
+                              "cannabis": int(i % 3 == 0), "sleep": i % 3}} for i in range(400)]
+    client.post(f"/api/surveys/{survey_id}/responses/batch", json={"responses": responses},
+                headers=auth)
+    return survey_id
+
+
+SMALLEST_CHART_TEXT = """() => Math.min(...[...document.querySelectorAll('svg.chart text')]
+    .map(t => t.getBoundingClientRect().height).filter(h => h > 0))"""
+NO_SIDEWAYS_SCROLL = "document.documentElement.scrollWidth <= window.innerWidth"
+
+
+@pytest.mark.parametrize("width", [360, 1280])
+def test_results_fit_the_screen_with_readable_chart_text(browser, live_server, client, auth,
+                                                         width):
+    survey_id = released_survey(client, auth)
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    page = context.new_page()
+    page.goto(f"{live_server}/s/{survey_id}/results")
+    page.wait_for_selector("svg.chart")
+    assert page.evaluate(NO_SIDEWAYS_SCROLL)
+    # The rendered height of a text line's box is at least its font size in CSS px.
+    assert page.evaluate(SMALLEST_CHART_TEXT) >= 11
+    label = page.locator("svg.chart text.label", has_text="Between six")
+    assert label.locator("title").text_content() == LONG_OPTION
+    box, chart = label.bounding_box(), page.locator("svg.chart").last.bounding_box()
+    assert box["x"] >= chart["x"] and box["x"] + box["width"] <= chart["x"] + chart["width"]
+    assert page.locator("section.result:not(.timeline) svg.chart").first.get_attribute("aria-label") == (
+        f"Estimated proportions: {HEALTH['questions'][0]['text']}")
+    if width == 360:
+        SCREENS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENS / "results-phone-360.png"), full_page=True)
+        page.screenshot(path=str(SCREENS / "results-phone-360-top.png"))
+        page.locator("section.result", has_text="How many hours").screenshot(
+            path=str(SCREENS / "results-phone-360-sleep.png"))
+        cell = page.locator("table.estimates td.nowrap").first.bounding_box()
+        assert cell["height"] < 30  # one line, not three or four
+    context.close()
+
+
+def test_results_pickers_downloads_and_timeline(page, live_server, client, auth):
+    survey_id = released_survey(client, auth)
+    page.goto(f"{live_server}/s/{survey_id}/results")
+    page.select_option("select[name=confidence]", "0.9")
+    page.select_option("select[name=method]", "wilson")
+    page.get_by_role("button", name="Update").click()
+    page.wait_for_selector("svg.chart")
+    expected = client.get(f"/api/surveys/{survey_id}/estimates?confidence=0.9&method=wilson").json
+    option = expected["questions"][0]["options"][0]
+    cell = page.locator("table.estimates").first.locator("tbody tr").first.locator("td").nth(3)
+    assert cell.inner_text() == f"{option['ci_low'] * 100:.1f} \u2013 {option['ci_high'] * 100:.1f} %"
+    assert "90 % confidence intervals (Wilson)" in page.locator(".lead").inner_text()
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download the estimates (CSV)").click()
+    rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
+    assert len(rows) == 9 and rows[0]["ci_method"] == "wilson"
+    assert float(rows[0]["ci_low"]) == option["ci_low"]
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download this chart (SVG)").first.click()
+    svg = Path(download.value.path()).read_text()
+    assert svg.startswith("<?xml") and 'xmlns="http://www.w3.org/2000/svg"' in svg
+    timeline = page.locator("section.timeline svg.chart")
+    assert "400 over 1 day" in timeline.get_attribute("aria-label")
+    assert timeline.locator("rect.bar").count() == 1
