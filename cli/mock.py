@@ -213,12 +213,14 @@ class MockResult:
 
 
 def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, seed: int,
-             batch_size: int) -> MockResult:
+             batch_size: int, keep_open: bool = False) -> MockResult:
     """Publish the survey, simulate and submit the respondents, close it (which releases the
-    last responses), read back the estimates and the cross-tab of the first joint table."""
+    last responses) unless `keep_open`, read back the estimates and the cross-tab of the first
+    joint table."""
     np = load("numpy")
     simulation = load("ldpsurvey.shared.simulation")
     survey_id = api.post("/api/surveys", json_body=definition).json()["survey_id"]
+    click.echo(f"survey {survey_id} published on {api.url}", err=True)
     # Read the survey back as a respondent would: verified bytes only.
     public_key = base64.b64decode(api.get("/api/key", auth=False).json()["public_key"])
     survey = verify_manifest(api.get(f"/api/surveys/{survey_id}", auth=False).body,
@@ -242,7 +244,8 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
                      headers={"Idempotency-Key": secrets.token_urlsafe(18)}, retries=3)
             bar.update(len(chunk))
     # Closing releases the last pool (smaller than a batch), so every response is counted.
-    api.post(f"/api/surveys/{survey_id}/close")
+    if not keep_open:
+        api.post(f"/api/surveys/{survey_id}/close")
     estimates = api.get(f"/api/surveys/{survey_id}/estimates").json()
     crosstab = None
     if truth.joints:
@@ -263,9 +266,12 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
               "embedded one.")
 @click.option("--batch-size", type=click.IntRange(1, MAX_BATCH_RESPONSES), default=5_000,
               show_default=True)
+@click.option("--keep-open", is_flag=True,
+              help="Leave the survey open at the end (--url): responses still pooled below its "
+                   "release batch are then not counted.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 def mock(respondents: int, seed: int | None, survey_file: str | None, truth_file: str | None,
-         url: str | None, batch_size: int, as_json: bool) -> None:
+         url: str | None, batch_size: int, keep_open: bool, as_json: bool) -> None:
     """Run a whole mock survey end to end and compare the estimates with the truth."""
     if (survey_file is None) != (truth_file is None):
         raise click.UsageError("--survey and --truth go together")
@@ -280,7 +286,7 @@ def mock(respondents: int, seed: int | None, survey_file: str | None, truth_file
         except SurveyError as exc:
             raise click.ClickException(str(exc)) from None
         api = Api(check_url(url)) if url else stack.enter_context(embedded_aggregator())
-        result = run_mock(api, definition, truth_path, respondents, seed, batch_size)
+        result = run_mock(api, definition, truth_path, respondents, seed, batch_size, keep_open)
     if as_json:
         emit_json(result.as_json())
         return

@@ -140,3 +140,20 @@ def test_survey_and_truth_go_together():
     with resources.as_file(EXAMPLES / "health.toml") as survey:
         result = CliRunner().invoke(main, ["mock", "--survey", str(survey)])
     assert result.exit_code == 2 and "--survey and --truth go together" in result.stderr
+
+
+def test_a_mock_against_a_server_says_which_survey_and_can_leave_it_open(
+        live_server, client, auth, researcher_key, monkeypatch):
+    monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
+    closed = CliRunner().invoke(main, ["mock", "--url", live_server, "--respondents", "150",
+                                       "--seed", "4", "--json"])
+    survey_id = json.loads(closed.stdout)["survey_id"]
+    assert f"survey {survey_id} published on {live_server}" in closed.stderr
+    assert client.get(f"/api/surveys/{survey_id}/status").json["status"] == "closed"
+    kept = CliRunner().invoke(main, ["mock", "--url", live_server, "--respondents", "150",
+                                     "--batch-size", "50", "--seed", "4", "--json",
+                                     "--keep-open"])
+    kept_id = json.loads(kept.stdout)["survey_id"]
+    assert client.get(f"/api/surveys/{kept_id}/status").json["status"] == "open"
+    pending = client.get(f"/api/surveys/{kept_id}/estimates", headers=auth).json["pending"]
+    assert pending == 50  # three batches of 50, release batch 100: one release, 50 pooled
