@@ -672,3 +672,124 @@ def test_results_pickers_downloads_and_timeline(page, live_server, client, auth)
     timeline = page.locator("section.timeline svg.chart")
     assert "400 over 1 day" in timeline.get_attribute("aria-label")
     assert timeline.locator("rect.bar").count() == 1
+
+
+# --- accessibility: axe-core on every page and state, focus ring, forced colours (issue 16) ---
+
+def axe_violations(page) -> list:
+    """axe-core (the copy bundled by the axe-playwright-python test dependency) run in the
+    page; the violations found, as (rule, impact, first target) triples."""
+    try:
+        source = (resources.files("axe_playwright_python") / "axe.min.js").read_text()
+    except ModuleNotFoundError:
+        require(False, "axe-playwright-python is not installed (pip install 'ldp-survey[test]')")
+    page.evaluate(source)  # evaluated by the browser directly: the page's CSP does not apply
+    result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    return [(v["id"], v["impact"], v["nodes"][0]["target"]) for v in result["violations"]]
+
+
+@pytest.mark.parametrize("width", [360, 1280])
+def test_axe_finds_no_violations_on_any_page_or_state(browser, live_server, client, auth,
+                                                     researcher_key, width):
+    plain = released_survey(client, auth)
+    private = create(client, auth, {**HEALTH, "title": "Private results", "public_results": False})
+    greedy = create(client, auth, {"title": "Too revealing", "questions": [
+        {"id": "q", "text": "Tell us everything?", "type": "yes_no", "alpha": 0.9}]})
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    found = {}
+
+    def check(state):
+        found[state] = axe_violations(page)
+        assert page.evaluate(NO_SIDEWAYS_SCROLL), state
+
+    page.goto(f"{live_server}/")
+    check("landing")
+    page.goto(f"{live_server}/s/{greedy}")
+    page.wait_for_selector("#refused:not([hidden])")
+    check("form refused")
+    page.goto(f"{live_server}/s/{private}")
+    page.wait_for_selector("#questions:not([hidden])")
+    check("form questions")
+    page.click("#review")
+    check("form missing answers")
+    answer_all(page)
+    page.click("#review")
+    page.wait_for_selector("#true-review:not([hidden])")
+    check("form true-answer review")
+    if width == 1280:
+        SCREENS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENS / "form-review-1280.png"), full_page=True)
+    page.click("#randomize")
+    page.wait_for_selector("#confirm:not([hidden])")
+    check("form randomized review")
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    check("form sent")
+    page.reload()
+    page.wait_for_selector("#confirm:not([hidden])")
+    check("form already sent")
+    page.goto(f"{live_server}/s/{plain}/results")
+    page.wait_for_selector("svg.chart")
+    check("public results")
+    page.goto(f"{live_server}/s/{private}/results")
+    check("results login")
+    log_in(page, live_server, "wrong-key", f"/s/{private}/results")
+    check("results login error")
+    log_in(page, live_server, "wrong-key")
+    check("dashboard login error")
+    log_in(page, live_server, researcher_key)
+    page.wait_for_selector("section.survey-card")
+    check("dashboard")
+    page.goto(f"{live_server}/s/{private}/results")
+    page.wait_for_selector("nav.actions")
+    check("results as researcher")
+    page.goto(f"{live_server}/s/does-not-exist")
+    check("unknown survey")
+    assert found == {state: [] for state in found}
+    context.close()
+
+
+def luminance(rgb: str) -> float:
+    """WCAG 2.x relative luminance of a computed "rgb(r, g, b)" colour."""
+    channels = [int(c) / 255 for c in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3]]
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(first: str, second: str) -> float:
+    """WCAG 2.x contrast ratio (L1 + 0.05) / (L2 + 0.05), L1 the lighter."""
+    high, low = sorted((luminance(first), luminance(second)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_the_focus_ring_has_3_to_1_contrast_on_white_and_on_the_panel_grey(page, live_server,
+                                                                           client, auth):
+    survey_id = create(client, auth, HEALTH)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    page.keyboard.press("Tab")  # keyboard focus: :focus-visible applies
+    ring = page.evaluate("""() => { const s = getComputedStyle(document.activeElement);
+        return [s.outlineStyle, s.outlineWidth, s.outlineColor]; }""")
+    assert ring[0] == "solid" and float(ring[1].removesuffix("px")) >= 2
+    white = page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
+    panel = page.evaluate("getComputedStyle(document.querySelector('.notice, #ledger') || "
+                          "document.body).getPropertyValue('--panel')")
+    panel_rgb = page.evaluate("""(c) => { const e = document.createElement('div');
+        e.style.color = c; document.body.append(e); const v = getComputedStyle(e).color;
+        e.remove(); return v; }""", panel.strip())
+    assert contrast(ring[2], white) >= 3 and contrast(ring[2], panel_rgb) >= 3
+
+
+def test_forced_colors_keep_chart_text_visible(page, live_server, client, auth):
+    survey_id = released_survey(client, auth)
+    page.emulate_media(forced_colors="active")
+    page.goto(f"{live_server}/s/{survey_id}/results")
+    page.wait_for_selector("svg.chart")
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    fills = page.evaluate("[...document.querySelectorAll('svg.chart text, svg.chart .whisker')]"
+                          ".map(t => getComputedStyle(t)[t.tagName === 'text' ? 'fill' : 'stroke'])")
+    assert fills and all(contrast(fill, background) >= 4.5 for fill in fills), set(fills)
+    border = page.evaluate("getComputedStyle(document.querySelector('form.pickers button'))"
+                           ".borderTopStyle")
+    assert border == "solid"
