@@ -162,7 +162,10 @@ def embedded_aggregator() -> Iterator[Api]:
 
 
 def beside(truth: float | None, entry: dict) -> dict:
-    """An estimate with the truth beside it and whether its interval covers the truth."""
+    """An estimate with the truth beside it and whether its interval covers the truth. The
+    truth is rounded to 12 significant digits: sums of the scenario's shares (0.8200000000000001)
+    carry float noise nobody wrote."""
+    truth = None if truth is None else float(f"{truth:.12g}")
     covered = truth is not None and entry["ci_low"] <= truth <= entry["ci_high"]
     return {"true_proportion": truth, **entry, "covered": covered}
 

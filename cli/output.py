@@ -8,13 +8,17 @@ import click
 
 
 def format_value(value: Any) -> str:
-    """Numbers to 6 significant digits, None as '-', the rest as text."""
+    """One format per kind of number in tables (JSON keeps full precision): fractional numbers
+    (proportions, estimates, epsilons) to 4 decimals, as the intervals beside them; whole
+    numbers with thousands separators; None as '-'; the rest as text."""
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.4f}"
+    if isinstance(value, int):
+        return f"{value:,}"
     return str(value)
 
 

@@ -80,7 +80,8 @@ def test_plan_json_matches_reference(reference):
 def test_human_table_by_default():
     result = CliRunner().invoke(main, ["epsilon", "--alpha", "0.5"])
     assert result.exit_code == 0
-    assert "epsilon" in result.stdout and "1.09861" in result.stdout
+    assert "epsilon                      1.0986\n" in result.stdout  # 4 decimals, as all
+    assert "p_yes_given_yes              0.7500\n" in result.stdout  # fractions in tables
 
 
 @pytest.mark.parametrize("args, problem", [
