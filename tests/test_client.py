@@ -75,10 +75,39 @@ def test_key_is_pinned_and_a_changed_key_is_refused(live_server, survey_id, stat
     assert state.pinned_key(live_server)
     other = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
     state.pin_key(live_server, other)
-    with pytest.raises(TrustError, match="different signing key") as refused:
+    with pytest.raises(TrustError) as refused:
         fetch_survey(live_server, survey_id, state, ROOMY)
-    assert "--public-key" in str(refused.value)
-    assert f"ldp-survey privacy --forget {key_id(other)}" in str(refused.value)
+    # the message names both keys and both ways out, word for word
+    assert str(refused.value) == (
+        f"the aggregator at {live_server} now presents a different signing key "
+        f"({key_id(served_key(live_server))}) from the one this device pinned ({key_id(other)}). "
+        "It may have been replaced or impersonated; nothing was sent. If its researchers "
+        "announced a new key, pass it with --public-key (what this device kept for the old key "
+        "moves to it), or delete what was kept for the old key with `ldp-survey privacy "
+        f"--forget {key_id(other)}`.")
+    assert state.pinned_key(live_server) == other
+
+
+def served_key(aggregator: str) -> bytes:
+    """The public key the aggregator serves."""
+    from ldpsurvey.client import http as client_http
+
+    return base64.b64decode(client_http.request("GET", f"{aggregator}/api/key")
+                            .json()["public_key"])
+
+
+def test_an_explicit_key_is_pinned_once_it_verifies(live_server, survey_id, state):
+    fetch_survey(live_server, survey_id, state, ROOMY, public_key=served_key(live_server))
+    assert state.pinned_key(live_server) == served_key(live_server)
+
+
+def test_a_closed_survey_is_not_answered(live_server, client, auth, survey_id, state):
+    from ldpsurvey.client import SurveyUnavailable
+
+    client.post(f"/api/surveys/{survey_id}/close", headers=auth)
+    with pytest.raises(SurveyUnavailable) as closed:
+        fetch_survey(live_server, survey_id, state, ROOMY)
+    assert str(closed.value) == "this survey is closed: it takes no more answers"
 
 
 def test_explicit_key_that_did_not_sign_is_refused(live_server, survey_id, state):
@@ -138,10 +167,10 @@ def test_ceilings(live_server, client, auth, state):
         fetch_survey(live_server, above, state)
     at_custom = create(client, auth, one_question(epsilon=0.7))
     fetch_survey(live_server, at_custom, state, Ceilings(per_question=0.7, total=0.7))
-    with pytest.raises(TrustError, match="per submission"):
-        fetch_survey(live_server, survey_id := create(client, auth, SURVEY), state,
+    with pytest.raises(TrustError, match=r"^the survey asks for a total epsilon of \d\.\d+ over 3 "
+                       r"questions, above your ceiling of 2 per submission; nothing was sent$"):
+        fetch_survey(live_server, create(client, auth, SURVEY), state,
                      Ceilings(per_question=5.0, total=2.0))
-    assert survey_id
 
 
 def test_http_errors_are_plain_words(live_server, state):
@@ -224,8 +253,10 @@ def test_an_invited_respondent_answers_with_the_token(live_server, client, auth,
     survey_id = create(client, auth, {**SURVEY, "invitation_only": True})
     [token] = client.post(f"/api/surveys/{survey_id}/tokens", json={"count": 1},
                           headers=auth).json["tokens"]
-    with pytest.raises(SurveyUnavailable, match="by invitation only"):
+    with pytest.raises(SurveyUnavailable) as refused:
         fetch_survey(live_server, survey_id, state, ROOMY)
+    assert str(refused.value) == ("this survey is by invitation only: answer with the link from "
+                                  "your invitation (--url 'LINK', or --link to paste it unseen)")
     verified = fetch_survey(live_server, survey_id, state, ROOMY, token=token)
     submission = prepare(verified, TRUTH, state)
     with pytest.raises(ApiError, match="needs a valid key"):  # 401: the server wants the token
