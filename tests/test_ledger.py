@@ -58,6 +58,24 @@ def count(client, auth, survey_id):
     ("https://b\u00fccher.example", "https://xn--bcher-kva.example"),          # IDNA
     ("https://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54", "https://localhost"),  # fullwidth
     ("http://someone:secret@[::1]:8000/?q#f", "http://[::1]:8000"),
+    ("http://localhost./", "http://localhost"),                       # the DNS root's dot
+    ("http://LOCALHOST.:80", "http://localhost"),
+    ("http://127.1", "http://127.0.0.1"),                             # inet_aton's short forms
+    ("http://127.0.1", "http://127.0.0.1"),
+    ("http://2130706433", "http://127.0.0.1"),                        # one decimal number
+    ("http://0x7f000001", "http://127.0.0.1"),                        # hexadecimal
+    ("http://0x7F.0.0.1", "http://127.0.0.1"),
+    ("http://0177.0.0.01", "http://127.0.0.1"),                       # octal
+    ("http://017700000001:8000/", "http://127.0.0.1:8000"),
+    ("http://[0:0:0:0:0:0:0:1]", "http://[::1]"),                     # long IPv6
+    ("http://[0000::0001]:8000", "http://[::1]:8000"),
+    ("http://[::FFFF:127.0.0.1]", "http://127.0.0.1"),                # IPv4-mapped IPv6
+    ("http://[::ffff:7f00:1]", "http://127.0.0.1"),
+    ("http://%6C%6F%63%61%6C%68%6F%73%74", "http://localhost"),       # percent-encoded
+    ("http://127.0.0.%31", "http://127.0.0.1"),
+    ("https://a.example/x/./y/../z/", "https://a.example/x/z"),       # dot segments
+    ("https://a.example/../..", "https://a.example"),
+    ("https://a.example/%2e/x", "https://a.example/%2e/x"),           # a segment, not a dot
 ])
 def test_every_spelling_of_an_address_is_one_origin(url, normalized):
     assert origin(url) == normalized

@@ -256,31 +256,7 @@ def test_a_legacy_charge_is_not_lowered_by_serving_a_smaller_survey(evil, tmp_pa
     assert state.record(kid, "S")["charged"] == pytest.approx(2 * LN3)
 
 
-# --- 3. spellings of an address ----------------------------------------------------------------
-
-@pytest.mark.parametrize("url, normalized", [
-    ("http://localhost./", "http://localhost"),                       # the DNS root's dot
-    ("http://LOCALHOST.:80", "http://localhost"),
-    ("http://127.1", "http://127.0.0.1"),                             # inet_aton's short forms
-    ("http://127.0.1", "http://127.0.0.1"),
-    ("http://2130706433", "http://127.0.0.1"),                        # one decimal number
-    ("http://0x7f000001", "http://127.0.0.1"),                        # hexadecimal
-    ("http://0x7F.0.0.1", "http://127.0.0.1"),
-    ("http://0177.0.0.01", "http://127.0.0.1"),                       # octal
-    ("http://017700000001:8000/", "http://127.0.0.1:8000"),
-    ("http://[0:0:0:0:0:0:0:1]", "http://[::1]"),                     # long IPv6
-    ("http://[0000::0001]:8000", "http://[::1]:8000"),
-    ("http://[::FFFF:127.0.0.1]", "http://127.0.0.1"),                # IPv4-mapped IPv6
-    ("http://[::ffff:7f00:1]", "http://127.0.0.1"),
-    ("http://%6C%6F%63%61%6C%68%6F%73%74", "http://localhost"),       # percent-encoded
-    ("http://127.0.0.%31", "http://127.0.0.1"),
-    ("https://a.example/x/./y/../z/", "https://a.example/x/z"),       # dot segments
-    ("https://a.example/../..", "https://a.example"),
-    ("https://a.example/%2e/x", "https://a.example/%2e/x"),           # a segment, not a dot
-])
-def test_every_spelling_of_an_address_is_one_origin(url, normalized):
-    assert origin(url) == normalized
-
+# --- 3. spellings of an address (more in test_ledger.py) ---------------------------------------
 
 @pytest.mark.parametrize("url", ["http://256.0.0.1", "http://1.2.3.4.5", "http://0x100000000",
                                  "http://1.2.65536"])
