@@ -31,7 +31,7 @@ from ldpsurvey.client.ceilings import (
 from ldpsurvey.client.respondent import Submission
 from ldpsurvey.client.urls import Link, parse_link
 from ldpsurvey.client.verify import VerifiedSurvey
-from ldpsurvey.shared import Question
+from ldpsurvey.shared import Question, Survey
 from ldpsurvey.shared.manifest import key_id
 
 from .api import URL_VARIABLE, check_url
@@ -147,7 +147,10 @@ def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str
     state = open_state()
     ceilings = Ceilings(max_epsilon, max_total_epsilon, max_lifetime_epsilon)
     verified = verify(link.base, survey_id, state, ceilings, public_key, token or link.token)
-    true_answers = collect_answers(verified, state, parse_answers_option(answers_text))
+    given = parse_answers_option(answers_text)
+    true_answers = collect_answers(verified, state, given)
+    if set(true_answers) - set(given):  # some were typed here: review them before randomizing
+        true_answers = review(verified.survey, true_answers)
     try:  # another run may have answered a changed version of it since it was fetched
         submission = prepare(verified, true_answers, state)
     except TrustError as exc:
@@ -216,6 +219,26 @@ def collect_answers(verified: VerifiedSurvey, state: LocalState,
             true_answers[question.id] = click.prompt(
                 "  Your answer", value_proc=lambda text, q=question: parse_choice(q, text))
     return true_answers
+
+
+def review(survey: Survey, true_answers: dict[str, int]) -> dict[str, int]:
+    """Show the true answers, on this device only, and let the respondent change any before
+    anything is randomized (once randomized they are final: asking again until a report one
+    likes would bias the estimates)."""
+    while True:
+        click.echo("\nYour answers, not yet randomized (they never leave this device):")
+        for qid, index in true_answers.items():
+            click.echo(printable(f"  [{qid}] {survey.question(qid).options[index]}"))
+        choice = click.prompt("Press Enter to randomize them (final), or type a question id "
+                              "to change its answer", default="", show_default=False).strip()
+        if not choice:
+            return true_answers
+        if choice not in true_answers:
+            click.echo(printable(f"  {choice!r} is not one of the questions above"))
+            continue
+        question = survey.question(choice)
+        true_answers[choice] = click.prompt(
+            "  Your answer", value_proc=lambda text, q=question: parse_choice(q, text))
 
 
 def again_message(record: dict) -> str:

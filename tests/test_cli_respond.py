@@ -52,10 +52,25 @@ def test_scripted(runner, live_server, client, auth, health_id):
 
 def test_interactive(runner, live_server, client, auth, health_id):
     result = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id],
-                           input="maybe\nyes\nno\nno\n7\n1\ny\n")
+                           input="maybe\nyes\nno\nno\n7\n1\n\ny\n")  # Enter: randomize
     assert result.exit_code == 0, result.output
     assert "takes yes or no" in result.output and "option number from 0 to 2" in result.output
     assert responses(client, auth, health_id) == 1
+
+
+def test_true_answers_are_reviewed_and_can_be_changed_before_randomizing(runner, live_server,
+                                                                         health_id, tmp_path):
+    """A mis-typed answer is corrected at the review, before anything is randomized: the
+    review shows the corrected answer; an unknown id is said so; Enter randomizes, and only
+    then are the randomized answers shown."""
+    result = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id],
+                           input="yes\nno\nno\n1\nsleep\n2\nnosuch\n\nn\n")
+    assert result.exit_code == 0, result.output
+    reviews = result.output.split("Your answers, not yet randomized")
+    assert len(reviews) == 4  # the first review, after 'sleep', after 'nosuch'
+    assert "[sleep] 6 to 8" in reviews[1] and "[sleep] Over 8" in reviews[2]
+    assert "'nosuch' is not one of the questions above" in result.output
+    assert "This is exactly what will be sent" in reviews[3] and "Not sent" in result.output
 
 
 def test_declining_sends_nothing_but_keeps_the_randomized_answers(runner, live_server, client,
@@ -197,7 +212,7 @@ def test_forget_says_what_is_lost_and_then_answers_randomize_afresh(runner, live
     unknown = runner.invoke(main, ["privacy", "--forget", kid])
     assert unknown.exit_code == 2 and "keeps nothing for key" in unknown.stderr
     again = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id],
-                          input="yes\nno\nno\n1\nn\n")
+                          input="yes\nno\nno\n1\n\nn\n")
     assert "First use of" in again.stdout and "Your answer" in again.stdout
 
 
