@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 SENSITIVE = re.compile(r"ip|addr|agent|cookie|token|user|time|host|session|email", re.I)
 
 
@@ -143,3 +145,38 @@ def test_a_key_file_others_can_read_is_refused_in_production(tmp_path):
         close_app(create_app(config, instance_path=tmp_path / "i"))
     key.chmod(0o600)
     close_app(create_app({**config, "DEPLOYMENT": "production"}, instance_path=tmp_path / "i"))
+
+
+def test_the_listing_shows_each_survey_with_its_counts(app, client, auth, survey_id):
+    """Every survey (no researcher named): id, title, status, day and released responses; a
+    researcher who owns and shares nothing sees none."""
+    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.db import get_db
+
+    from helpers import SURVEY
+
+    client.post(f"/api/surveys/{survey_id}/responses",
+                json={"answers": {"smoked": 1, "drove": 0, "sleep": 2}})
+    with app.app_context():
+        db = get_db()
+        [listed] = store.list_surveys(db, None)
+        assert listed == store.ListedSurvey(survey_id, SURVEY["title"], "open", store.today(),
+                                            n=1, pending=0)
+        assert store.list_surveys(db, "no-such-researcher") == []
+        assert store.has_surveys(db)
+
+
+def test_a_survey_gone_between_two_reads_is_not_found(app):
+    """Looking up, or locking, an id no survey has (a survey deleted since the caller read its
+    id, or a malformed id) raises SurveyNotFound, which the API answers with 404."""
+    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.exceptions import SurveyNotFound
+
+    with app.app_context():
+        db = get_db()
+        assert not store.has_surveys(db)
+        for survey_id in ("gone", "bad\x00id"):
+            for read in (store.get_survey, store.lock_survey, store.lock_open_survey):
+                with db.transaction(), pytest.raises(SurveyNotFound):
+                    read(db, survey_id)
