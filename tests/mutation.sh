@@ -19,14 +19,16 @@ VENV="$REPO/.venv"
 CHILDREN=${MUTATION_CHILDREN:-2}
 
 # module name -> "source file|tests that exercise it"
+CLIENT_TESTS="tests/test_client.py tests/test_ledger.py tests/test_ledger_attacks.py tests/test_concepts.py \
+tests/test_mutation_survivors.py"
 declare -A MODULES=(
   [mechanism]="shared/mechanism.py|tests/test_mechanism.py tests/test_randomizer.py tests/test_estimate.py tests/test_mutation_survivors.py"
   [estimate]="shared/estimate.py|tests/test_estimate.py tests/test_intervals.py tests/test_mutation_survivors.py"
   [intervals]="shared/intervals.py|tests/test_intervals.py tests/test_estimate.py tests/test_difference.py tests/test_mutation_survivors.py"
   [randomizer]="shared/randomizer.py|tests/test_randomizer.py tests/test_mutation_survivors.py"
-  [verify]="client/verify.py|tests/test_client.py tests/test_mutation_survivors.py"
-  [respondent]="client/respondent.py|tests/test_client.py tests/test_mutation_survivors.py"
-  [state]="client/state.py|tests/test_client.py tests/test_client_migration.py tests/test_ledger.py tests/test_mutation_survivors.py"
+  [verify]="client/verify.py|$CLIENT_TESTS"
+  [respondent]="client/respondent.py|$CLIENT_TESTS"
+  [state]="client/state.py|$CLIENT_TESTS tests/test_client_migration.py"
   [store]="aggregator/store.py|tests/test_aggregator_storage.py tests/test_mutation_survivors.py"
 )
 ORDER=(mechanism estimate intervals randomizer verify respondent state store)
