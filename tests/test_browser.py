@@ -793,3 +793,58 @@ def test_forced_colors_keep_chart_text_visible(page, live_server, client, auth):
     border = page.evaluate("getComputedStyle(document.querySelector('form.pickers button'))"
                            ".borderTopStyle")
     assert border == "solid"
+
+
+def test_two_tabs_neither_randomize_one_survey_twice_nor_lose_a_record(page, live_server,
+                                                                      client, auth):
+    """The review's race: two tabs of one browser on one survey both randomize and send: the
+    second sends the first's randomized answers (one body, one key, counted once); a tab left
+    open on another survey does not erase, when it sends, what a third sent meanwhile."""
+    answers = {"q0": "Yes"}
+    one = {**THREE_AT_LN_3, "questions": THREE_AT_LN_3["questions"][:1]}  # 3 ln 3 in all
+    shared, other, kept_open = (create(client, auth, one) for _ in range(3))
+    second = page.context.new_page()
+    idle = page.context.new_page()
+    for tab, survey_id in ((page, shared), (second, shared), (idle, kept_open)):
+        tab.goto(f"{live_server}/s/{survey_id}")
+        tab.wait_for_selector("#questions:not([hidden])")
+        answer_all(tab, answers)
+    posts = []
+    page.context.on("request", lambda r: posts.append(r.post_data) if r.method == "POST" else None)
+    for tab in (page, second):
+        randomize(tab)
+        tab.click("#send")
+        tab.wait_for_selector("#thanks:not([hidden])")
+    assert len(posts) == 2 and posts[0] == posts[1]  # the same body, the same key: a replay
+    assert count(client, auth, shared) == 1
+    answer_and_send(page, live_server, other, answers)
+    randomize(idle)
+    idle.click("#send")
+    idle.wait_for_selector("#thanks:not([hidden])")
+    charged = {sid: record["charged"] for entry in stored_ledger(page)["keys"].values()
+               for sid, record in entry["surveys"].items()}
+    assert set(charged) == {shared, other, kept_open}  # nothing written over
+
+
+def test_a_survey_that_changed_since_it_was_answered_is_refused(page, live_server, client,
+                                                                auth):
+    """A survey id whose questions or settings differ from those this browser answered
+    (a re-signed survey, here the record's parameters as another version left them) would get
+    fresh answers for free: refused before any question, nothing posted."""
+    answers = {f"q{i}": "Yes" for i in range(3)}
+    survey_id = create(client, auth, THREE_AT_LN_3)
+    answer_and_send(page, live_server, survey_id, answers)
+    page.evaluate("""(id) => {
+        const store = JSON.parse(localStorage.getItem('ldp-survey/ledger'));
+        for (const entry of Object.values(store.keys)) {
+            if (entry.surveys[id]) entry.surveys[id].parameters = '[["w1q0"]]';
+        }
+        localStorage.setItem('ldp-survey/ledger', JSON.stringify(store));
+    }""", survey_id)
+    requests = record(page)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#refused:not([hidden])")
+    assert "This survey changed since this browser answered it" in page.locator(
+        "#refused-text").inner_text()
+    assert not [r for r in requests if r.method != "GET"]
+    assert count(client, auth, survey_id) == 1

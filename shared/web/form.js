@@ -31,9 +31,12 @@ const WHY_IT_MAY_DIFFER = "A randomized answer may differ from the one you gave:
 //
 // One item, STORE: {version: 2, keys: {key id: {surveys: {survey id: record},
 //   concepts: {concept key: {answer, chargedBy}}}}}, a record being {answers, idempotencyKey,
-// submitted, title, charged (epsilon, null until the first send attempt), estimated}.
+// submitted, title, charged (epsilon, null until the first send attempt), estimated,
+// parameters (the questions as first answered, see parametersOf)}.
 // Release 0.2 kept one item per survey, "ldp-survey/<survey id>" = {answers, idempotencyKey,
-// submitted}: migrated on the first visit (see loadStore).
+// submitted}: migrated on the first visit (see readStore).
+// Every change re-reads the item and writes it back under the site's lock (withStore), so two
+// tabs never write over each other's records or randomize one survey twice.
 const STORE = "ldp-survey/ledger";
 const LEGACY = "ldp-survey/";
 
@@ -42,7 +45,7 @@ function newRecord() {
     estimated: false };
 }
 
-function loadStore(keyId) {
+function readStore(keyId) {
   let store;
   try {
     store = JSON.parse(localStorage.getItem(STORE));
@@ -71,8 +74,34 @@ function loadStore(keyId) {
     }
     localStorage.removeItem(name);
   }
-  saveStore(store);
   return store;
+}
+
+// Run change(store, entry) on a fresh read of the store, then save it, holding the site's
+// lock (Web Locks) meanwhile where the browser has them.
+function withStore(keyId, change) {
+  const run = () => {
+    const store = readStore(keyId);
+    const result = change(store, keyEntry(store, keyId));
+    saveStore(store);
+    return result;
+  };
+  return navigator.locks ? navigator.locks.request(STORE, run) : Promise.resolve(run());
+}
+
+// What a survey asks, as the Python client's digest: a survey id whose questions or their
+// parameters changed since this browser answered it is refused (answering it again would
+// reveal more, with nothing charged).
+function parametersOf(manifest) {
+  return JSON.stringify(manifest.questions.map((q) => [q.id, q.options, q.alpha, q.beta,
+    q.concept ?? null, q.irr_alpha ?? null]));
+}
+
+function changedSince(record, manifest) {
+  if (!Object.keys(record.answers).length) return false;
+  if (record.parameters) return record.parameters !== parametersOf(manifest);
+  const ids = manifest.questions.map((q) => q.id).sort();  // kept by an earlier release
+  return JSON.stringify(Object.keys(record.answers).sort()) !== JSON.stringify(ids);
 }
 
 function saveStore(store) {
@@ -370,14 +399,31 @@ function refuse(message) {
 class Answering {
   constructor(manifest, found, layers, epsilons, total, token) {
     Object.assign(this, { manifest, found, layers, epsilons, total, token });
-    this.store = loadStore(manifest.key_id);
-    this.entry = keyEntry(this.store, manifest.key_id);
-    if (!has(this.entry.surveys, surveyId)) this.entry.surveys[surveyId] = newRecord();
-    this.record = this.entry.surveys[surveyId];
-    if (this.record.estimated) { // seen again: its exact epsilon replaces the estimate
-      Object.assign(this.record, { charged: total, estimated: false, title: manifest.title });
-      saveStore(this.store);
-    }
+  }
+
+  // The answering of this survey, or null if it changed since this browser answered it.
+  static async open(manifest, found, layers, epsilons, total, token) {
+    const answering = new Answering(manifest, found, layers, epsilons, total, token);
+    const changed = await answering.update(() => {
+      const { record } = answering;
+      if (changedSince(record, manifest)) return true;
+      if (Object.keys(record.answers).length) record.parameters = parametersOf(manifest);
+      if (record.estimated) { // seen again: its exact epsilon replaces the estimate
+        Object.assign(record, { charged: total, estimated: false, title: manifest.title });
+      }
+      return false;
+    });
+    return changed ? null : answering;
+  }
+
+  // Run change() on fresh copies of the store, this key's entry and this survey's record
+  // (this.store, this.entry, this.record), under the lock; save them after.
+  update(change) {
+    return withStore(this.manifest.key_id, (store, entry) => {
+      if (!has(entry.surveys, surveyId)) entry.surveys[surveyId] = newRecord();
+      Object.assign(this, { store, entry, record: entry.surveys[surveyId] });
+      return change();
+    });
   }
 
   cost() {
@@ -403,8 +449,13 @@ class Answering {
     return statuses;
   }
 
-  // Randomize every question not randomized before, once, and keep only the results.
+  // Randomize every question not randomized before (here or in another tab), once, and keep
+  // only the results.
   randomizeAll(answers) {
+    return this.update(() => this.randomizeNew(answers));
+  }
+
+  randomizeNew(answers) {
     for (const question of this.manifest.questions) {
       if (has(this.record.answers, question.id)) continue;
       if (question.concept === undefined) {
@@ -421,10 +472,10 @@ class Answering {
     }
     this.record.idempotencyKey = this.record.idempotencyKey || newIdempotencyKey();
     this.record.title = this.manifest.title;
-    saveStore(this.store);
+    this.record.parameters = parametersOf(this.manifest);
   }
 
-  // Charged before the first attempt: a send never acknowledged still counts.
+  // Charged before the first attempt: a send never acknowledged still counts. Inside update.
   charge() {
     if (this.record.charged !== null) return;
     this.record.charged = this.cost();
@@ -434,13 +485,15 @@ class Answering {
         this.entry.concepts[key].chargedBy = surveyId;
       }
     }
-    saveStore(this.store);
   }
 
   async send() {
-    const refusal = this.overBudget();
+    const refusal = await this.update(() => {  // checked and charged in one locked change
+      const problem = this.overBudget();
+      if (!problem) this.charge();
+      return problem;
+    });
     if (refusal) return refuse(refusal);
-    this.charge();
     const headers = { "Content-Type": "application/json",
       "Idempotency-Key": this.record.idempotencyKey };
     if (this.token) headers["Survey-Token"] = this.token;
@@ -451,8 +504,7 @@ class Answering {
         method: "POST", headers, body: $("payload").textContent, credentials: "omit",
       });
       if (response.status === 201) {
-        this.record.submitted = true;
-        saveStore(this.store);
+        await this.update(() => { this.record.submitted = true; });
         show("thanks");
         return;
       }
@@ -515,18 +567,22 @@ async function main() {
   if (manifest.invitation_only && !token) {
     return refuse("This survey is by invitation only: open the link from your invitation.");
   }
-  const answering = new Answering(manifest, found, layers, epsilons, total, token);
+  const answering = await Answering.open(manifest, found, layers, epsilons, total, token);
+  if (!answering) {
+    return refuse("This survey changed since this browser answered it: it now asks other " +
+      "questions, or the same with other settings, under the same address. Answering it " +
+      "again would reveal more about you, so this page does not. Nothing was sent.");
+  }
   const refusal = answering.overBudget();
   if (refusal) return refuse(refusal);
   setText($("ledger-note"), ledgerNote(spentHere(answering.store), answering.cost()));
   $("send").addEventListener("click", () => answering.send());
-  const { record } = answering;
-  if (manifest.questions.every((q) => has(record.answers, q.id))) {
-    return showConfirm(manifest, record, total, true, false);
+  if (manifest.questions.every((q) => has(answering.record.answers, q.id))) {
+    return showConfirm(manifest, answering.record, total, true, false);
   }
   const statuses = answering.statuses();
-  renderQuestions(manifest, epsilons, total, statuses, record);
-  const needed = manifest.questions.filter((q) => !has(record.answers, q.id) &&
+  renderQuestions(manifest, epsilons, total, statuses, answering.record);
+  const needed = manifest.questions.filter((q) => !has(answering.record.answers, q.id) &&
     statuses[q.id] !== "reused");
   let chosen = null; // the true answers, on this page only, until they are randomized
   $("review").addEventListener("click", () => {
@@ -542,15 +598,15 @@ async function main() {
     chosen = answers;
     showReview(needed, answers);
   });
-  $("randomize").addEventListener("click", () => {
-    answering.randomizeAll(chosen); // randomized once, here; only the results are kept
+  $("randomize").addEventListener("click", async () => {
+    await answering.randomizeAll(chosen); // randomized once; only the results are kept
     chosen = null;
     for (const input of document.querySelectorAll("#question-list input")) {
       input.checked = false; // the true answers leave the page
       input.disabled = true;
     }
     $("true-list").replaceChildren();
-    showConfirm(manifest, record, total, false);
+    showConfirm(manifest, answering.record, total, false);
   });
   show("questions", { focus: false });
 }
