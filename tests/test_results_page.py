@@ -38,3 +38,12 @@ def test_the_declared_crosstab_by_default_and_any_chosen_pair(client, auth):
     assert "P(smoked | drove)" in chosen and 'value="drove" selected' in chosen
     status, bad = page(client, survey_id, "?rows=drove&cols=nope")
     assert status == 400 and "cols must be a question id" in bad
+
+
+def test_alpha_is_explained_as_the_chance_the_truth_is_reported(client, auth):
+    """alpha is P(report the true answer); a forced answer comes with 1 - alpha."""
+    survey = {**SURVEY, "public_results": True}
+    survey_id = client.post("/api/surveys", json=survey, headers=auth).json["survey_id"]
+    page = client.get(f"/s/{survey_id}/results").get_data(as_text=True)
+    assert "(alpha, chance the true answer is reported) 0.500" in page
+    assert "chance of a forced answer" not in page
