@@ -27,6 +27,15 @@ def design_parameters(question: Question) -> dict:
     return parameters
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(text: str) -> str:
+    """Text a spreadsheet opening a CSV will not run as a formula (OWASP, CSV injection): a
+    leading = + - @ tab or carriage return gets a leading apostrophe."""
+    return f"'{text}" if text.startswith(FORMULA_STARTS) else text
+
+
 def parameters(survey: Survey) -> dict[str, dict]:
     return {q.id: design_parameters(q) for q in survey.questions}
 

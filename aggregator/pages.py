@@ -25,6 +25,7 @@ from ldpsurvey.shared import METHODS
 from . import accounts, auth, surveys
 from .charts import estimate_chart, timeline_chart
 from .db import get_db
+from .exports import spreadsheet_safe
 
 bp = Blueprint("pages", __name__)
 WEB_ASSETS = {"form.js", "randomizer.js"}
@@ -82,7 +83,8 @@ def estimates_csv(survey_id: str):
                      "ci_method"])
     for question in body["questions"]:
         for option in question["options"]:
-            writer.writerow([question["id"], question["text"], option["option"],
+            writer.writerow([question["id"], spreadsheet_safe(question["text"]),
+                             spreadsheet_safe(option["option"]),
                              *(option[field] for field in CSV_FIELDS), body["confidence"],
                              body["ci_method"]])
     return _download(out.getvalue(), "text/csv", f"estimates-{survey_id}.csv")

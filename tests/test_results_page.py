@@ -47,3 +47,15 @@ def test_alpha_is_explained_as_the_chance_the_truth_is_reported(client, auth):
     page = client.get(f"/s/{survey_id}/results").get_data(as_text=True)
     assert "(alpha, chance the true answer is reported) 0.500" in page
     assert "chance of a forced answer" not in page
+
+
+def test_the_estimates_csv_runs_no_formula_in_a_spreadsheet(client, auth):
+    """A question or option text starting with = + - @ would run as a formula when the CSV is
+    opened in a spreadsheet: it is written with a leading apostrophe."""
+    survey = {**SURVEY, "public_results": True, "questions": [
+        {"id": "q", "text": "=1+1 hours?", "type": "choice", "epsilon": 1.0,
+         "options": ['=HYPERLINK("http://x.example")', "+1", "fine"]}]}
+    survey_id = client.post("/api/surveys", json=survey, headers=auth).json["survey_id"]
+    rows = client.get(f"/s/{survey_id}/results/estimates.csv").get_data(as_text=True)
+    assert "'=1+1 hours?" in rows and '\'=HYPERLINK(""http://x.example"")' in rows
+    assert ",'+1," in rows and ",fine," in rows
