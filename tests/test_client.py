@@ -148,6 +148,39 @@ def test_tampered_signature_and_foreign_signer_are_refused(client, survey_id):
         verify_manifest(raw, impostor.sign(raw), impostor_key)  # valid signature, wrong key id
 
 
+def test_each_refused_manifest_says_why_and_that_nothing_was_sent(client, survey_id):
+    """What the respondent reads when a manifest is refused: an altered one, a signed one the
+    client cannot parse, and one naming another key than the key that signed it."""
+    raw, signature, key = signed(client, survey_id)
+    with pytest.raises(TrustError) as altered:
+        verify_manifest(raw.replace(b'"alpha":0.5', b'"alpha":0.6'), signature, key)
+    assert str(altered.value) == ("the survey's signature does not verify with the aggregator's "
+                                  "key: its parameters may have been altered; nothing was sent")
+    impostor = Ed25519PrivateKey.generate()
+    impostor_key = impostor.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    with pytest.raises(TrustError) as malformed:
+        verify_manifest(b"not json", impostor.sign(b"not json"), impostor_key)
+    assert str(malformed.value) == ("the signed survey is malformed: manifest: not valid JSON: "
+                                    "Expecting value: line 1 column 1 (char 0)")
+    with pytest.raises(TrustError) as foreign:
+        verify_manifest(raw, impostor.sign(raw), impostor_key)
+    assert str(foreign.value) == \
+        "the survey names a different signing key than the one that signed it"
+
+
+def test_a_record_holding_some_answers_keeps_them_and_randomizes_the_rest(live_server, survey_id,
+                                                                          state):
+    """prepare works question by question: an answer kept for the first question stays what it
+    was, whatever is passed now, and the later questions are still randomized."""
+    verified = fetch_survey(live_server, survey_id, state, ROOMY)
+    record = state.record(verified.key_id, survey_id)
+    state.remember(verified.key_id, survey_id, {**record, "answers": {"smoked": 1},
+                                                "parameters": parameters(verified.survey)})
+    submission = prepare(verified, {"smoked": 0, "drove": 0, "sleep": 2}, state,
+                         draw=lambda: 0)  # draws that always keep the true answer
+    assert submission.answers == {"smoked": 1, "drove": 0, "sleep": 2}
+
+
 def create(client, auth, survey):
     response = client.post("/api/surveys", json=survey, headers=auth)
     assert response.status_code == 201, response.json

@@ -161,6 +161,24 @@ def test_a_concept_is_charged_once_and_reported_afresh(live_server, client, auth
         first.total_epsilon + second.epsilon["slept"])
 
 
+def test_a_concept_draws_only_from_the_randomness_given(live_server, client, auth, state):
+    """The permanent answer is drawn from the `draw` passed to prepare, as every other report:
+    two draws each for the permanent layer, its instantaneous layer and the plain question,
+    none from elsewhere; draws that never keep the answer give the uniform layer's last
+    option, permanently."""
+    first = fetch_survey(live_server, create(client, auth, smoking()), state, ROOMY)
+    calls = []
+
+    def never_keep():
+        calls.append(N - 1)
+        return N - 1
+
+    report = prepare(first, {"smoked": 0, "slept": 0}, state, draw=never_keep)
+    assert len(calls) == 6 and report.answers == {"smoked": 1, "slept": 1}
+    concept = ledger.concept_key(first.survey.question("smoked"))
+    assert state.permanent(first.key_id, concept) == {"answer": 1, "charged_by": None}
+
+
 def test_a_changed_mechanism_draws_afresh_and_charges_again(live_server, client, auth, state):
     first_id, changed_id = create(client, auth, smoking()), create(client, auth, smoking(0.6))
     first = fetch_survey(live_server, first_id, state, ROOMY)

@@ -144,6 +144,7 @@ class Aggregator:
         self.public = self.key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
         self.questions = yes_no("w1q0", "w1q1")
         self.posts: list = []
+        self.alias = "S"  # another survey id it serves S for, when set
 
     def manifest(self) -> bytes:
         survey = parse_definition({"title": "Evil", "release_batch": 1, "questions": [
@@ -172,7 +173,8 @@ class Aggregator:
                          "/api/surveys/S": aggregator.manifest(),
                          "/api/surveys/S/manifest.sig": aggregator.key.sign(aggregator.manifest()),
                          "/api/surveys/S/status": b'{"status": "open"}'}
-                self.reply(pages.get(self.path, b"{}"), 200 if self.path in pages else 404)
+                path = self.path.replace(f"/api/surveys/{aggregator.alias}", "/api/surveys/S")
+                self.reply(pages.get(path, b"{}"), 200 if path in pages else 404)
 
             def do_POST(self):
                 aggregator.posts.append(self.rfile.read(int(self.headers["Content-Length"])))
@@ -254,6 +256,31 @@ def test_a_legacy_charge_is_not_lowered_by_serving_a_smaller_survey(evil, tmp_pa
     evil.questions = yes_no("w1q0", "w1q1")  # what was answered then: settled exactly
     fetch_survey(evil.url, "S", state, ROOMY)
     assert state.record(kid, "S")["charged"] == pytest.approx(2 * LN3)
+
+
+def test_a_settled_legacy_survey_is_refused_when_randomized_otherwise(evil, tmp_path):
+    """Once a survey sent before the ledger is settled, the device keeps what it asked: the
+    same question ids re-signed with another mechanism are refused, not charged at the old
+    settlement."""
+    state = LocalState(tmp_path / "state.json")
+    state.pin_key(evil.url, evil.public)
+    state.remember(key_id(evil.public), "S", {
+        "answers": {"w1q0": 1, "w1q1": 0}, "idempotency_key": "k" * 24, "submitted": True,
+        "title": None, "charged": LEGACY_CHARGE, "estimated": True})
+    fetch_survey(evil.url, "S", state, ROOMY)  # settled at 2 ln 3
+    evil.questions = yes_no("w1q0", "w1q1", epsilon=1.0)
+    with pytest.raises(TrustError, match="answered on this device when it asked other"):
+        fetch_survey(evil.url, "S", state, ROOMY)
+
+
+def test_a_survey_served_for_another_id_is_refused(evil, tmp_path):
+    """An aggregator answering a request for survey T with survey S, validly signed."""
+    evil.alias = "T"
+    state = LocalState(tmp_path / "state.json")
+    with pytest.raises(TrustError) as refused:
+        fetch_survey(evil.url, "T", state, ROOMY)
+    assert str(refused.value) == "the aggregator served a different survey than the one asked for"
+    assert state.record(key_id(evil.public), "S")["charged"] is None
 
 
 # --- 3. spellings of an address (more in test_ledger.py) ---------------------------------------
