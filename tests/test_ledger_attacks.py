@@ -269,8 +269,12 @@ def test_a_settled_legacy_survey_is_refused_when_randomized_otherwise(evil, tmp_
         "title": None, "charged": LEGACY_CHARGE, "estimated": True})
     fetch_survey(evil.url, "S", state, ROOMY)  # settled at 2 ln 3
     evil.questions = yes_no("w1q0", "w1q1", epsilon=1.0)
-    with pytest.raises(TrustError, match="answered on this device when it asked other"):
+    with pytest.raises(TrustError) as refused:
         fetch_survey(evil.url, "S", state, ROOMY)
+    assert str(refused.value) == (
+        "survey S was answered on this device when it asked other questions or randomized them "
+        "otherwise: the aggregator has changed what it signs under that id, and answering it "
+        "again would disclose more than was counted, so this device refuses it; nothing was sent")
 
 
 def test_a_survey_served_for_another_id_is_refused(evil, tmp_path):
