@@ -285,6 +285,7 @@ class SQLiteDatabase:
         private_database_file(Path(path))
         self._idle: list[sqlite3.Connection] = []
         self._opened: set[sqlite3.Connection] = set()
+        self._closed = False
         self._lock = threading.Lock()
         self.scrubber = Scrubber(truncate_wal, self._own_connection, inline=True)
 
@@ -303,12 +304,13 @@ class SQLiteDatabase:
         return SQLiteConnection(raw, self.scrubber)
 
     def release(self, connection: Connection) -> None:
-        """Give the connection back: kept idle for the next request, or closed if IDLE are."""
+        """Give the connection back: kept idle for the next request, or closed if IDLE are (or
+        the database was closed meanwhile)."""
         raw = connection.raw
         if raw.in_transaction:  # never hand on a transaction left open by a failure
             raw.execute("ROLLBACK")
         with self._lock:
-            if raw in self._opened and len(self._idle) < self.IDLE:
+            if not self._closed and raw in self._opened and len(self._idle) < self.IDLE:
                 self._idle.append(raw)
                 return
             self._opened.discard(raw)
@@ -323,13 +325,16 @@ class SQLiteDatabase:
             raw.close()
 
     def close(self) -> None:
-        """Close every connection (when the app shuts down)."""
+        """Close the idle connections (when the app shuts down); one still in a request's hands
+        is closed when that request gives it back, never under it from another thread (a
+        connection closed while it runs a query can crash the process)."""
         self.scrubber.stop()
         with self._lock:
-            for raw in self._opened:
-                raw.close()
-            self._opened.clear()
-            self._idle.clear()
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._opened.difference_update(idle)
+        for raw in idle:
+            raw.close()
 
 
 def vacuum_tables(raw: Any, tables: Sequence[str]) -> bool:
