@@ -19,22 +19,21 @@ READ, MANAGE, FILL = "read", "manage", "fill"
 WORDS = {MANAGE: "close, share or mint tokens for", FILL: "submit batches to"}
 
 
-def check(db: Connection, caller: KeyRecord, survey_id: str, action: str) -> None:
-    """Return if the caller may `action` (READ, MANAGE or FILL) the survey, else raise
-    SurveyNotFound or Forbidden (see the module's rules)."""
-    if caller.role == "admin":
-        store.get_survey(db, survey_id)  # SurveyNotFound if there is none
-        return
-    if caller.role == "relay":
-        store.get_survey(db, survey_id)
-        if action == FILL and store.relay_may_fill(db, caller.api_key_id, survey_id):
-            return
+def check(db: Connection, caller: KeyRecord, survey_id: str,
+          action: str) -> store.StoredSurvey:
+    """The survey, if the caller may `action` (READ, MANAGE or FILL) it, else SurveyNotFound
+    or Forbidden (see the module's rules)."""
+    if caller.role == "researcher":
+        held = store.access_of(db, survey_id, caller.researcher_id)
+        if held is None:
+            raise SurveyNotFound(survey_id)
+        if held == "shared" and action != READ:
+            raise Forbidden(f"only the survey's owner or an admin may {WORDS[action]} it")
+    stored = store.get_survey(db, survey_id)  # SurveyNotFound if there is none
+    if caller.role == "relay" and not (
+            action == FILL and store.relay_may_fill(db, caller.api_key_id, survey_id)):
         raise Forbidden("this relay key may only submit batches to the surveys it was made for")
-    held = store.access_of(db, survey_id, caller.researcher_id)
-    if held is None:
-        raise SurveyNotFound(survey_id)
-    if held == "shared" and action != READ:
-        raise Forbidden(f"only the survey's owner or an admin may {WORDS[action]} it")
+    return stored
 
 
 def may_read(db: Connection, caller: KeyRecord | None, survey_id: str) -> bool:

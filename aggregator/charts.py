@@ -64,11 +64,10 @@ def estimate_chart(question: dict) -> Markup:
                      f'<rect class="bar" x="{PAD}" y="{bar_y}" height="{BAR}" '
                      f'width="{plot * option["p_hat_clipped"]:.1f}" fill="{BAR_FILL}"><title>'
                      f'{escape(option["option"])}: {share}</title></rect>')
-        if option["ci_low"] is not None:
-            low, high, mid = x(option["ci_low"]), x(option["ci_high"]), bar_y + BAR / 2
-            parts.append(f'<path class="whisker" stroke="{TEXT}" stroke-width="2" fill="none" '
-                         f'd="M{low:.1f},{mid:.1f}H{high:.1f}M{low:.1f},{mid - 6:.1f}'
-                         f'V{mid + 6:.1f}M{high:.1f},{mid - 6:.1f}V{mid + 6:.1f}"/>')
+        low, high, mid = x(option["ci_low"]), x(option["ci_high"]), bar_y + BAR / 2
+        parts.append(f'<path class="whisker" stroke="{TEXT}" stroke-width="2" fill="none" '
+                     f'd="M{low:.1f},{mid:.1f}H{high:.1f}M{low:.1f},{mid - 6:.1f}'
+                     f'V{mid + 6:.1f}M{high:.1f},{mid - 6:.1f}V{mid + 6:.1f}"/>')
     return _svg(height, f"Estimated proportions: {question['text']}", parts)
 
 

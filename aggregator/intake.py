@@ -45,8 +45,7 @@ def accept_batch(db: Connection, caller: KeyRecord, survey_id: str, body: Any,
     """Many responses at once from a key that may fill the survey (access.check): all stored
     or none. Never on an invitation-only survey, where each response needs its own token.
     SurveyNotFound, Forbidden, BatchOnInvitationOnly."""
-    access.check(db, caller, survey_id, access.FILL)
-    survey = store.get_survey(db, survey_id).survey
+    survey = access.check(db, caller, survey_id, access.FILL).survey
     if survey.invitation_only:
         raise BatchOnInvitationOnly()
     return _store(db, survey, parse_batch(survey, body, limit), idempotency_key, None)

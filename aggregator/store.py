@@ -313,10 +313,6 @@ class KeyRecord:
     last_used_day: str | None
 
 
-def _key_record(row: tuple) -> KeyRecord:
-    return KeyRecord(*row)
-
-
 def researcher_id_of(db: Connection, name: str) -> str | None:
     """The id of the researcher of this name; None if none (or the name is of no valid form,
     which is not looked up)."""
@@ -347,7 +343,7 @@ def insert_api_key(db: Connection, record: KeyRecord, key: str, day: str,
 def key_by_secret(db: Connection, key: str) -> KeyRecord | None:
     rows = db.query("SELECT api_key_id, researcher_id, role, last_used_day "
                     "FROM api_keys WHERE key_hash = ?", (hash_text(key),))
-    return _key_record(rows[0]) if rows else None
+    return KeyRecord(*rows[0]) if rows else None
 
 
 def mark_key_used(db: Connection, api_key_id: str, day: str) -> None:
@@ -361,9 +357,9 @@ def relay_may_fill(db: Connection, api_key_id: str, survey_id: str) -> bool:
 
 def list_keys(db: Connection) -> list[tuple[str, str, str, str | None, str | None]]:
     """(api_key_id, researcher name, role, created day, last-used day) of every key."""
-    return [tuple(row) for row in db.query(
+    return db.query(
         "SELECT k.api_key_id, r.name, k.role, k.created_day, k.last_used_day FROM api_keys k "
-        "JOIN researchers r ON r.researcher_id = k.researcher_id ORDER BY r.name, k.api_key_id")]
+        "JOIN researchers r ON r.researcher_id = k.researcher_id ORDER BY r.name, k.api_key_id")
 
 
 def lock_key(db: Connection, api_key_id: str, *, exclusive: bool = False) -> bool:
@@ -394,7 +390,7 @@ def key_of_session(db: Connection, session_id: str, now: str) -> KeyRecord | Non
     rows = db.query("SELECT k.api_key_id, k.researcher_id, k.role, k.last_used_day "
                     "FROM sessions s JOIN api_keys k ON k.api_key_id = s.api_key_id "
                     "WHERE s.session_hash = ? AND s.expires > ?", (hash_text(session_id), now))
-    return _key_record(rows[0]) if rows else None
+    return KeyRecord(*rows[0]) if rows else None
 
 
 def delete_sessions(db: Connection, *, session_id: str | None = None,

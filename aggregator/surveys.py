@@ -101,8 +101,7 @@ def mint_tokens(db: Connection, caller: KeyRecord, survey_id: str,
     invitation-only survey the caller manages; only their hashes are stored. The body is read
     only once the survey is known to take tokens, so that is what an unknown or closed survey
     is told."""
-    access.check(db, caller, survey_id, access.MANAGE)
-    stored = store.get_survey(db, survey_id)
+    stored = access.check(db, caller, survey_id, access.MANAGE)
     if not stored.survey.invitation_only:
         raise NotInvitationOnly()
     if stored.status != "open":
@@ -358,8 +357,7 @@ def export(db: Connection, caller: KeyRecord, survey_id: str, kind: str,
     keys gives each of the n! orders the same chance (they are exchangeable; two equal keys
     have a chance below n^2 / 2^97), so the order is uniformly random, yet needs no shuffle in
     memory: the database reads the rows in its index's order. It is the same in every export."""
-    access.check(db, caller, survey_id, access.READ)
-    stored = store.get_survey(db, survey_id)
+    stored = access.check(db, caller, survey_id, access.READ)
     write, mimetype = EXPORT_FORMATS[kind]
     return Export(_export_body(db, stored, write, central_delta), mimetype,
                   f"{survey_id}.{kind}")

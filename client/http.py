@@ -49,8 +49,7 @@ def request(method: str, url: str, *, json_body: Any = None, headers: dict[str, 
             timeout: float = 30.0, retries: int = 0, backoff: float = 0.5) -> Response:
     """Send one request; retry network failures (never HTTP errors) up to `retries` times with
     the same headers, so an Idempotency-Key makes the retries safe."""
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"only http:// and https:// URLs are allowed, got {url!r}")
+    _check_scheme(url)
     headers = dict(headers or {})
     data = None
     if json_body is not None:
@@ -64,10 +63,9 @@ def request(method: str, url: str, *, json_body: Any = None, headers: dict[str, 
                 return Response(response.status, dict(response.headers), response.read())
         except urllib.error.HTTPError as exc:
             raise _api_error(exc) from None
-        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+        except NETWORK_ERRORS as exc:
             if attempt == retries:
-                reason = getattr(exc, "reason", exc)
-                raise NetworkError(f"could not reach {url}: {reason}") from None
+                raise _network_error(url, exc) from None
             time.sleep(backoff * 2**attempt)
     raise AssertionError("unreachable")
 
@@ -77,20 +75,29 @@ def stream(url: str, *, headers: dict[str, str] | None = None,
            timeout: float = 30.0) -> Iterator[Iterator[bytes]]:
     """GET `url` and yield its body as an iterator of pieces, read as they arrive, so a body
     of any size passes in constant memory. ApiError, NetworkError, ValueError (scheme)."""
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"only http:// and https:// URLs are allowed, got {url!r}")
+    _check_scheme(url)
     req = urllib.request.Request(url, headers=headers or {})  # noqa: S310
     try:
         response = urllib.request.urlopen(req, timeout=timeout)  # noqa: S310  # nosec B310
     except urllib.error.HTTPError as exc:
         raise _api_error(exc) from None
-    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-        raise NetworkError(f"could not reach {url}: {getattr(exc, 'reason', exc)}") from None
+    except NETWORK_ERRORS as exc:
+        raise _network_error(url, exc) from None
     with response:
         yield iter(lambda: response.read(STREAM_PIECE), b"")
 
 
 STREAM_PIECE = 64 * 1024
+NETWORK_ERRORS = (urllib.error.URLError, ConnectionError, TimeoutError)
+
+
+def _check_scheme(url: str) -> None:
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"only http:// and https:// URLs are allowed, got {url!r}")
+
+
+def _network_error(url: str, exc: Exception) -> NetworkError:
+    return NetworkError(f"could not reach {url}: {getattr(exc, 'reason', exc)}")
 
 
 def _api_error(exc: urllib.error.HTTPError) -> ApiError:

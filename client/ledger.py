@@ -74,9 +74,9 @@ def spent(state: LocalState, kid: str) -> float:
                          if record["charged"] is not None)
 
 
-def check_lifetime(verified: "VerifiedSurvey", state: LocalState) -> None:
-    """OverBudget, in plain words, if sending this survey would take its key's total above
-    the respondent's lifetime budget."""
+def check_lifetime(verified: "VerifiedSurvey", state: LocalState) -> float:
+    """What sending this survey would charge; OverBudget, in plain words, if that would take
+    its key's total above the respondent's lifetime budget."""
     cost, before = charge_for(verified, state), spent(state, verified.key_id)
     limit = verified.ceilings.lifetime
     if cost and exceeds(before + cost, limit):
@@ -88,6 +88,7 @@ def check_lifetime(verified: "VerifiedSurvey", state: LocalState) -> None:
             f"(--max-lifetime-epsilon): together your answers could make a guess about you up "
             f"to {math.exp(before + cost):.3g} times likelier. Nothing was sent; "
             "`ldp-survey privacy` lists what it has received.")
+    return cost
 
 
 def charge(verified: "VerifiedSurvey", state: LocalState) -> None:
@@ -95,11 +96,11 @@ def charge(verified: "VerifiedSurvey", state: LocalState) -> None:
     for. OverBudget if that would exceed the lifetime budget."""
     survey = verified.survey
     with state.transaction():  # what another run charged meanwhile counts
-        check_lifetime(verified, state)
+        cost = check_lifetime(verified, state)
         record = state.record(verified.key_id, survey.survey_id)
         if record["charged"] is not None:
             return
-        record.update(charged=charge_for(verified, state), title=survey.title)
+        record.update(charged=cost, title=survey.title)
         for question in survey.questions:
             if question.concept is None:
                 continue

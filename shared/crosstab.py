@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from .estimate import DEFAULT_CONFIDENCE, clip_unit, project_to_simplex, total_reports
-from .intervals import check_confidence, z_value
+from .intervals import z_value
 from .likelihood import floors
 from .mechanism import Mechanism
 
@@ -93,9 +93,11 @@ def sandwich(mechanism: Mechanism, x: Sequence[float]) -> list[list[float]]:
              for j in range(k)] for i in range(k)]
 
 
-def joint_covariance(rows: Mechanism, cols: Mechanism, rates: Matrix, n: int) -> Matrix:
-    """Covariance of the row-major flattening of Pi_hat at reported joint rates lam:
-    (K diag(lam) K^T - pi pi^T) / n with K = Q_A (x) Q_B and pi = K lam (the multinomial
+def joint_covariance(rows: Mechanism, cols: Mechanism, rates: Matrix, pi: Sequence[float],
+                     n: int) -> Matrix:
+    """Covariance of the row-major flattening of Pi_hat at reported joint rates lam, given
+    with pi = K lam flattened (the joint distribution they report):
+    (K diag(lam) K^T - pi pi^T) / n with K = Q_A (x) Q_B (the multinomial
     covariance of Lam_hat through the linear map). K diag(lam) K^T is assembled from `sandwich`:
     its entry ((i, j), (i', j')) is sum_a Q_A[i,a] Q_A[i',a] T_a[j][j'], with
     T_a = Q_B diag(lam_a.) Q_B^T.
@@ -104,7 +106,6 @@ def joint_covariance(rows: Mechanism, cols: Mechanism, rates: Matrix, n: int) ->
     inner = [sandwich(cols, row) for row in rates]
     outer = {(j, jj): sandwich(rows, [inner[a][j][jj] for a in range(ka)])
              for j in range(kb) for jj in range(kb)}
-    pi = [p for row in both_sides(rows, cols, rates, unreport) for p in row]
     return tuple(tuple((outer[j, jj][i][ii] - pi[i * kb + j] * pi[ii * kb + jj]) / n
                        for ii in range(ka) for jj in range(kb))
                  for i in range(ka) for j in range(kb))
@@ -124,27 +125,28 @@ def crosstab(rows: Mechanism, cols: Mechanism, joint_counts: Sequence[Sequence[i
     to [0, 1].
     """
     n = _check_joint(rows, cols, joint_counts)
-    check_confidence(confidence)
-    z = z_value(confidence)
+    z = z_value(confidence)  # checks the level
     ka, kb = rows.k, cols.k
     joint = both_sides(rows, cols, [[c / n for c in row] for row in joint_counts], unreport)
     projected = project_to_simplex([p for row in joint for p in row])
     plug_in = both_sides(rows, cols, [projected[a * kb:(a + 1) * kb] for a in range(ka)], report)
-    cov = joint_covariance(rows, cols, plug_in, n)
+    cov = joint_covariance(rows, cols, plug_in, projected, n)
     cells = []
     for a in range(ka):
         for b in range(kb):
             p, se = joint[a][b], math.sqrt(cov[a * kb + b][a * kb + b])
             cells.append(Cell(a, b, p, se, clip_unit(p - z * se), clip_unit(p + z * se)))
-    conditional = [_conditional(joint, cov, a, b, z) for a in range(ka) for b in range(kb)]
+    shares = [math.fsum(row) for row in joint]
+    conditional = [_conditional(joint, cov, shares[a], a, b, z)
+                   for a in range(ka) for b in range(kb)]
     return CrossTab(n=n, confidence=confidence, joint=joint, covariance=cov, cells=tuple(cells),
                     conditional=tuple(conditional))
 
 
-def _conditional(joint: Matrix, cov: Matrix, a: int, b: int, z: float) -> Conditional:
-    """P(B = b | A = a) by the delta method (see crosstab)."""
+def _conditional(joint: Matrix, cov: Matrix, share: float, a: int, b: int,
+                 z: float) -> Conditional:
+    """P(B = b | A = a) by the delta method (see crosstab); share = pi_a., row a's total."""
     kb = len(joint[0])
-    share = math.fsum(joint[a])
     if share <= 0.0:
         return Conditional(a, b, None, None, 0.0, 1.0)
     r = joint[a][b] / share

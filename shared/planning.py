@@ -2,6 +2,7 @@
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 from .intervals import z_value
 from .mechanism import BETA_SUM_TOLERANCE, Mechanism
@@ -28,13 +29,11 @@ def n_required(mechanism: Mechanism, proportion: float | None, margin: float,
     if not 0 <= option < mechanism.k:
         raise ValueError(f"option must be in 0..{mechanism.k - 1}, got {option!r}")
     _check_plan(proportion, margin)
-    floor = (1.0 - mechanism.alpha) * mechanism.beta[option]
+    _check_alpha(mechanism)
     if proportion is None:
-        lam = min(max(0.5, floor), floor + mechanism.alpha)
+        lam = _worst_rate(mechanism, option)
     else:
-        lam = mechanism.alpha * proportion + floor
-    if mechanism.alpha <= 0.0:
-        raise ValueError("alpha = 0 reports pure noise: no sample size suffices")
+        lam = mechanism.alpha * proportion + (1.0 - mechanism.alpha) * mechanism.beta[option]
     z = z_value(confidence)
     return max(1, math.ceil(z * z * lam * (1.0 - lam) / (mechanism.alpha ** 2 * margin ** 2)))
 
@@ -62,15 +61,22 @@ def expected_margin(mechanism: Mechanism, n: int, confidence: float = 0.95) -> f
     case)."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n!r}")
+    _check_alpha(mechanism)
+    worst = max(lam * (1.0 - lam) for lam in map(partial(_worst_rate, mechanism),
+                                                  range(mechanism.k)))
+    return z_value(confidence) * math.sqrt(worst / n) / mechanism.alpha
+
+
+def _worst_rate(mechanism: Mechanism, option: int) -> float:
+    """The reported rate of `option` nearest 1/2 over its true shares, where lam(1 - lam) and
+    so the variance is largest: within [(1 - alpha) beta_j, alpha + (1 - alpha) beta_j]."""
+    floor = (1.0 - mechanism.alpha) * mechanism.beta[option]
+    return min(max(0.5, floor), floor + mechanism.alpha)
+
+
+def _check_alpha(mechanism: Mechanism) -> None:
     if mechanism.alpha <= 0.0:
         raise ValueError("alpha = 0 reports pure noise: no sample size suffices")
-    z = z_value(confidence)
-    worst = 0.0
-    for beta_j in mechanism.beta:
-        floor = (1.0 - mechanism.alpha) * beta_j
-        lam = min(max(0.5, floor), floor + mechanism.alpha)
-        worst = max(worst, lam * (1.0 - lam))
-    return z * math.sqrt(worst / n) / mechanism.alpha
 
 
 def n_required_central_laplace(eps: float, proportion: float, margin: float,
