@@ -168,7 +168,8 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
         "SurveyList": {"type": "object", "required": ["surveys"], "properties": {"surveys": {
             "type": "array", "items": {
                 "type": "object",
-                "required": ["survey_id", "title", "status", "created", "n", "pending"],
+                "required": ["survey_id", "title", "status", "created", "n", "pending",
+                             "invitation_only"],
                 "properties": {"survey_id": {"type": "string"}, "title": {"type": "string"},
                                "status": {"type": "string", "enum": ["open", "closed"]},
                                "created": {"type": "string", "format": "date",
@@ -176,7 +177,8 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                                "n": {"type": "integer", "minimum": 0,
                                      "description": "Released responses"},
                                "pending": {"type": "integer", "minimum": 0,
-                                           "description": "Responses waiting for release"}}}}}},
+                                           "description": "Responses waiting for release"},
+                               "invitation_only": {"type": "boolean"}}}}}},
         "Status": {"type": "object", "required": ["survey_id", "status"],
                    "properties": {"survey_id": {"type": "string"},
                                   "status": {"type": "string", "enum": ["open", "closed"]}}},

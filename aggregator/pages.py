@@ -57,20 +57,19 @@ def results(survey_id: str):
     method; as GET /api/surveys/<id>/estimates), or the login form."""
     caller = auth.session_caller()
     db = get_db()
+    options = _chosen_options()
     page = surveys.results_page(db, survey_id, caller, current_app.config["CENTRAL_DELTA"],
-                                request.args.get("rows"), request.args.get("cols"))
+                                options, request.args.get("rows"), request.args.get("cols"))
     if page.estimates is None:
         return render_template("login.html", csrf=_csrf_token(), error=request.args.get("error"),
                                action=url_for("pages.login", survey_id=survey_id),
                                heading=f"Results of “{page.survey.title}”", button="Show results")
-    options = _chosen_options()
-    body = page.estimates if options == surveys.EstimateOptions() else _estimates(survey_id, options)
-    charts = {q["id"]: estimate_chart(q) for q in body["questions"]}
+    charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
     days = surveys.release_timeline(db, survey_id, caller)
-    return render_template("results.html", body=body, charts=charts, crosstab=page.crosstab,
-                           researcher=page.researcher, methods=METHODS, levels=LEVELS,
-                           timeline=timeline_chart(days) if days else None, query=_query(options),
-                           csrf=_csrf_token() if page.researcher else None)
+    return render_template("results.html", body=page.estimates, charts=charts,
+                           crosstab=page.crosstab, researcher=page.researcher, methods=METHODS,
+                           levels=LEVELS, timeline=timeline_chart(days) if days else None,
+                           query=_query(options), csrf=_csrf_token() if page.researcher else None)
 
 
 @bp.get("/s/<survey_id>/results/estimates.csv")
@@ -138,10 +137,8 @@ def dashboard():
         return render_template("login.html", csrf=_csrf_token(), error=request.args.get("error"),
                                action=url_for("pages.dashboard_login"),
                                heading="Researcher dashboard", button="Log in")
-    db = get_db()
-    listed = [{**row, "invitation_only": surveys.published(db, row["survey_id"]).survey
-               .invitation_only} for row in surveys.listing(db, caller)]
-    return render_template("dashboard.html", surveys=listed, caller=caller, csrf=_csrf_token(),
+    return render_template("dashboard.html", surveys=surveys.listing(get_db(), caller),
+                           caller=caller, csrf=_csrf_token(),
                            max_tokens=current_app.config["MAX_TOKENS_PER_REQUEST"])
 
 

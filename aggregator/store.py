@@ -109,6 +109,7 @@ class ListedSurvey:
     created: str | None  # the UTC day it was published (None: before days were recorded)
     n: int
     pending: int
+    invitation_only: bool
 
 
 def list_surveys(db: Connection, researcher_id: str | None) -> list[ListedSurvey]:
@@ -120,9 +121,12 @@ def list_surveys(db: Connection, researcher_id: str | None) -> list[ListedSurvey
         "WHERE CAST(? AS TEXT) IS NULL OR s.owner_id = ? OR s.survey_id IN "
         "(SELECT survey_id FROM shares WHERE researcher_id = ?) "
         "ORDER BY s.created_day DESC, s.survey_id", (researcher_id,) * 3)
-    return [ListedSurvey(survey_id, _parse(manifest.encode()).title, status, created,
-                         int(n), int(pending))
-            for survey_id, manifest, status, created, n, pending in rows]
+    listed = []
+    for survey_id, manifest, status, created, n, pending in rows:
+        survey = _parse(manifest.encode())
+        listed.append(ListedSurvey(survey_id, survey.title, status, created, int(n), int(pending),
+                                   survey.invitation_only))
+    return listed
 
 
 def lock_survey(db: Connection, survey_id: str, *, exclusive: bool = False) -> str:

@@ -79,7 +79,7 @@ def open_for_answers(db: Connection, survey_id: str) -> Survey:
 
 def listing(db: Connection, caller: KeyRecord) -> list[dict[str, Any]]:
     """The surveys the caller owns or shares (an admin: all), newest first: id, title, status,
-    the day published, released and pending responses."""
+    the day published, released and pending responses, whether it is invitation-only."""
     return [asdict(entry) for entry in store.list_surveys(db, access.listed_for(caller))]
 
 
@@ -171,11 +171,11 @@ class ResultsPage:
 
 
 def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
-                 central_delta: float, rows: str | None = None,
+                 central_delta: float, options: EstimateOptions, rows: str | None = None,
                  cols: str | None = None) -> ResultsPage:
-    """The results page's content at the default confidence and method for the caller of a
-    session (None: not logged in), with the cross-tab of rows and cols (by default the first
-    declared pair, if any). SurveyNotFound (see reader_of), InvalidParameter."""
+    """The results page's content with these options for the caller of a session (None: not
+    logged in), with the cross-tab of rows and cols (by default the first declared pair, if
+    any). SurveyNotFound (see reader_of), InvalidParameter."""
     stored = store.get_survey(db, survey_id)
     reader = reader_of(db, stored.survey, caller)
     if reader is None:
@@ -185,7 +185,7 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
     table = None if rows is None and cols is None else crosstab_document(
         db, survey_id, caller, rows, cols, None)
     return ResultsPage(stored.survey, estimates_document(
-        db, stored, EstimateOptions(), researcher=reader, central_delta=central_delta),
+        db, stored, options, researcher=reader, central_delta=central_delta),
         researcher=reader, crosstab=table)
 
 

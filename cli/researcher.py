@@ -91,8 +91,10 @@ def list_surveys(api: Api, as_json: bool) -> None:
         emit_json({"surveys": surveys})
     elif surveys:
         click.echo(table([[s["survey_id"], s["title"], s["status"], s["created"], s["n"],
-                           s["pending"]] for s in surveys],
-                         ["survey_id", "title", "status", "created", "released", "pending"]))
+                           s["pending"], "yes" if s["invitation_only"] else "no"]
+                          for s in surveys],
+                         ["survey_id", "title", "status", "created", "released", "pending",
+                          "invitation_only"]))
     else:
         click.echo("no surveys yet: ldp-survey survey create FILE publishes one", err=True)
 

@@ -161,7 +161,7 @@ def test_the_listing_shows_each_survey_with_its_counts(app, client, auth, survey
         db = get_db()
         [listed] = store.list_surveys(db, None)
         assert listed == store.ListedSurvey(survey_id, SURVEY["title"], "open", store.today(),
-                                            n=1, pending=0)
+                                            n=1, pending=0, invitation_only=False)
         assert store.list_surveys(db, "no-such-researcher") == []
         assert store.has_surveys(db)
 

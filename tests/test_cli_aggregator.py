@@ -297,7 +297,9 @@ def test_survey_list(runner, live_server, client, auth):
                 json={"answers": {"smoked": 1, "drove": 0, "sleep": 2}})
     listed = runner.invoke(main, ["survey", "list", "--url", live_server, "--json"])
     (entry,) = json.loads(listed.stdout)["surveys"]
-    assert set(entry) == {"survey_id", "title", "status", "created", "n", "pending"}
+    assert set(entry) == {"survey_id", "title", "status", "created", "n", "pending",
+                          "invitation_only"}
+    assert entry["invitation_only"] is False
     assert (entry["survey_id"], entry["title"], entry["n"]) == (survey_id, "Habits", 1)
     shown = runner.invoke(main, ["survey", "list", "--url", live_server])
     assert survey_id in shown.stdout and "Habits" in shown.stdout
