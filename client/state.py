@@ -213,8 +213,19 @@ def empty() -> dict[str, Any]:
     return {"version": VERSION, "pins": {}, "keys": {}, "unkeyed": {}}
 
 
+def new_entry() -> dict[str, Any]:
+    """What is kept for a key with nothing kept yet."""
+    return {"surveys": {}, "concepts": {}}
+
+
 def key_entry(state: dict[str, Any], kid: str) -> dict[str, Any]:
-    return state["keys"].setdefault(kid, {"surveys": {}, "concepts": {}})
+    return state["keys"].setdefault(kid, new_entry())
+
+
+def merge_surveys(entry: dict[str, Any], records: dict[str, dict[str, Any]]) -> None:
+    """Add survey id -> record to a key's entry, merging records of the same survey."""
+    for survey_id, record in records.items():
+        entry["surveys"][survey_id] = merge_records(entry["surveys"].get(survey_id), record)
 
 
 class LocalState:
@@ -258,8 +269,8 @@ class LocalState:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """Hold the store's lock, work on what the file holds now, write it when done (nothing
-        if the block raises). Nested transactions join the outermost."""
+        """Hold the store's lock, work on what the file holds now, write it when done if it
+        changed (nothing if the block raises). Nested transactions join the outermost."""
         if self._depth:
             self._depth += 1
             try:
@@ -268,11 +279,12 @@ class LocalState:
                 self._depth -= 1
             return
         with _locked(self.path):
-            self._data = self._load()
+            raw = self._read()
+            self._data = self._parse(raw)
             self._depth = 1
             try:
                 yield
-                self._save()
+                self._save(raw)
             finally:
                 self._depth = 0
                 self._data = {}
@@ -292,10 +304,7 @@ class LocalState:
             previous = self.pinned_key(at)
             new_id = self.resolve(key_id(public_key))
             self._data["pins"][at] = base64.b64encode(public_key).decode()
-            entry = key_entry(self._data, new_id)
-            for survey_id, record in self._data["unkeyed"].pop(at, {}).items():
-                entry["surveys"][survey_id] = merge_records(entry["surveys"].get(survey_id),
-                                                            record)
+            merge_surveys(key_entry(self._data, new_id), self._data["unkeyed"].pop(at, {}))
             moved = None
             if previous is not None and self.resolve(key_id(previous)) != new_id:
                 moved = self.resolve(key_id(previous))
@@ -303,10 +312,9 @@ class LocalState:
         return moved
 
     def _move(self, old_id: str, new_id: str) -> None:
-        old = self._data["keys"].pop(old_id, None) or {"surveys": {}, "concepts": {}}
+        old = self._data["keys"].pop(old_id, None) or new_entry()
         entry = key_entry(self._data, new_id)
-        for survey_id, record in old["surveys"].items():
-            entry["surveys"][survey_id] = merge_records(entry["surveys"].get(survey_id), record)
+        merge_surveys(entry, old["surveys"])
         for concept, permanent in old["concepts"].items():
             entry["concepts"].setdefault(concept, permanent)
         self._data["keys"][old_id] = {"moved_to": new_id}
@@ -320,7 +328,7 @@ class LocalState:
     def _entry(self, kid: str) -> dict[str, Any]:
         """What is kept for this key now (empty if nothing)."""
         data = self._view()
-        return data["keys"].get(self._resolve_in(data, kid), {"surveys": {}, "concepts": {}})
+        return data["keys"].get(self._resolve_in(data, kid), new_entry())
 
     @staticmethod
     def _resolve_in(data: dict[str, Any], kid: str) -> str:
@@ -382,13 +390,17 @@ class LocalState:
         """Origins with migrated records that wait for the origin's key."""
         return sorted(self._view()["unkeyed"])
 
-    def _save(self) -> None:
-        """Write a temporary file (0600) beside the store, fsync it, rename it over the store."""
+    def _save(self, previous: str | None) -> None:
+        """Unless the store would read back as `previous`, the text it holds: write a temporary
+        file (0600) beside the store, fsync it, rename it over the store."""
+        text = json.dumps(self._data, indent=1, sort_keys=True)
+        if text == previous:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         descriptor, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".state-")
         try:
             with os.fdopen(descriptor, "w") as file:  # mkstemp creates it with mode 0600
-                json.dump(self._data, file, indent=1, sort_keys=True)
+                file.write(text)
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(temporary, self.path)

@@ -179,4 +179,4 @@ def test_the_listing_shows_title_day_and_counts(client, auth):
                     json={"answers": {"smoked": 1, "drove": 0, "sleep": 2}})
     (listed,) = client.get("/api/surveys", headers=auth).json["surveys"]
     assert listed == {"survey_id": survey_id, "title": "Habits", "status": "open",
-                      "created": today(), "n": 2, "pending": 1}
+                      "created": today(), "n": 2, "pending": 1, "invitation_only": False}

@@ -317,6 +317,12 @@ def test_an_instantaneous_layer_near_1_is_refused_at_publish_and_by_the_client(c
 
 # --- 5. damaged state files ---------------------------------------------------------------------
 
+V2 = '{"version": 2, "pins": {}, "unkeyed": {}, "keys": %s}'
+KEPT = '{{"k": {{"surveys": {{"s": {}}}, "concepts": {{}}}}}}'  # one key, one survey record
+RECORD = ('{"answers": {}, "idempotency_key": null, "submitted": false, "title": null, '
+          '"charged": null, "estimated": false, "parameters": null}')
+
+
 @pytest.mark.parametrize("text, problem", [
     ("not json", "it is not JSON"),
     ("[]", "it holds a JSON list, not an object"),
@@ -333,6 +339,30 @@ def test_an_instantaneous_layer_near_1_is_refused_at_publish_and_by_the_client(c
      ' "concepts": {}}}}', "keys['k'].surveys['s'] has no 'idempotency_key'"),
     ('{"version": 2, "pins": {}, "unkeyed": {}, "keys": {"k": {"surveys": {}, "concepts": '
      '{"c": {"answer": 1}}}}}', "keys['k'].concepts['c'] has no 'charged_by'"),
+    ('{"version": 3}', "written by a newer ldp-survey (store version 3); upgrade to use it, as "
+     "this release would lose what it holds"),
+    ('{"pinned_keys": []}', "'pinned_keys' is not an object"),
+    ('{"pinned_keys": {"http://a": 5}}', "'pinned_keys'.http://a is 5"),
+    ('{"surveys": {"http://a s": []}}', "surveys['http://a s'] is not an object"),
+    ('{"surveys": {"http://a s": {"answers": []}}}', "surveys['http://a s'].answers is not an "
+     "object"),
+    ('{"version": 2, "pins": {"http://a": 5}, "keys": {}, "unkeyed": {}}', "'pins'.http://a is 5"),
+    (V2 % '{"k": []}', "keys['k'] is not an object"),
+    (V2 % '{"k": {"moved_to": 5}}', "keys['k'].moved_to is 5"),
+    (V2 % '{"a": {"moved_to": "b"}, "b": {"surveys": []}}', "keys['b'].surveys is not an object"),
+    (V2 % '{"k": {"surveys": {}, "concepts": []}}', "keys['k'].concepts is not an object"),
+    (V2 % '{"k": {"surveys": {}, "concepts": {"c": 5}}}', "keys['k'].concepts['c'] is not an "
+     "object"),
+    (V2 % '{"k": {"surveys": {}, "concepts": {"c": {"answer": true, "charged_by": null}}}}',
+     "keys['k'].concepts['c'].answer is True"),
+    (V2 % '{"k": {"surveys": {"s": 5}, "concepts": {}}}', "keys['k'].surveys['s'] is not an "
+     "object"),
+    (V2 % KEPT.format(RECORD.replace("null}", "5}")),
+     "keys['k'].surveys['s'].parameters is 5"),
+    ('{"version": 2, "pins": {}, "keys": {}, "unkeyed": {"http://a": []}}',
+     "unkeyed['http://a'] is not an object"),
+    ('{"version": 2, "pins": {}, "keys": {}, "unkeyed": {"http://a": {"s": {}}}}',
+     "unkeyed['http://a']['s'].answers is not an object"),
 ])
 def test_a_damaged_store_is_refused_in_one_line_and_kept(runner, tmp_path, text, problem):
     store = tmp_path / "respondent" / "state.json"
@@ -344,5 +374,14 @@ def test_a_damaged_store_is_refused_in_one_line_and_kept(runner, tmp_path, text,
     result = runner.invoke(main, ["privacy"])
     assert result.exit_code == 1
     [line] = result.stderr.splitlines()
-    assert problem in line and "Nothing was changed" in line
+    assert problem in line and "Nothing was changed; moving it aside starts afresh, but then this " \
+        "device forgets what it sent, and answering those surveys again would spend privacy " \
+        "budget again" in line
     assert store.read_text() == text
+
+
+def test_a_well_formed_record_is_accepted(tmp_path):
+    """The record the damaged cases above spoil, whole: the store reads."""
+    store = tmp_path / "state.json"
+    store.write_text(V2 % KEPT.format(RECORD))
+    assert LocalState(store).surveys("k")["s"]["parameters"] is None
