@@ -49,26 +49,20 @@ class Api:
         headers = dict(headers or {})
         if auth or (auth is None and (self._key or os.environ.get(KEY_VARIABLE))):
             headers["Authorization"] = f"Bearer {self.key}"
-        try:
-            return http.request(method, self.url + path, headers=headers, **kwargs)
-        except http.ApiError as exc:
-            if auth is None and exc.status == 401 and "Authorization" not in headers:
-                return self.call(method, path, headers=headers, **kwargs)
-            raise click.ClickException(explained(exc, "Authorization" in headers)) from None
-        except (http.NetworkError, ValueError) as exc:
-            raise click.ClickException(str(exc)) from None
+        with one_line_errors(key_sent="Authorization" in headers):
+            try:
+                return http.request(method, self.url + path, headers=headers, **kwargs)
+            except http.ApiError as exc:
+                if auth is None and exc.status == 401 and "Authorization" not in headers:
+                    return self.call(method, path, headers=headers, **kwargs)
+                raise
 
     @contextmanager
     def stream(self, path: str) -> Iterator[Iterator[bytes]]:
         """GET `path` with the key and yield its body piece by piece (constant memory)."""
-        try:
-            with http.stream(self.url + path,
-                             headers={"Authorization": f"Bearer {self.key}"}) as pieces:
-                yield pieces
-        except http.ApiError as exc:
-            raise click.ClickException(explained(exc, key_sent=True)) from None
-        except (http.NetworkError, ValueError) as exc:
-            raise click.ClickException(str(exc)) from None
+        with one_line_errors(key_sent=True), http.stream(
+                self.url + path, headers={"Authorization": f"Bearer {self.key}"}) as pieces:
+            yield pieces
 
     def get(self, path: str, **kwargs: Any) -> http.Response:
         return self.call("GET", path, **kwargs)
@@ -80,6 +74,17 @@ class Api:
 def can_prompt() -> bool:
     """Whether a person can answer a prompt: standard input is a terminal."""
     return sys.stdin.isatty()
+
+
+@contextmanager
+def one_line_errors(key_sent: bool) -> Iterator[None]:
+    """Turn a refused request, a network failure or a bad URL into one line and exit 1."""
+    try:
+        yield
+    except http.ApiError as exc:
+        raise click.ClickException(explained(exc, key_sent)) from None
+    except (http.NetworkError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def explained(exc: "http.ApiError", key_sent: bool) -> str:

@@ -45,7 +45,8 @@ def difference(mechanism: Mechanism, counts: Sequence[int], first: int, second: 
     if not (0 <= first < k and 0 <= second < k) or first == second:
         raise ValueError(f"need two different options in 0..{k - 1}, got {first!r} and {second!r}")
     alpha = mechanism.alpha
-    offset = floors(mechanism)[first] - floors(mechanism)[second]
+    floor = floors(mechanism)
+    offset = floor[first] - floor[second]
     cov = covariance(mechanism, counts)
     ci, cj = counts[first], counts[second]
     centre = (ci - cj) / (n + 2)
