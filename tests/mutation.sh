@@ -19,8 +19,8 @@ VENV="$REPO/.venv"
 CHILDREN=${MUTATION_CHILDREN:-2}
 
 # module name -> "source file|tests that exercise it"
-CLIENT_TESTS="tests/test_client.py tests/test_ledger.py tests/test_ledger_attacks.py tests/test_concepts.py \
-tests/test_mutation_survivors.py"
+CLIENT_TESTS="tests/test_client.py tests/test_client_state.py tests/test_ledger.py tests/test_ledger_attacks.py \
+tests/test_concepts.py tests/test_cli_respond.py tests/test_mutation_survivors.py"
 declare -A MODULES=(
   [mechanism]="shared/mechanism.py|tests/test_mechanism.py tests/test_randomizer.py tests/test_estimate.py tests/test_mutation_survivors.py"
   [estimate]="shared/estimate.py|tests/test_estimate.py tests/test_intervals.py tests/test_mutation_survivors.py"
