@@ -180,3 +180,46 @@ def test_a_survey_gone_between_two_reads_is_not_found(app):
             for read in (store.get_survey, store.lock_survey, store.lock_open_survey):
                 with db.transaction(), pytest.raises(SurveyNotFound):
                     read(db, survey_id)
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_row_locks_let_intake_share_a_survey_and_keep_releases_and_revokes_apart(
+        database_url, survey_id, app):
+    """PostgreSQL locks rows, so the store says how (SQLite's BEGIN IMMEDIATE serializes every
+    writer anyway): many intakes hold a survey's row at once; a release or close holds it
+    alone (nothing else may lock it meanwhile); a login holds its key shared and a revoke
+    alone. Tried from a second connection that gives up after 100 ms."""
+    import psycopg
+
+    from ldpsurvey.aggregator import create_api_key, store
+    from ldpsurvey.aggregator.database import connection_to, open_database
+
+    api_key_id = create_api_key(app).api_key_id
+    database = open_database(database_url)
+
+    def waits(holder, hold_exclusive, taker, take_exclusive, row):
+        with connection_to(database) as first, connection_to(database) as second, \
+                first.transaction():
+            holder(first, row, exclusive=hold_exclusive)
+            try:
+                with second.transaction():
+                    second.execute("SET LOCAL lock_timeout = '100ms'")
+                    taker(second, row, exclusive=take_exclusive)
+            except psycopg.errors.LockNotAvailable:
+                return True
+        return False
+
+    try:
+        for lock, row in ((store.lock_survey, survey_id), (store.lock_open_survey, survey_id),
+                          (store.lock_key, api_key_id)):
+            assert not waits(lock, False, lock, False, row), lock
+            assert waits(lock, False, lock, True, row), lock
+            assert waits(lock, True, lock, False, row), lock
+        login = store.lock_key
+        assert waits(login, False, lambda db, row, exclusive: store.delete_key(db, row), None,
+                     api_key_id)
+        with connection_to(database) as db:
+            assert store.delete_key(db, api_key_id) and not store.delete_key(db, api_key_id)
+            assert not store.lock_key(db, api_key_id)
+    finally:
+        database.close()
