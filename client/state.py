@@ -237,11 +237,9 @@ class LocalState:
         self.path = Path(path) if path else default_path()
         self._data: dict[str, Any] = {}
         self._depth = 0  # nested transactions of this object
-        raw = self._read()
-        self._parse(raw)  # a damaged store is refused at once
-        if raw is not None and "version" not in json.loads(raw):
-            with self.transaction():  # version 1, migrated: written once as version 2
-                pass
+        if self.path.exists():
+            with self.transaction():  # a damaged store is refused at once; version 1 is
+                pass                  # written once as version 2
 
     def _read(self) -> str | None:
         try:
