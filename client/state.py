@@ -237,9 +237,11 @@ class LocalState:
         self.path = Path(path) if path else default_path()
         self._data: dict[str, Any] = {}
         self._depth = 0  # nested transactions of this object
-        if self.path.exists():
-            with self.transaction():  # a damaged store is refused at once; version 1 is
-                pass                  # written once as version 2
+        raw = self._read()
+        self._parse(raw)  # a damaged store is refused at once, without waiting for the lock
+        if raw is not None and "version" not in json.loads(raw):
+            with self.transaction():  # version 1, migrated: written once as version 2
+                pass
 
     def _read(self) -> str | None:
         try:
@@ -390,11 +392,11 @@ class LocalState:
 
     def _save(self, previous: str | None) -> None:
         """Unless the store would read back as `previous`, the text it holds: write a temporary
-        file (0600) beside the store, fsync it, rename it over the store."""
+        file (0600) beside the store (in the folder `_locked` made), fsync it, rename it over
+        the store and fsync the folder, so the rename survives a power cut."""
         text = json.dumps(self._data, indent=1, sort_keys=True)
         if text == previous:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         descriptor, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".state-")
         try:
             with os.fdopen(descriptor, "w") as file:  # mkstemp creates it with mode 0600
@@ -405,6 +407,12 @@ class LocalState:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+        if sys.platform != "win32":  # Windows cannot open a folder to fsync it
+            folder = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
 
 
 @contextmanager

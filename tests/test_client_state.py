@@ -6,6 +6,7 @@ mutation run (tests/mutation.sh state, issue 18)."""
 import base64
 import json
 import os
+import threading
 
 import pytest
 
@@ -155,6 +156,14 @@ def test_a_memo_waits_for_its_origins_key_and_then_joins_its_records(tmp_path):
     assert merged["estimated"] is True
 
 
+def test_a_memo_is_split_from_its_url_at_the_last_space(tmp_path):
+    """0.2 named a memo "<URL as typed> <survey id>"; a survey id has no space, a URL may."""
+    state = write_v1(tmp_path / "state.json", surveys={f"{SITE}/a b s": {"answers": {"q": 1}}})
+    assert state.unkeyed_origins() == [f"{SITE}/a b"]
+    state.pin_key(f"{SITE}/a b", NEW_KEY)
+    assert list(state.surveys(NEW)) == ["s"]
+
+
 def test_a_memo_without_answers_and_a_store_without_pins_migrate(tmp_path):
     state = write_v1(tmp_path / "state.json", surveys={f"{SITE} s": {"idempotency_key": "k"}})
     state.pin_key(SITE, NEW_KEY)
@@ -189,3 +198,15 @@ def test_a_transaction_that_changes_nothing_does_not_write(state):
         state.record(NEW, "s")
     after = os.stat(state.path)
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_opening_the_store_while_another_object_holds_it_does_not_wait(state):
+    """Only a version 1 store is written when opened: opening waits for no lock (one thread
+    may hold a transaction and open the store again)."""
+    state.pin_key(SITE, NEW_KEY)
+    opened = []
+    with state.transaction():
+        opener = threading.Thread(target=lambda: opened.append(LocalState(state.path)))
+        opener.start()
+        opener.join(timeout=10)
+        assert opened and opened[0].pinned_key(SITE) == NEW_KEY

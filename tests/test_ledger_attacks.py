@@ -334,12 +334,13 @@ RECORD = ('{"answers": {}, "idempotency_key": null, "submitted": false, "title":
     ('{"version": 2}', "'pins' is not an object"),
     ('{"version": 1, "surveys": []}', "store version 1 never existed"),
     ('{"surveys": []}', "'surveys' is not an object"),
-    ('{"surveys": {"http://a s": {"answers": {"q": "yes"}}}}', "is 'yes', not an option number"),
+    ('{"surveys": {"http://a s": {"answers": {"q": "yes"}}}}',
+     "surveys['http://a s'].answers['q'] is 'yes', not an option number"),
     ('{"version": 2, "pins": {}, "unkeyed": {}, "keys": {"k": {"surveys": {"s": {"answers": {}}},'
      ' "concepts": {}}}}', "keys['k'].surveys['s'] has no 'idempotency_key'"),
     ('{"version": 2, "pins": {}, "unkeyed": {}, "keys": {"k": {"surveys": {}, "concepts": '
      '{"c": {"answer": 1}}}}}', "keys['k'].concepts['c'] has no 'charged_by'"),
-    ('{"version": 3}', "written by a newer ldp-survey (store version 3); upgrade to use it, as "
+    ('{"version": 3}', "it was written by a newer ldp-survey (store version 3); upgrade to use it, as "
      "this release would lose what it holds"),
     ('{"pinned_keys": []}', "'pinned_keys' is not an object"),
     ('{"pinned_keys": {"http://a": 5}}', "'pinned_keys'.http://a is 5"),
@@ -370,13 +371,13 @@ def test_a_damaged_store_is_refused_in_one_line_and_kept(runner, tmp_path, text,
     store.write_text(text)
     with pytest.raises(ValueError, match="cannot be used") as refused:
         LocalState(store)
-    assert problem in str(refused.value)
+    assert f": {problem}. Nothing was changed" in str(refused.value)
     result = runner.invoke(main, ["privacy"])
     assert result.exit_code == 1
     [line] = result.stderr.splitlines()
-    assert problem in line and "Nothing was changed; moving it aside starts afresh, but then this " \
-        "device forgets what it sent, and answering those surveys again would spend privacy " \
-        "budget again" in line
+    assert f"cannot be used: {problem}. Nothing was changed; moving it aside starts afresh, " \
+        "but then this device forgets what it sent, and answering those surveys again would " \
+        "spend privacy budget again" in line
     assert store.read_text() == text
 
 

@@ -101,3 +101,18 @@ def test_a_failed_write_keeps_the_old_store_and_leaves_no_temporary_file(tmp_pat
         state.pin_key("http://other.example", KEY)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_the_rename_is_made_durable_by_syncing_the_folder(tmp_path, monkeypatch):
+    """After the rename, the folder itself is fsynced, or a power cut could bring the old store
+    back (and with it surveys this device would randomize again)."""
+    synced = []
+    real_fsync = os.fsync
+
+    def recording_fsync(descriptor):
+        synced.append(stat.S_ISDIR(os.fstat(descriptor).st_mode))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    LocalState(tmp_path / "state.json").pin_key(AGGREGATOR, KEY)
+    assert synced == [False, True]  # the temporary file, then the folder
