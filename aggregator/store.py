@@ -381,7 +381,8 @@ def delete_key(db: Connection, api_key_id: str) -> bool:
             return False
         db.execute("DELETE FROM sessions WHERE api_key_id = ?", (api_key_id,))
         db.execute("DELETE FROM relay_surveys WHERE api_key_id = ?", (api_key_id,))
-        return db.execute("DELETE FROM api_keys WHERE api_key_id = ?", (api_key_id,)) > 0
+        db.execute("DELETE FROM api_keys WHERE api_key_id = ?", (api_key_id,))
+        return True
 
 
 def insert_session(db: Connection, session_id: str, api_key_id: str, expires: str) -> None:

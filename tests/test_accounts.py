@@ -289,6 +289,31 @@ def test_sessions_expire(app, auth, survey_id, monkeypatch):
     assert not logged_in(browser, survey_id)
 
 
+def test_an_expired_session_is_deleted_at_the_next_login(app, auth, survey_id, monkeypatch):
+    """An expired session leaves no row behind (a copy of the database shows who logged in
+    when for no longer than a session lasts): the next login deletes it; a live one stays."""
+    from datetime import timedelta
+
+    from ldpsurvey.aggregator import accounts
+    from ldpsurvey.aggregator.db import get_db
+
+    def sessions():
+        with app.app_context():
+            return get_db().query("SELECT COUNT(*) FROM sessions")[0][0]
+
+    log_in(app.test_client(), survey_id, auth)
+    start = accounts._now()
+    monkeypatch.setattr(accounts, "_now", lambda: start + timedelta(hours=11))
+    log_in(app.test_client(), survey_id, auth)  # the first is still live
+    assert sessions() == 2
+    monkeypatch.setattr(accounts, "_now", lambda: start + timedelta(hours=13))
+    log_in(app.test_client(), survey_id, auth)  # the first has expired, the second not
+    assert sessions() == 2
+    monkeypatch.setattr(accounts, "_now", lambda: start + timedelta(hours=30))
+    log_in(app.test_client(), survey_id, auth)
+    assert sessions() == 1
+
+
 def test_the_cookie_secret_alone_cannot_make_a_session(app, survey_id):
     """Whoever holds SECRET_KEY can sign any cookie: the old {"role": "researcher"} and a
     made-up session id both stay logged out."""

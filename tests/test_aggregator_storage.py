@@ -198,13 +198,17 @@ def test_row_locks_let_intake_share_a_survey_and_keep_releases_and_revokes_apart
     database = open_database(database_url)
 
     def waits(holder, hold_exclusive, taker, take_exclusive, row):
+        """Whether `taker` must wait while `holder` holds `row` (exclusive=False: the default)."""
+        def mode(exclusive):
+            return {"exclusive": True} if exclusive else {}
+
         with connection_to(database) as first, connection_to(database) as second, \
                 first.transaction():
-            holder(first, row, exclusive=hold_exclusive)
+            holder(first, row, **mode(hold_exclusive))
             try:
                 with second.transaction():
                     second.execute("SET LOCAL lock_timeout = '100ms'")
-                    taker(second, row, exclusive=take_exclusive)
+                    taker(second, row, **mode(take_exclusive))
             except psycopg.errors.LockNotAvailable:
                 return True
         return False
@@ -215,11 +219,45 @@ def test_row_locks_let_intake_share_a_survey_and_keep_releases_and_revokes_apart
             assert not waits(lock, False, lock, False, row), lock
             assert waits(lock, False, lock, True, row), lock
             assert waits(lock, True, lock, False, row), lock
-        login = store.lock_key
-        assert waits(login, False, lambda db, row, exclusive: store.delete_key(db, row), None,
-                     api_key_id)
+        assert waits(store.lock_key, False, store.delete_key, False, api_key_id)  # a login
         with connection_to(database) as db:
             assert store.delete_key(db, api_key_id) and not store.delete_key(db, api_key_id)
             assert not store.lock_key(db, api_key_id)
     finally:
         database.close()
+
+
+def test_days_are_utc_days_whatever_the_servers_time_zone(monkeypatch):
+    """A replica in another time zone stores the same day: today() is the UTC date. The zone
+    is chosen so that its date differs from UTC's now (14 hours ahead or 12 behind)."""
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from ldpsurvey.aggregator import store
+
+    now = datetime.now(UTC)
+    ahead = now.hour >= 12
+    monkeypatch.setenv("TZ", "Etc/GMT-14" if ahead else "Etc/GMT+12")  # POSIX signs are flipped
+    time.tzset()
+    try:
+        local = datetime.now().date()
+        assert local == (now + timedelta(hours=14 if ahead else -12)).date() != now.date()
+        assert store.today() == datetime.now(UTC).date().isoformat()
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_the_timeline_counts_released_responses_per_day(app, client, survey_id):
+    """released_per_day: (UTC day, responses released that day) as whole numbers."""
+    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.db import get_db
+
+    for _ in range(3):
+        client.post(f"/api/surveys/{survey_id}/responses",
+                    json={"answers": {"smoked": 1, "drove": 0, "sleep": 2}})
+    with app.app_context():
+        db = get_db()
+        db.execute("UPDATE releases SET released_day = '2026-01-01' WHERE survey_id = ?",
+                   (survey_id,))
+        assert store.released_per_day(db, survey_id) == [("2026-01-01", 3)]
