@@ -146,9 +146,9 @@ def test_simplex_projection_is_the_nearest_distribution(values):
     assert all(v >= 0 for v in x) and math.isclose(sum(x), 1.0, rel_tol=1e-9)
     # optimality (KKT): every positive coordinate was shifted by the same theta, and every
     # zero coordinate lies at or below that shift
-    shifts = {round(v - xi, 9) for v, xi in zip(values, x, strict=True) if xi > 1e-12}
-    assert len(shifts) == 1
-    theta = shifts.pop()
+    shifts = [v - xi for v, xi in zip(values, x, strict=True) if xi > 1e-12]
+    assert max(shifts) - min(shifts) <= 1e-9  # (rounding each shift instead was flaky)
+    theta = max(shifts)
     assert all(v <= theta + 1e-9 for v, xi in zip(values, x, strict=True) if xi <= 1e-12)
 
 
