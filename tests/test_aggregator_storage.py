@@ -191,7 +191,7 @@ def test_row_locks_let_intake_share_a_survey_and_keep_releases_and_revokes_apart
     alone. Tried from a second connection that gives up after 100 ms."""
     import psycopg
 
-    from ldpsurvey.aggregator import create_api_key, store
+    from ldpsurvey.aggregator import create_api_key, releases, store
     from ldpsurvey.aggregator.database import connection_to, open_database
 
     api_key_id = create_api_key(app).api_key_id
@@ -220,6 +220,11 @@ def test_row_locks_let_intake_share_a_survey_and_keep_releases_and_revokes_apart
             assert waits(lock, False, lock, True, row), lock
             assert waits(lock, True, lock, False, row), lock
         assert waits(store.lock_key, False, store.delete_key, False, api_key_id)  # a login
+        with connection_to(database) as db:
+            survey = store.get_survey(db, survey_id).survey
+        # an intake in flight holds the survey shared: a release waits for it
+        assert waits(store.lock_survey, False, lambda db, row: releases.release(db, survey, 0),
+                     False, survey_id)
         with connection_to(database) as db:
             assert store.delete_key(db, api_key_id) and not store.delete_key(db, api_key_id)
             assert not store.lock_key(db, api_key_id)
