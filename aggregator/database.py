@@ -8,6 +8,7 @@ The tables are created and changed by numbered steps in `migrations.py`; `db.py`
 request its connection.
 """
 
+import logging
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
@@ -18,6 +19,8 @@ from typing import Any
 
 from .exceptions import ConfigurationError
 from .instance import private_database_file
+
+logger = logging.getLogger(__name__)
 
 
 class Connection(ABC):
@@ -233,19 +236,31 @@ class Scrubber:
 
     def _retry(self) -> None:
         wait = 0.0 if not self._inline else self.RETRY
-        with self._connect() as raw:
-            while not self._stopped.wait(wait):
-                with self._lock:
-                    if not self._wanted.is_set():
-                        self._thread = None
-                        return
-                    self._wanted.clear()
-                    tables = sorted(self._tables)
-                if self._attempt(raw, tables):
-                    wait = 0.0
-                else:
-                    self._wanted.set()
-                    wait = min(max(2 * wait, self.RETRY), self.MAX_RETRY)
+        while not self._stopped.wait(wait):
+            with self._lock:
+                if not self._wanted.is_set():
+                    self._thread = None
+                    return
+                self._wanted.clear()
+                tables = sorted(self._tables)
+            if self._attempt_on_own_connection(tables):
+                wait = 0.0
+            else:
+                self._wanted.set()
+                wait = min(max(2 * wait, self.RETRY), self.MAX_RETRY)
+
+    def _attempt_on_own_connection(self, tables: Sequence[str]) -> bool:
+        """One attempt on a connection of its own (from the pool on PostgreSQL). One that fails
+        (the server restarted, the connection was cut) is logged and retried like one that
+        could not finish; it must not end the thread, or no scrub would run again until the app
+        restarts."""
+        try:
+            with self._connect() as raw:
+                return self._attempt(raw, tables)
+        except Exception as exc:
+            logger.warning("scrubbing %s failed (%s: %s); retrying", ", ".join(tables),
+                           type(exc).__name__, str(exc).partition("\n")[0])
+            return False
 
 
 def truncate_wal(raw: sqlite3.Connection, _tables: Sequence[str], wait: float = 0.1) -> bool:

@@ -233,6 +233,35 @@ def test_a_vacuum_held_off_by_a_backup_is_retried(app, client, auth):
 
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_scrub_outlives_a_cut_connection(app, client, auth, caplog, monkeypatch):
+    """The server drops the scrubber's connection (a restart, a failover) while a backup holds
+    VACUUM off: the failed attempt is logged and retried on a new connection, and the scrub
+    still finishes once the backup ends. (It used to end the scrubber's thread for good.)"""
+    from ldpsurvey.aggregator.database import Scrubber
+
+    monkeypatch.setattr(Scrubber, "MAX_RETRY", 0.2)
+    with psycopg.connect(app.config["DATABASE_URL"], autocommit=True) as conn, \
+            psycopg.connect(app.config["DATABASE_URL"]) as backup:
+        backup.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        backup.execute("SELECT COUNT(*) FROM surveys").fetchone()
+        submit_in_order(client, auth)
+        assert app.extensions["ldp_database"].scrubber.pending()
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+                     "current_database() AND pid NOT IN (pg_backend_pid(), %s) AND "
+                     "backend_type = 'client backend'", (backup.info.backend_pid,))
+        deadline = time.monotonic() + 10
+        while "retrying" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "scrubbing idempotency_keys, invitation_tokens, pending failed" in caplog.text
+        backup.rollback()
+        wait_for_scrub(app)
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
+        for table in ("pending", "invitation_tokens", "idempotency_keys"):
+            assert heap_rows(conn, table) == conn.execute(
+                f"SELECT COUNT(*) FROM {table}").fetchone()[0], table
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_postgresql_keeps_no_dead_row_of_pending_tokens_or_keys(app, client, auth):
     """After a release, VACUUM has removed the row versions that tied a spent token (xmax)
     or an idempotency record to its response's arrival (xmin); read with pageinspect."""
