@@ -1,8 +1,9 @@
 """Each request's database connection (the Flask glue, after the tutorial's db.py): opened on
-first use through `get_db()`, released at teardown; the database itself is opened, and its
-schema brought up to date, when the app is created."""
+first use through `get_db()`, released at teardown, or by a streamed response when it closes
+(`release_on_close`); the database itself is opened, and its schema brought up to date, when
+the app is created."""
 
-from flask import Flask, current_app, g
+from flask import Flask, Response, current_app, g
 
 from . import migrations, releases
 from .database import Connection, connection_to, open_database
@@ -13,6 +14,16 @@ def get_db() -> Connection:
     if "db" not in g:
         g.db = current_app.extensions["ldp_database"].connect()
     return g.db
+
+
+def release_on_close(response: Response) -> Response:
+    """Keep this request's connection from teardown and release it when `response` closes.
+    Flask tears a request down before its streamed body is read, and the body still reads
+    that connection: released at teardown, it went to the next request mid-stream."""
+    connection = g.pop("db")
+    database = current_app.extensions["ldp_database"]
+    response.call_on_close(lambda: database.release(connection))
+    return response
 
 
 def close_db(_exc: BaseException | None = None) -> None:

@@ -14,7 +14,7 @@ from flask import (
 
 from . import access, intake, surveys
 from .auth import PEOPLE, request_caller, require_key
-from .db import get_db
+from .db import get_db, release_on_close
 from .http import created, idempotency_key, json_body
 from .store import KeyRecord
 
@@ -103,8 +103,9 @@ def export(survey_id: str, kind: str, caller: KeyRecord):
     streamed as it is read (constant memory at any size)."""
     result = surveys.export(get_db(), caller, survey_id, kind,
                             current_app.config["CENTRAL_DELTA"])
-    return Response(stream_with_context(result.body), mimetype=result.mimetype, headers={
-        "Content-Disposition": f'attachment; filename="{result.filename}"'})
+    return release_on_close(Response(stream_with_context(result.body), mimetype=result.mimetype,
+                                     headers={"Content-Disposition":
+                                              f'attachment; filename="{result.filename}"'}))
 
 
 @bp.get("/api/surveys/<survey_id>/estimates")

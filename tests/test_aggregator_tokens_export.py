@@ -170,3 +170,23 @@ def test_the_survey_is_checked_before_the_token_request_body(client, auth, surve
     assert client.post("/api/surveys/nope/tokens", **bad).json["error"] == "unknown_survey"
     assert client.post(f"/api/surveys/{survey_id}/tokens",
                        **bad).json["error"] == "not_invitation_only"
+
+
+def test_answers_keep_coming_while_an_export_streams(client, auth, survey_id):
+    """A researcher downloads while respondents answer: the export keeps its own connection
+    until its last row (Flask's teardown runs before a streamed body is read, and used to give
+    that connection to the next request mid-export); the answer is accepted, the export is the
+    one its snapshot saw, and the next export includes the answer."""
+    submit_many(client, auth, survey_id, 20)
+    before = client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth).text
+    streamed = client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth, buffered=False)
+    pieces = iter(streamed.response)
+    first = next(pieces)
+    answered = client.post(f"/api/surveys/{survey_id}/responses",
+                           json={"answers": {"smoked": 1, "drove": 0, "sleep": 2}})
+    assert answered.status_code == 201, answered.get_data(as_text=True)
+    body = first + b"".join(pieces)
+    streamed.close()
+    assert body.decode() == before
+    after = client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth).text
+    assert len(after.splitlines()) == len(before.splitlines()) + 1
