@@ -4,7 +4,9 @@ migrate once."""
 
 import json
 import shutil
-import threading
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -161,33 +163,40 @@ def test_a_newer_schema_is_refused(app, tmp_path):
                 db.execute("UPDATE schema_version SET version = ?", (LATEST,))
 
 
+REPLICA = """
+import pathlib, sys, time
+from ldpsurvey.aggregator import close_app, create_app
+url, folder = sys.argv[1], pathlib.Path(sys.argv[2])
+(folder / sys.argv[3]).touch()  # imported: ready
+while not (folder / "go").exists():
+    time.sleep(0.005)
+close_app(create_app({"DATABASE_URL": url}, instance_path=folder / "instance"))
+"""
+
+
 def test_replicas_starting_together_migrate_once(schema, tmp_path):
-    """Four apps start at once on one empty PostgreSQL schema: all start, one schema."""
+    """Four replicas (processes, as deployed) start at once on one empty PostgreSQL schema:
+    all start, one schema. They wait, imported, for one signal, so their migrations overlap."""
     import psycopg
 
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
-    apps, errors = [], []
-
-    def start(i: int) -> None:
-        try:
-            apps.append(create_app({"DATABASE_URL": postgres_url(schema)},
-                                   instance_path=tmp_path / "instance"))
-        except Exception as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=start, args=(i,)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    replicas = [subprocess.Popen([sys.executable, "-c", REPLICA, postgres_url(schema),
+                                  str(tmp_path), f"ready-{i}"], stderr=subprocess.PIPE, text=True)
+                for i in range(4)]
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("ready-*"))) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    for replica in replicas:
+        _, errors = replica.communicate(timeout=60)
+        assert replica.returncode == 0, errors
+    app = create_app({"DATABASE_URL": postgres_url(schema)}, instance_path=tmp_path / "check")
     try:
-        assert not errors and len(apps) == 4
-        with apps[0].app_context():
+        with app.app_context():
             assert get_db().query("SELECT version FROM schema_version") == [(LATEST,)]
     finally:
-        for app in apps:
-            close_app(app)
+        close_app(app)
 
 
 def test_step_4_adds_empty_joint_counters_that_new_declared_crosstabs_fill(tmp_path):
