@@ -152,11 +152,8 @@ class PostgresConnection(Connection):
     MIGRATION_LOCK = 0x6C64705F  # any constant shared by every replica ("ldp_")
 
     def _sql(self, sql: str) -> str:
-        return sql.replace("?", "%s")
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        # Without parameters psycopg reads no placeholders, so a literal % (LIKE) stays as is.
-        return self.raw.execute(self._sql(sql), params or None).rowcount
+        """psycopg's placeholders: ? -> %s, and a literal % (LIKE) doubled."""
+        return sql.replace("%", "%%").replace("?", "%s")
 
     def query_locked(self, sql: str, params: Sequence[Any] = (), *,
                      exclusive: bool = False) -> list[tuple]:
@@ -381,7 +378,7 @@ class PostgresDatabase:
         except psycopg.Error as exc:
             reason = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
             raise ConfigurationError(f"cannot connect to PostgreSQL at "
-                                     f"{url.split('@')[-1]}: {reason}") from None
+                                     f"{display_url(url)}: {reason}") from None
         self.pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True,
                                    kwargs={"autocommit": True})
         self.pool.wait(timeout=10)
@@ -399,6 +396,11 @@ class PostgresDatabase:
 
 
 Database = SQLiteDatabase | PostgresDatabase
+
+
+def display_url(url: str) -> str:
+    """A database URL as messages show it: without the user and password before '@'."""
+    return url.split("@")[-1]
 
 
 def open_database(url: str) -> Database:

@@ -55,21 +55,20 @@ def _csrf_token() -> str:
 def results(survey_id: str):
     """The results at the chosen confidence level and interval method (query: confidence,
     method; as GET /api/surveys/<id>/estimates), or the login form."""
-    caller = auth.session_caller()
-    db = get_db()
     options = _chosen_options()
-    page = surveys.results_page(db, survey_id, caller, current_app.config["CENTRAL_DELTA"],
-                                options, request.args.get("rows"), request.args.get("cols"))
+    page = surveys.results_page(get_db(), survey_id, auth.session_caller(),
+                                current_app.config["CENTRAL_DELTA"], options,
+                                request.args.get("rows"), request.args.get("cols"))
     if page.estimates is None:
         return render_template("login.html", csrf=_csrf_token(), error=request.args.get("error"),
                                action=url_for("pages.login", survey_id=survey_id),
                                heading=f"Results of “{page.survey.title}”", button="Show results")
     charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
-    days = surveys.release_timeline(db, survey_id, caller)
     return render_template("results.html", body=page.estimates, charts=charts,
                            crosstab=page.crosstab, researcher=page.researcher, methods=METHODS,
-                           levels=LEVELS, timeline=timeline_chart(days) if days else None,
-                           query=_query(options), csrf=_csrf_token() if page.researcher else None)
+                           levels=LEVELS, query=_query(options),
+                           timeline=timeline_chart(page.timeline) if page.timeline else None,
+                           csrf=_csrf_token() if page.researcher else None)
 
 
 @bp.get("/s/<survey_id>/results/estimates.csv")

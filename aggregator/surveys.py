@@ -160,14 +160,15 @@ def reader_of(db: Connection, survey: Survey, caller: KeyRecord | None) -> bool 
 
 @dataclass(frozen=True)
 class ResultsPage:
-    """A survey and, if the caller may read them, its estimates (None: a login is needed) and
-    a cross-tab (None: none chosen or declared); `researcher` when the caller reads them as one
-    of its researchers, not as the public."""
+    """A survey and, if the caller may read them, its estimates (None: a login is needed), a
+    cross-tab (None: none chosen or declared) and its releases per day (UTC days, as stored);
+    `researcher` when the caller reads them as one of its researchers, not as the public."""
 
     survey: Survey
     estimates: dict | None
     researcher: bool = False
     crosstab: dict | None = None
+    timeline: list[tuple[str, int]] | None = None  # responses released per day
 
 
 def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
@@ -182,11 +183,11 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
         return ResultsPage(stored.survey, None)
     if rows is None and cols is None and stored.survey.crosstabs:
         rows, cols = stored.survey.crosstabs[0]
-    table = None if rows is None and cols is None else crosstab_document(
-        db, survey_id, caller, rows, cols, None)
+    table = None if rows is None and cols is None else _crosstab(
+        db, stored.survey, rows, cols, DEFAULT_CONFIDENCE)
     return ResultsPage(stored.survey, estimates_document(
         db, stored, options, researcher=reader, central_delta=central_delta),
-        researcher=reader, crosstab=table)
+        researcher=reader, crosstab=table, timeline=store.released_per_day(db, survey_id))
 
 
 def estimate_options(confidence: str | None, method: str | None,
@@ -264,9 +265,13 @@ def crosstab_document(db: Connection, survey_id: str, caller: KeyRecord | None,
     tallied from the released responses, streamed in one snapshot. Before the first release
     n is 0 and the rest empty. SurveyNotFound, Unauthorized, InvalidParameter."""
     stored = store.get_survey(db, survey_id)
-    survey = stored.survey
     readable(db, stored, caller)
-    level = confidence_level(confidence)
+    return _crosstab(db, stored.survey, rows, cols, confidence_level(confidence))
+
+
+def _crosstab(db: Connection, survey: Survey, rows: str | None, cols: str | None,
+              level: float) -> dict:
+    """crosstab_document for a survey the caller may read, at confidence `level`."""
     known = {q.id: q for q in survey.questions}
     for name, value in (("rows", rows), ("cols", cols)):
         if value not in known:
@@ -275,7 +280,7 @@ def crosstab_document(db: Connection, survey_id: str, caller: KeyRecord | None,
     if rows == cols:
         raise InvalidParameter("rows and cols must be two different questions")
     counts = joint_counts(db, survey, rows, cols)
-    document = {"survey_id": survey_id, "rows": rows, "cols": cols}
+    document = {"survey_id": survey.survey_id, "rows": rows, "cols": cols}
     if not any(map(any, counts)):
         return {**document, "n": 0, "confidence": level, "joint": None, "covariance": None,
                 "cells": [], "conditional": []}
@@ -373,11 +378,3 @@ def _export_body(db: Connection, stored: store.StoredSurvey, write: Callable,
                             store.released_count(db, survey_id), central_delta)
         yield from write(stored.survey, stored.manifest, amplified,
                          store.stored_answers(db, survey_id))
-
-
-def release_timeline(db: Connection, survey_id: str,
-                     caller: KeyRecord | None) -> list[tuple[str, int]]:
-    """Responses released per day (UTC days, as stored), for whoever may read the results.
-    SurveyNotFound, Unauthorized (see readable)."""
-    readable(db, store.get_survey(db, survey_id), caller)
-    return store.released_per_day(db, survey_id)

@@ -22,6 +22,7 @@ import click
 
 from ldpsurvey.client.verify import verify_manifest
 from ldpsurvey.shared import Survey, SurveyError, read_definition
+from ldpsurvey.shared.mechanism import BETA_SUM_TOLERANCE
 from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES
 from ldpsurvey.shared.randomizer import thresholds
 
@@ -32,7 +33,6 @@ from .output import emit_json, interval, note, release_lines, table
 EXAMPLES = resources.files("ldpsurvey.shared") / "examples"
 ESTIMATE_KEYS = ("p_hat", "p_hat_clipped", "p_mle", "standard_error", "ci_low", "ci_high",
                  "ci_method", "fit_p_value", "design_consistent", "warning", "epsilon")
-TOLERANCE = 1e-9  # how far from 1 a scenario's proportions may sum
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def _distribution(value, size: int) -> bool:
     """Whether value is a list of `size` proportions in [0, 1] summing to 1."""
     return (isinstance(value, list) and len(value) == size
             and all(isinstance(p, int | float) and 0 <= p <= 1 for p in value)
-            and abs(sum(value) - 1) <= TOLERANCE)
+            and abs(sum(value) - 1) <= BETA_SUM_TOLERANCE)
 
 
 def _joint(table, index: int, survey: Survey, taken: set[str]) -> Joint:

@@ -91,7 +91,7 @@ def list_surveys(api: Api, as_json: bool) -> None:
         emit_json({"surveys": surveys})
     elif surveys:
         click.echo(table([[s["survey_id"], s["title"], s["status"], s["created"], s["n"],
-                           s["pending"], "yes" if s["invitation_only"] else "no"]
+                           s["pending"], s["invitation_only"]]
                           for s in surveys],
                          ["survey_id", "title", "status", "created", "released", "pending",
                           "invitation_only"]))

@@ -23,6 +23,11 @@ instance_option = click.option(
     help="Folder for the development signing key and the SQLite file.")
 
 
+def database_shown(app) -> str:
+    """The app's database URL without user and password."""
+    return load("ldpsurvey.aggregator.database").display_url(app.config["DATABASE_URL"])
+
+
 def make_app(database: str | None, instance: str):
     """The aggregator configured from LDP_SURVEY_* variables; --database overrides one."""
     aggregator = load("ldpsurvey.aggregator")
@@ -44,7 +49,7 @@ def serve(database: str | None, instance: str, host: str, port: int) -> None:
     app = make_app(database, instance)
     server = load("ldpsurvey.aggregator.serving").make_server(app, host, port)
     click.echo(f"ldp-survey aggregator on http://{host}:{server.server_port} (database: "
-               f"{app.config['DATABASE_URL'].split('@')[-1]}); Ctrl-C stops it", err=True)
+               f"{database_shown(app)}); Ctrl-C stops it", err=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -80,7 +85,7 @@ def database_session(database_url: str | None, instance: str) -> Iterator[tuple[
     except aggregator.DomainError as exc:
         raise click.ClickException(str(exc)) from None
     else:
-        click.echo(f"database: {app.config['DATABASE_URL'].split('@')[-1]}", err=True)
+        click.echo(f"database: {database_shown(app)}", err=True)
     finally:
         aggregator.close_app(app)
 

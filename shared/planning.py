@@ -2,9 +2,10 @@
 
 import math
 from collections.abc import Sequence
-from functools import partial
 
+from .estimate import standard_error
 from .intervals import z_value
+from .likelihood import floors
 from .mechanism import BETA_SUM_TOLERANCE, Mechanism
 
 
@@ -62,15 +63,14 @@ def expected_margin(mechanism: Mechanism, n: int, confidence: float = 0.95) -> f
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n!r}")
     _check_alpha(mechanism)
-    worst = max(lam * (1.0 - lam) for lam in map(partial(_worst_rate, mechanism),
-                                                  range(mechanism.k)))
-    return z_value(confidence) * math.sqrt(worst / n) / mechanism.alpha
+    return z_value(confidence) * max(standard_error(_worst_rate(mechanism, j), n, mechanism.alpha)
+                                     for j in range(mechanism.k))
 
 
 def _worst_rate(mechanism: Mechanism, option: int) -> float:
     """The reported rate of `option` nearest 1/2 over its true shares, where lam(1 - lam) and
     so the variance is largest: within [(1 - alpha) beta_j, alpha + (1 - alpha) beta_j]."""
-    floor = (1.0 - mechanism.alpha) * mechanism.beta[option]
+    floor = floors(mechanism)[option]
     return min(max(0.5, floor), floor + mechanism.alpha)
 
 

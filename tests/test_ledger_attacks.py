@@ -187,7 +187,8 @@ class Aggregator:
 def evil():
     aggregator = Aggregator()
     server = ThreadingHTTPServer(("127.0.0.1", 0), aggregator.handler())
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # polled every 10 ms, so shutdown() returns at once (the default polls every 0.5 s)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     aggregator.url = f"http://127.0.0.1:{server.server_port}"
     yield aggregator
