@@ -60,9 +60,8 @@ def results(survey_id: str):
                                 current_app.config["CENTRAL_DELTA"], options,
                                 request.args.get("rows"), request.args.get("cols"))
     if page.estimates is None:
-        return render_template("login.html", csrf=_csrf_token(), error=request.args.get("error"),
-                               action=url_for("pages.login", survey_id=survey_id),
-                               heading=f"Results of “{page.survey.title}”", button="Show results")
+        return _login_form(url_for("pages.login", survey_id=survey_id),
+                           f"Results of “{page.survey.title}”", "Show results")
     charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
     return render_template("results.html", body=page.estimates, charts=charts,
                            crosstab=page.crosstab, researcher=page.researcher, methods=METHODS,
@@ -133,9 +132,7 @@ def dashboard():
     """The caller's surveys (an admin's: all), or the login form without a session."""
     caller = auth.session_caller()
     if caller is None or caller.role not in auth.PEOPLE:
-        return render_template("login.html", csrf=_csrf_token(), error=request.args.get("error"),
-                               action=url_for("pages.dashboard_login"),
-                               heading="Researcher dashboard", button="Log in")
+        return _login_form(url_for("pages.dashboard_login"), "Researcher dashboard", "Log in")
     return render_template("dashboard.html", surveys=surveys.listing(get_db(), caller),
                            caller=caller, csrf=_csrf_token(),
                            max_tokens=current_app.config["MAX_TOKENS_PER_REQUEST"])
@@ -143,18 +140,12 @@ def dashboard():
 
 @bp.post("/researcher/login")
 def dashboard_login():
-    if not _start_session():
-        return redirect(url_for("pages.dashboard", error="1"))
-    return redirect(url_for("pages.dashboard"))
+    return _log_in("pages.dashboard")
 
 
 @bp.post("/researcher/logout")
 def dashboard_logout():
-    """End the session on the server too: a copy of the cookie no longer works."""
-    _check_csrf()
-    _end_session()
-    session.clear()
-    return redirect(url_for("pages.dashboard"))
+    return _log_out("pages.dashboard")
 
 
 @bp.post("/researcher/surveys/<survey_id>/tokens")
@@ -179,38 +170,48 @@ def _token_count() -> dict:
 
 @bp.post("/s/<survey_id>/login")
 def login(survey_id: str):
-    if not _start_session():
-        return redirect(url_for("pages.results", survey_id=survey_id, error="1"))
-    return redirect(url_for("pages.results", survey_id=survey_id))
-
-
-def _start_session() -> bool:
-    """Exchange the form's researcher or admin key for a session (accounts.open_session)
-    whose id the signed cookie carries (HttpOnly, SameSite=Strict); False: not accepted."""
-    _check_csrf()
-    session_id = accounts.open_session(get_db(), request.form.get("key", "").strip(),
-                                       current_app.config["SESSION_HOURS"])
-    if session_id is None:
-        return False
-    _end_session()
-    session.clear()
-    session["sid"] = session_id
-    return True
+    return _log_in("pages.results", survey_id=survey_id)
 
 
 @bp.post("/s/<survey_id>/logout")
 def logout(survey_id: str):
-    """End the session on the server too: a copy of the cookie no longer works."""
+    return _log_out("pages.results", survey_id=survey_id)
+
+
+def _login_form(action: str, heading: str, button: str) -> str:
+    """The key form that posts to `action` (a failed attempt came back with error=1)."""
+    return render_template("login.html", csrf=_csrf_token(), error=request.args.get("error"),
+                           action=action, heading=heading, button=button)
+
+
+def _log_in(page: str, **values: str) -> Response:
+    """Exchange the form's researcher or admin key for a session (accounts.open_session)
+    whose id the signed cookie carries (HttpOnly, SameSite=Strict), then back to `page`
+    (with error=1 if the key was not accepted)."""
+    _check_csrf()
+    session_id = accounts.open_session(get_db(), request.form.get("key", "").strip(),
+                                       current_app.config["SESSION_HOURS"])
+    if session_id is None:
+        return redirect(url_for(page, error="1", **values))
+    _end_session()
+    session["sid"] = session_id
+    return redirect(url_for(page, **values))
+
+
+def _log_out(page: str, **values: str) -> Response:
+    """End the session on the server too (a copy of the cookie no longer works), then back
+    to `page`."""
     _check_csrf()
     _end_session()
-    session.clear()
-    return redirect(url_for("pages.results", survey_id=survey_id))
+    return redirect(url_for(page, **values))
 
 
 def _end_session() -> None:
-    """End this browser's session on the server, so no copy of its cookie works."""
+    """End this browser's session on the server, so no copy of its cookie works, and forget
+    it here."""
     if isinstance(session.get("sid"), str):
         accounts.close_session(get_db(), session["sid"])
+    session.clear()
 
 
 def _check_csrf() -> None:

@@ -122,9 +122,9 @@ class EstimateOptions:
     """How to estimate: the confidence level, the interval method and whether the intervals
     are simultaneous across each question's options."""
 
-    confidence: float = DEFAULT_CONFIDENCE
-    method: str = DEFAULT_METHOD
-    simultaneous: bool = False
+    confidence: float
+    method: str
+    simultaneous: bool
 
 
 def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_delta: float,
