@@ -36,11 +36,12 @@ CHUNK = 2**17  # answers per pass: the working arrays (1.3 MB) stay in cache
 
 def true_answers(proportions: Sequence[float], size: int,
                  rng: np.random.Generator) -> np.ndarray:
-    """`size` true option indices (int8) drawn i.i.d. from the given population proportions,
-    in chunks of CHUNK (memory: one byte per answer)."""
+    """`size` true option indices drawn i.i.d. from the given population proportions, in
+    chunks of CHUNK (memory: one byte per answer, int8, up to 128 options; int32 beyond, as
+    for the cells of a large joint table)."""
     cumulative = np.cumsum(proportions)
     cumulative[-1] = 1.0
-    output = np.empty(size, dtype=np.int8)
+    output = np.empty(size, dtype=np.int8 if len(proportions) <= 128 else np.int32)
     for start in range(0, size, CHUNK):
         output[start:start + CHUNK] = np.searchsorted(
             cumulative, rng.random(min(CHUNK, size - start)), side="right")

@@ -121,6 +121,13 @@ def test_true_answers_follow_the_proportions():
     assert np.all(np.abs(frequencies - [0.2, 0.5, 0.3]) < 5 * math.sqrt(0.25 / answers.size))
 
 
+def test_true_answers_index_every_cell_of_a_large_joint_table():
+    """The mock draws joint answers over the cells of a cross-tab: 12 x 12 = 144 options must
+    not wrap around a one-byte integer (they used to, into negative indices)."""
+    answers = true_answers([1 / 144] * 144, 20_000, np.random.default_rng(5))
+    assert answers.min() >= 0 and answers.max() == 143
+
+
 def test_scalar_and_vectorized_agree_in_distribution():
     """Both paths against each other: a two-sample check on 200,000 reports each."""
     rng = np.random.default_rng(11)
