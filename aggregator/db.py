@@ -1,7 +1,7 @@
 """Each request's database connection (the Flask glue, after the tutorial's db.py): opened on
 first use through `get_db()`, released at teardown, or by a streamed response when it closes
 (`release_on_close`); the database itself is opened, and its schema brought up to date, when
-the app is created."""
+the app is created, which also starts the app's release clock (releases.ReleaseClock)."""
 
 from flask import Flask, Response, current_app, g
 
@@ -33,9 +33,8 @@ def close_db(_exc: BaseException | None = None) -> None:
 
 
 def init_app(app: Flask) -> None:
-    """Open the configured database, bring its schema up to date, release any pending pool
-    that is due (a crash may have come between an acknowledgement and its release), scrub what
-    deleted rows left, register the teardown."""
+    """Open the configured database, bring its schema up to date, scrub what deleted rows
+    left, start the release clock (every RELEASE_EVERY seconds), register the teardown."""
     database = open_database(app.config["DATABASE_URL"])
     try:
         with connection_to(database) as connection:
@@ -45,9 +44,14 @@ def init_app(app: Flask) -> None:
         database.close()
         raise
     app.extensions["ldp_database"] = database
+    clock = releases.ReleaseClock(database, app.config["RELEASE_EVERY"])
+    app.extensions["ldp_release_clock"] = clock
+    clock.start()
     app.teardown_appcontext(close_db)
 
 
 def close_app(app: Flask) -> None:
-    """Close the app's database: its connections (SQLite) or its pool (PostgreSQL)."""
+    """Stop the release clock (a release under way finishes), then close the app's database:
+    its connections (SQLite) or its pool (PostgreSQL)."""
+    app.extensions["ldp_release_clock"].stop()
     app.extensions["ldp_database"].close()

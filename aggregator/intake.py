@@ -1,6 +1,7 @@
 """Accepting responses: validate them against their survey, then store them in the survey's
-pending pool with their idempotency record and spent token in one transaction, all or nothing;
-a pool that reaches the survey's release batch is released (releases.py)."""
+pending pool with their idempotency record and spent token in one transaction, all or nothing.
+Intake never releases: pools are released at scheduled instants (releases.py), so no request
+is slower, or answered differently, for filling one."""
 
 from dataclasses import dataclass
 from typing import Any
@@ -8,7 +9,7 @@ from typing import Any
 from ldpsurvey.shared import Survey
 from ldpsurvey.shared.protocol import SURVEY_TOKEN
 
-from . import access, releases, store
+from . import access, store
 from .answers import Answers, parse_answers, parse_batch
 from .database import Connection
 from .exceptions import BatchOnInvitationOnly, TokenRejected, TokenRequired
@@ -54,15 +55,12 @@ def accept_batch(db: Connection, caller: KeyRecord, survey_id: str, body: Any,
 def _store(db: Connection, survey: Survey, responses: list[Answers],
            idempotency_key: str | None, token: str | None) -> Accepted:
     """The intake transaction: open check, idempotency claim, token spend, then the responses
-    go to the pending pool. When it commits they are on disk (acknowledged); a pool that is
-    full then is released. A request that brings a whole batch by itself (a researcher's or
-    relay's) holds the survey alone and is released in the same transaction, pool and all,
-    without a detour through the pool."""
+    go to the pending pool, a whole batch from a researcher or relay as well. When it commits
+    they are on disk (acknowledged)."""
     survey_id = survey.survey_id
     rows = store.answers_json(survey, responses)
-    whole_batch = len(rows) >= survey.release_batch
     with db.transaction():
-        store.lock_open_survey(db, survey_id, exclusive=whole_batch)
+        store.lock_open_survey(db, survey_id)
         if idempotency_key is not None:
             earlier = store.claim_idempotency_key(db, survey_id, idempotency_key,
                                                   "\n".join(rows), len(rows))
@@ -70,12 +68,5 @@ def _store(db: Connection, survey: Survey, responses: list[Answers],
                 return Accepted(survey_id, earlier, replayed=True)
         if token is not None:
             store.spend_token(db, survey_id, token)
-        if whole_batch:
-            releases.release_locked(db, survey, survey.release_batch, arriving=rows)
-        else:
-            pending = store.insert_pending(db, survey_id, rows)
-    if whole_batch:
-        db.scrub(releases.SCRUBBED)
-    elif pending >= survey.release_batch:
-        releases.release(db, survey, survey.release_batch)
+        store.insert_pending(db, survey_id, rows)
     return Accepted(survey_id, len(rows), replayed=False)

@@ -140,6 +140,11 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                 "max_epsilon": {"type": "number"}, "invitation_only": {"type": "boolean"},
                 "public_results": {"type": "boolean"},
                 "release_batch": {"type": "integer", "minimum": 1},
+                "release_every": {"type": "number", "exclusiveMinimum": 0,
+                                  "description": "Seconds between scheduled releases, at "
+                                                 "multiples of it since the Unix epoch (UTC): "
+                                                 "results change only then. No count of "
+                                                 "responses waiting for release is shown"},
                 "crosstabs": {"type": "array", "description": "Pairs [rows, cols] of question "
                               "ids whose joint counts are kept at each release",
                               "items": {"type": "array", "minItems": 2, "maxItems": 2,
@@ -168,16 +173,15 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
         "SurveyList": {"type": "object", "required": ["surveys"], "properties": {"surveys": {
             "type": "array", "items": {
                 "type": "object",
-                "required": ["survey_id", "title", "status", "created", "n", "pending",
+                "required": ["survey_id", "title", "status", "created", "n",
                              "invitation_only"],
+                "additionalProperties": False,
                 "properties": {"survey_id": {"type": "string"}, "title": {"type": "string"},
                                "status": {"type": "string", "enum": ["open", "closed"]},
                                "created": {"type": "string", "format": "date",
                                            "nullable": True},
                                "n": {"type": "integer", "minimum": 0,
                                      "description": "Released responses"},
-                               "pending": {"type": "integer", "minimum": 0,
-                                           "description": "Responses waiting for release"},
                                "invitation_only": {"type": "boolean"}}}}}},
         "Status": {"type": "object", "required": ["survey_id", "status"],
                    "properties": {"survey_id": {"type": "string"},
@@ -214,8 +218,9 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
         "Estimates": {
             "type": "object",
             "required": ["survey_id", "title", "status", "total_epsilon", "confidence",
-                         "ci_method", "simultaneous", "release_batch", "crosstabs", "central",
-                         "questions"],
+                         "ci_method", "simultaneous", "release_batch", "release_every",
+                         "crosstabs", "central", "questions"],
+            "additionalProperties": False,
             "properties": {
                 "survey_id": {"type": "string"}, "title": {"type": "string"},
                 "status": {"type": "string"}, "total_epsilon": {"type": "number"},
@@ -223,10 +228,13 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                 "simultaneous": {"type": "boolean", "description": "Whether each question's "
                                  "intervals are simultaneous (cover together)"},
                 "release_batch": {"type": "integer", "minimum": 1},
+                "release_every": {"type": "number", "exclusiveMinimum": 0,
+                                  "description": "Seconds between scheduled releases, at "
+                                                 "multiples of it since the Unix epoch (UTC): "
+                                                 "results change only then. No count of "
+                                                 "responses waiting for release is shown"},
                 "crosstabs": {"type": "array", "description": "The declared cross-tabs",
                               "items": {"type": "array", "items": {"type": "string"}}},
-                "pending": {"type": "integer", "minimum": 0,
-                            "description": "Responses waiting for release (researchers only)"},
                 "central": {
                     "type": "object", "description": "The shuffle-amplified central epsilon",
                     "required": ["delta", "epsilon_per_release", "epsilon_whole_survey",

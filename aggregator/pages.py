@@ -42,7 +42,9 @@ def web_asset(filename: str):
 
 @bp.get("/s/<survey_id>")
 def survey_form(survey_id: str):
-    return render_template("survey.html", survey=surveys.open_for_answers(get_db(), survey_id))
+    survey = surveys.open_for_answers(get_db(), survey_id)
+    return render_template("survey.html", survey=survey,
+                           exposure=surveys.exposure(survey, current_app.config["RELEASE_EVERY"]))
 
 
 def _csrf_token() -> str:
@@ -58,12 +60,14 @@ def results(survey_id: str):
     options = _chosen_options()
     page = surveys.results_page(get_db(), survey_id, auth.session_caller(),
                                 current_app.config["CENTRAL_DELTA"], options,
+                                current_app.config["RELEASE_EVERY"],
                                 request.args.get("rows"), request.args.get("cols"))
     if page.estimates is None:
         return _login_form(url_for("pages.login", survey_id=survey_id),
                            f"Results of “{page.survey.title}”", "Show results")
     charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
     return render_template("results.html", body=page.estimates, charts=charts,
+                           exposure=page.exposure,
                            crosstab=page.crosstab, researcher=page.researcher, methods=METHODS,
                            levels=LEVELS, query=_query(options),
                            timeline=timeline_chart(page.timeline) if page.timeline else None,
@@ -109,7 +113,8 @@ def _chosen_options() -> surveys.EstimateOptions:
 
 def _estimates(survey_id: str, options: surveys.EstimateOptions) -> dict:
     return surveys.estimates(get_db(), survey_id, auth.session_caller(),
-                             current_app.config["CENTRAL_DELTA"], options)
+                             current_app.config["CENTRAL_DELTA"], options,
+                             current_app.config["RELEASE_EVERY"])
 
 
 def _query(options: surveys.EstimateOptions) -> dict:

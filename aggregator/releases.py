@@ -1,21 +1,31 @@
-"""Release batches: accepted responses wait, on disk, in a pending pool; once a survey has at
-least `release_batch` of them (or when it closes) they are released together, in a uniformly
-random order from the OS's CSPRNG, in one transaction with the counters. Nothing released, and
-nothing stored, tells in which order they arrived within their release.
+"""Release batches: accepted responses wait, on disk, in a pending pool. Pools are released
+only at scheduled instants, every RELEASE_EVERY seconds at multiples of it since the Unix epoch
+(the release clock, one per app process): then every pool holding at least its survey's
+`release_batch` is released, in a uniformly random order from the OS's CSPRNG, in one
+transaction with the counters; closing a survey releases whatever is pending. No request runs
+a release, so none is slower for filling a pool, and nobody outside the server learns when a
+pool filled: results change only at the scheduled instants. Nothing released, and nothing
+stored, tells in which order they arrived within their release.
 
 After a release, what the deleted pending rows, spent tokens and rewritten idempotency records
 leave in the database's files is scrubbed (`Connection.scrub`).
 """
 
 import json
+import logging
+import math
 import secrets
+import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 
 from ldpsurvey.shared import Survey
 
 from . import store
-from .database import Connection
+from .database import Connection, Database, connection_to
+
+logger = logging.getLogger(__name__)
 
 SCRUBBED = ("pending", "invitation_tokens", "idempotency_keys")
 
@@ -31,11 +41,9 @@ def release(db: Connection, survey: Survey, minimum: int) -> int:
     return released
 
 
-def release_locked(db: Connection, survey: Survey, minimum: int,
-                   arriving: Sequence[str] = ()) -> int:
+def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
     """The release itself, inside a transaction that holds the survey exclusively: if the
-    pending responses and `arriving` (accepted in this same transaction, never written to the
-    pool) number at least `minimum`, release them all; return how many.
+    pool holds at least `minimum` responses, release them all; return how many.
 
     The rows get fresh random keys and are inserted in the order of those keys (store.
     insert_released), so neither physical order nor keys follow arrival; they all carry the
@@ -43,9 +51,9 @@ def release_locked(db: Connection, survey: Survey, minimum: int,
     made since the last release are written again in a shuffled order too, so that on
     PostgreSQL they share the release's transaction id instead of each their arrival's."""
     survey_id = survey.survey_id
-    if store.pending_count(db, survey_id) + len(arriving) < max(minimum, 1):
+    if store.pending_count(db, survey_id) < max(minimum, 1):
         return 0
-    rows = [*store.take_pending(db, survey_id), *arriving]
+    rows = store.take_pending(db, survey_id)
     day = store.today()
     store.insert_released(db, survey_id, rows, day)
     counts, joint = tallies(survey, rows)
@@ -74,11 +82,72 @@ def tallies(survey: Survey, rows: Sequence[str]) -> tuple[Counter, Counter]:
     return counts, joint
 
 
-def recover(db: Connection) -> None:
-    """At start: release every pool that reached its batch (a crash may have come between an
-    acknowledgement and its release) and scrub (a crash may have cut the last scrub short)."""
+def release_due(db: Connection) -> int:
+    """What the release clock runs at each scheduled instant: release every survey whose pool
+    holds at least its release_batch; return how many responses were released. Each release
+    holds its survey exclusively and checks the pool again, so replicas and workers whose
+    clocks fire at the same instant release each pool once."""
+    released = 0
     for survey_id in store.surveys_with_pending(db):
         survey = store.get_survey(db, survey_id).survey
-        release(db, survey, survey.release_batch)
+        released += release(db, survey, survey.release_batch)
+    return released
+
+
+def next_instant(now: float, every: float) -> float:
+    """The first scheduled instant after `now` (seconds since the Unix epoch): the next
+    multiple of `every`."""
+    return (math.floor(now / every) + 1) * every
+
+
+def schedule_words(every: float) -> str:
+    """How often releases may happen, in words: "once an hour", "once every 10 minutes"."""
+    for unit, seconds in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        if every >= seconds and every % seconds == 0:
+            count = int(every // seconds)
+            return f"once {'an' if unit == 'hour' else 'a'} {unit}" if count == 1 else (
+                f"once every {count} {unit}s")
+    return f"once every {every:g} seconds"
+
+
+class ReleaseClock:
+    """A background thread that runs release_due on a connection of its own at every
+    scheduled instant (next_instant) until stopped. A failed run (the database unreachable)
+    is logged, by the type of its error only, and the next instant tries again."""
+
+    MAX_WAIT = 60.0  # wake at least this often, so a changed system clock is noticed
+
+    def __init__(self, database: Database, every: float):
+        self._database, self._every = database, every
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name="ldp-survey-release-clock")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop, and wait for a release under way to finish."""
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        instant = next_instant(time.time(), self._every)
+        while not self._stopped.wait(min(max(instant - time.time(), 0.0), self.MAX_WAIT)):
+            if time.time() < instant:
+                continue
+            try:
+                with connection_to(self._database) as connection:
+                    release_due(connection)
+            except Exception as exc:
+                logger.error("scheduled release failed (%s); retrying at the next instant",
+                             type(exc).__name__)
+            instant = next_instant(time.time(), self._every)
+
+
+def recover(db: Connection) -> None:
+    """At start: scrub, since a crash may have cut the last scrub short. A pool that is full
+    waits for the next scheduled instant, like any other."""
     if store.has_surveys(db):  # a new database has nothing to scrub
         db.scrub(SCRUBBED)

@@ -120,7 +120,8 @@ def estimates(survey_id: str):
     options = surveys.estimate_options(args.get("confidence"), args.get("method"),
                                        args.get("simultaneous"))
     return jsonify(surveys.estimates(get_db(), survey_id, request_caller(),
-                                     current_app.config["CENTRAL_DELTA"], options))
+                                     current_app.config["CENTRAL_DELTA"], options,
+                                     current_app.config["RELEASE_EVERY"]))
 
 
 @bp.get("/api/surveys/<survey_id>/crosstab")

@@ -36,6 +36,9 @@ DEFAULTS: dict[str, Any] = {
     "SERVED_BY": None,                  # this replica's name, sent as a Served-By header
     "CENTRAL_DELTA": 1e-6,              # delta of the shuffle-amplified central epsilon
     "SESSION_HOURS": protocol.SESSION_HOURS,  # a results-page login ends after this long
+    # Seconds between scheduled releases, at multiples of it since the Unix epoch (UTC):
+    # pools are released only then, never by the request that fills them (releases.py).
+    "RELEASE_EVERY": 3600,
 }
 PREFIX = "LDP_SURVEY"
 TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "SERVED_BY")
@@ -74,6 +77,9 @@ def validate(config: Config) -> None:
     delta = config["CENTRAL_DELTA"]
     if not _is_number(delta) or not 0 < delta < 1:
         _refuse("CENTRAL_DELTA", delta, "a number between 0 and 1")
+    every = config["RELEASE_EVERY"]
+    if not _is_number(every) or not math.isfinite(every) or every <= 0:
+        _refuse("RELEASE_EVERY", every, "a finite number of seconds above 0")
     for name in LIMITS:
         if not _is_int(config[name]) or config[name] < 1:
             _refuse(name, config[name], "a whole number of at least 1")

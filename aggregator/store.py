@@ -101,14 +101,14 @@ def has_surveys(db: Connection) -> bool:
 
 @dataclass(frozen=True)
 class ListedSurvey:
-    """A survey as researchers' listings show it: n released and pending responses."""
+    """A survey as researchers' listings show it: n released responses (never how many are
+    pending: that would date each submission)."""
 
     survey_id: str
     title: str
     status: str
     created: str | None  # the UTC day it was published (None: before days were recorded)
     n: int
-    pending: int
     invitation_only: bool
 
 
@@ -116,15 +116,15 @@ def list_surveys(db: Connection, researcher_id: str | None) -> list[ListedSurvey
     """The surveys the researcher owns or shares, or every survey (None), newest first."""
     rows = db.query(
         "SELECT s.survey_id, s.manifest, s.status, s.created_day, "
-        "(SELECT COALESCE(SUM(size), 0) FROM releases r WHERE r.survey_id = s.survey_id), "
-        "(SELECT COUNT(*) FROM pending p WHERE p.survey_id = s.survey_id) FROM surveys s "
+        "(SELECT COALESCE(SUM(size), 0) FROM releases r WHERE r.survey_id = s.survey_id) "
+        "FROM surveys s "
         "WHERE CAST(? AS TEXT) IS NULL OR s.owner_id = ? OR s.survey_id IN "
         "(SELECT survey_id FROM shares WHERE researcher_id = ?) "
         "ORDER BY s.created_day DESC, s.survey_id", (researcher_id,) * 3)
     listed = []
-    for survey_id, manifest, status, created, n, pending in rows:
+    for survey_id, manifest, status, created, n in rows:
         survey = _parse(manifest.encode())
-        listed.append(ListedSurvey(survey_id, survey.title, status, created, int(n), int(pending),
+        listed.append(ListedSurvey(survey_id, survey.title, status, created, int(n),
                                    survey.invitation_only))
     return listed
 

@@ -14,6 +14,7 @@ from ldpsurvey.shared import (
     Question,
     Survey,
     SurveyError,
+    best_guess_accuracy,
     covariance,
     crosstab,
     estimate,
@@ -79,8 +80,37 @@ def open_for_answers(db: Connection, survey_id: str) -> Survey:
 
 def listing(db: Connection, caller: KeyRecord) -> list[dict[str, Any]]:
     """The surveys the caller owns or shares (an admin: all), newest first: id, title, status,
-    the day published, released and pending responses, whether it is invitation-only."""
+    the day published, released responses, whether it is invitation-only. Never how many
+    wait for release: a count that rose with each submission would date it, and tell its
+    owner when a pool lacks one response (see releases.py)."""
     return [asdict(entry) for entry in store.list_surveys(db, access.listed_for(caller))]
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """What the form and the results page say about releases, and about the one attack no
+    design prevents: whoever controls who may respond (`controller`) can fill a release around
+    one respondent and see their report alone; a best guess of each answer from it is then
+    right with probability `best_guess[question id]` (options equally likely beforehand)."""
+
+    schedule: str  # how often releases may happen, in words
+    release_batch: int
+    controller: str
+    best_guess: dict[str, float]
+
+    @property
+    def most(self) -> float:
+        return max(self.best_guess.values())
+
+
+def exposure(survey: Survey, release_every: float) -> Exposure:
+    """The Exposure of a survey under a release schedule of `release_every` seconds."""
+    controller = ("the researchers who send the invitations" if survey.invitation_only
+                  else "anyone who can open this survey")
+    guesses = {q.id: best_guess_accuracy(q.reported_mechanism.alpha, q.reported_mechanism.beta)
+               for q in survey.questions}
+    return Exposure(releases.schedule_words(release_every), survey.release_batch, controller,
+                    guesses)
 
 
 def close(db: Connection, caller: KeyRecord, survey_id: str) -> None:
@@ -128,13 +158,13 @@ class EstimateOptions:
 
 
 def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_delta: float,
-              options: EstimateOptions) -> dict:
-    """The estimates document for this caller (None: anonymous) with these options, and the
-    central epsilon at delta at most `central_delta`.
+              options: EstimateOptions, release_every: float) -> dict:
+    """The estimates document for this caller (None: anonymous) with these options, the
+    central epsilon at delta at most `central_delta` and the release schedule.
     SurveyNotFound, Unauthorized (see reader_of)."""
     stored = store.get_survey(db, survey_id)
-    return estimates_document(db, stored, options, researcher=readable(db, stored, caller),
-                              central_delta=central_delta)
+    readable(db, stored, caller)
+    return estimates_document(db, stored, options, central_delta, release_every)
 
 
 def readable(db: Connection, stored: store.StoredSurvey, caller: KeyRecord | None) -> bool:
@@ -166,14 +196,15 @@ class ResultsPage:
 
     survey: Survey
     estimates: dict | None
+    exposure: Exposure | None = None
     researcher: bool = False
     crosstab: dict | None = None
     timeline: list[tuple[str, int]] | None = None  # responses released per day
 
 
 def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
-                 central_delta: float, options: EstimateOptions, rows: str | None = None,
-                 cols: str | None = None) -> ResultsPage:
+                 central_delta: float, options: EstimateOptions, release_every: float,
+                 rows: str | None = None, cols: str | None = None) -> ResultsPage:
     """The results page's content with these options for the caller of a session (None: not
     logged in), with the cross-tab of rows and cols (by default the first declared pair, if
     any). SurveyNotFound (see reader_of), InvalidParameter."""
@@ -186,7 +217,8 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
     table = None if rows is None and cols is None else _crosstab(
         db, stored.survey, rows, cols, DEFAULT_CONFIDENCE)
     return ResultsPage(stored.survey, estimates_document(
-        db, stored, options, researcher=reader, central_delta=central_delta),
+        db, stored, options, central_delta, release_every),
+        exposure=exposure(stored.survey, release_every),
         researcher=reader, crosstab=table, timeline=store.released_per_day(db, survey_id))
 
 
@@ -214,12 +246,13 @@ def confidence_level(confidence: str | None) -> float:
 
 
 def estimates_document(db: Connection, stored: store.StoredSurvey, options: EstimateOptions,
-                       researcher: bool, central_delta: float) -> dict:
+                       central_delta: float, release_every: float) -> dict:
     """Per question its parameters, the covariance of its unbiased estimates and, per option,
     the shared estimator's keys applied to the counts of released responses (null before the
     first release); whether the intervals are simultaneous, the declared cross-tabs, the
-    survey's release batch, the shuffle-amplified central epsilon (`central`) and, for
-    researchers only, how many responses wait for release."""
+    survey's release batch, the seconds between scheduled releases (`release_every`) and the
+    shuffle-amplified central epsilon (`central`). The same for researchers and the public,
+    and nothing about responses not yet released: it changes only at a release."""
     survey = stored.survey
     counts = store.counts(db, survey.survey_id)
     questions = [question_estimates(question, counts[question.id], options)
@@ -227,12 +260,10 @@ def estimates_document(db: Connection, stored: store.StoredSurvey, options: Esti
     document = {"survey_id": survey.survey_id, "title": survey.title, "status": stored.status,
                 "total_epsilon": survey.total_epsilon, "confidence": options.confidence,
                 "ci_method": options.method, "simultaneous": options.simultaneous,
-                "release_batch": survey.release_batch,
+                "release_batch": survey.release_batch, "release_every": release_every,
                 "crosstabs": [list(pair) for pair in survey.crosstabs], "questions": questions}
     document["central"] = central(survey, store.smallest_release(db, survey.survey_id),
                                   questions[0]["n"] if questions else 0, central_delta)
-    if researcher:
-        document["pending"] = store.pending_count(db, survey.survey_id)
     return document
 
 
@@ -318,10 +349,16 @@ def concept_fields(question: Question) -> dict:
 
 
 ASSUMES = ("The central epsilon holds only if the other responses in each release come from "
-           "honest respondents: whoever can add responses (anyone, on a survey open to all; "
-           "its owner, an admin or its relay key with a batch, on one not invitation-only) can "
-           "fill a release around one respondent and isolate them. Against that, each "
-           "respondent has only the local epsilon.")
+           "honest respondents. Whoever controls who may respond (the owner of an "
+           "invitation-only survey, who mints its tokens; anyone, on a survey open to all; its "
+           "owner, an admin or its relay key with a batch) can fill a release around one "
+           "respondent with responses of their own, subtract those, and see that respondent's "
+           "randomized report exactly. Against them each respondent has only the local "
+           "epsilon: their best guess of an answer is right with probability at most "
+           "alpha + (1 - alpha) / k, for k options equally likely beforehand. "
+           "epsilon_whole_survey holds only against someone who sees the final export alone: "
+           "whoever reads the results after each release sees every release by itself, and "
+           "against them epsilon_per_release is what holds.")
 
 
 def central(survey: Survey, smallest_release: int | None, released: int,
@@ -329,8 +366,9 @@ def central(survey: Survey, smallest_release: int | None, released: int,
     """What someone who sees only released batches can learn about one respondent: each
     report (all its answers, local epsilon eps0 = the survey's realized total) is shuffled among
     the others of its release (Feldman, McMillan and Talwar, FOCS 2021; shared/shuffle.py).
-    Per release with n = the smallest release so far; over the whole survey (against someone
-    who sees only the final export) with n = the released responses; each at most eps0, and
+    Per release with n = the smallest release so far (against whoever reads every release);
+    over the whole survey (only against someone who sees the final export alone) with n = the
+    released responses; each at most eps0, and
     eps0 itself before any release. One delta for both: min(CENTRAL_DELTA, 1 / (10 n))."""
     eps0 = survey.total_epsilon
     delta = min(delta_setting, 1 / (10 * released)) if released else delta_setting

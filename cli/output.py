@@ -65,18 +65,22 @@ def note(option: dict) -> str:
 
 def release_lines(document: dict) -> list[str]:
     """What an estimates document says about release batches and shuffling, in words."""
-    lines = []
-    batch, pending = document["release_batch"], document.get("pending")
-    if pending:
-        lines.append(f"{pending} responses wait for release: results change only once "
-                     f"{batch} have arrived, or when the survey closes.")
+    lines = [f"Responses are released at scheduled instants, every "
+             f"{document['release_every']:g} seconds, in groups of at least "
+             f"{document['release_batch']} (the last, at close, can be smaller): results "
+             "change only then."]
     central, local = document["central"], document["total_epsilon"]
     if central["epsilon_per_release"] < local - 1e-9:
         lines.append(f"Shuffled in releases: central epsilon {central['epsilon_per_release']:.3g} "
-                     f"per release and {central['epsilon_whole_survey']:.3g} over all released "
-                     f"responses (delta {central['delta']:.1g}), if the other responses in a "
-                     "release come from honest respondents.")
+                     f"per release, if the other responses in a release come from honest "
+                     f"respondents; {central['epsilon_whole_survey']:.3g} over all released "
+                     "responses only against someone who sees the final export alone, not "
+                     "whoever looked after each release "
+                     f"(delta {central['delta']:.1g}).")
     else:
         lines.append(f"No amplification by shuffling yet: no release has been large enough, so "
                      f"each respondent has the local epsilon {local:.4g} only.")
+    lines.append("Whoever controls who may respond (the owner of an invitation-only survey, "
+                 "anyone on one open to all) can fill a release around one respondent and "
+                 "see their report alone: against them only the local epsilon holds.")
     return lines

@@ -91,9 +91,9 @@ def list_surveys(api: Api, as_json: bool) -> None:
         emit_json({"surveys": surveys})
     elif surveys:
         click.echo(table([[s["survey_id"], s["title"], s["status"], s["created"], s["n"],
-                           s["pending"], s["invitation_only"]]
+                           s["invitation_only"]]
                           for s in surveys],
-                         ["survey_id", "title", "status", "created", "released", "pending",
+                         ["survey_id", "title", "status", "created", "released",
                           "invitation_only"]))
     else:
         click.echo("no surveys yet: ldp-survey survey create FILE publishes one", err=True)

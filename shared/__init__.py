@@ -37,7 +37,7 @@ from .planning import (
     n_required_central_laplace,
     n_required_question,
 )
-from .posterior import PosteriorBounds, posterior_bounds
+from .posterior import PosteriorBounds, best_guess_accuracy, posterior_bounds
 from .shuffle import (
     DEFAULT_DELTA,
     central_epsilon,
@@ -64,6 +64,7 @@ __all__ = [
     "Survey",
     "SurveyError",
     "alpha_for_epsilon",
+    "best_guess_accuracy",
     "central_epsilon",
     "closed_form_epsilon",
     "covariance",
