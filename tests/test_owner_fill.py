@@ -18,10 +18,11 @@ from collections import Counter
 
 import pytest
 
-from helpers import SURVEY, release_due
 from ldpsurvey.aggregator import close_app, create_app
 from ldpsurvey.shared.mechanism import report_probability
 from ldpsurvey.shared.randomizer import randomize, thresholds
+
+from helpers import SURVEY, release_due
 
 BATCH = 3
 OWN = {"smoked": 0, "drove": 0, "sleep": 0}  # the owner's filler report, known to the owner
