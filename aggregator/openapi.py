@@ -140,7 +140,7 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                 "max_epsilon": {"type": "number"}, "invitation_only": {"type": "boolean"},
                 "public_results": {"type": "boolean"},
                 "release_batch": {"type": "integer", "minimum": 1},
-                "release_every": {"type": "number", "exclusiveMinimum": 0,
+                "release_every": {"type": "number", "minimum": 0, "exclusiveMinimum": True,
                                   "description": "Seconds between scheduled releases, at "
                                                  "multiples of it since the Unix epoch (UTC): "
                                                  "results change only then. No count of "
@@ -228,7 +228,7 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                 "simultaneous": {"type": "boolean", "description": "Whether each question's "
                                  "intervals are simultaneous (cover together)"},
                 "release_batch": {"type": "integer", "minimum": 1},
-                "release_every": {"type": "number", "exclusiveMinimum": 0,
+                "release_every": {"type": "number", "minimum": 0, "exclusiveMinimum": True,
                                   "description": "Seconds between scheduled releases, at "
                                                  "multiples of it since the Unix epoch (UTC): "
                                                  "results change only then. No count of "

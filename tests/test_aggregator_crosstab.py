@@ -7,7 +7,7 @@ import pytest
 
 from ldpsurvey.shared import crosstab, parse_manifest
 
-from helpers import SURVEY
+from helpers import SURVEY, release_due
 
 RESPONSES = ([{"smoked": 1, "drove": 0, "sleep": 0}] * 30 + [{"smoked": 1, "drove": 1, "sleep": 1}]
              * 10 + [{"smoked": 0, "drove": 1, "sleep": 1}] * 35
@@ -22,9 +22,11 @@ def publish(client, auth, definition) -> str:
 
 
 def submit(client, survey_id, auth, responses):
+    """Submit and run the next scheduled release."""
     response = client.post(f"/api/surveys/{survey_id}/responses/batch",
                            json={"responses": [{"answers": a} for a in responses]}, headers=auth)
     assert response.status_code == 201, response.json
+    release_due(client.application)
 
 
 def joint(rows, cols, survey, responses=RESPONSES):

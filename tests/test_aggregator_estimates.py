@@ -4,13 +4,15 @@ import pytest
 
 from ldpsurvey.shared import covariance, estimate, parse_manifest
 
-from helpers import SURVEY
+from helpers import SURVEY, release_due
 
 
 def submit_batch(client, survey_id, auth, responses):
+    """Submit and run the next scheduled release."""
     response = client.post(f"/api/surveys/{survey_id}/responses/batch",
                            json={"responses": [{"answers": a} for a in responses]}, headers=auth)
     assert response.status_code == 201
+    release_due(client.application)
 
 
 RESPONSES = ([{"smoked": 1, "drove": 0, "sleep": 1}] * 40 + [{"smoked": 0, "drove": 1, "sleep": 0}]

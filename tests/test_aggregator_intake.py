@@ -2,6 +2,8 @@ import json
 
 import pytest
 
+from helpers import release_due
+
 GOOD = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
 
 
@@ -12,8 +14,10 @@ def post(client, survey_id, body, **kwargs):
 
 
 def stored_rows(app, survey_id):
+    """The released rows and counters, after the next scheduled release."""
     from ldpsurvey.aggregator.db import get_db
 
+    release_due(app)
     with app.app_context():
         db = get_db()
         responses = db.query("SELECT answers, released_day FROM responses WHERE survey_id = ?",

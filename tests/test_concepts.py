@@ -16,7 +16,7 @@ from ldpsurvey.shared import Mechanism, estimate, parse_definition, parse_manife
 from ldpsurvey.shared.mechanism import compose
 from ldpsurvey.shared.randomizer import randomize
 
-from helpers import SURVEY
+from helpers import SURVEY, release_due
 
 CONCEPT_SURVEY = {"title": "Wave 1", "release_batch": 1, "questions": [
     {"id": "smoked", "text": "Have you ever smoked?", "type": "yes_no", "alpha": 0.5,
@@ -146,6 +146,7 @@ def test_concept_estimates_invert_the_composed_mechanism(client, auth):
     posted = client.post(f"/api/surveys/{survey_id}/responses/batch",
                          json={"responses": responses}, headers=auth)
     assert posted.status_code == 201, posted.json
+    release_due(client.application)
     document = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
     smoked = document["questions"][0]
     composed = survey.question("smoked").reported_mechanism
