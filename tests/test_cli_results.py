@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from ldpsurvey.cli import main
 from ldpsurvey.shared import crosstab, difference, estimate, parse_manifest
 
-from helpers import SURVEY
+from helpers import SURVEY, release_due
 
 RESPONSES = ([{"smoked": 1, "drove": 0, "sleep": 0}] * 12 + [{"smoked": 0, "drove": 1, "sleep": 1}]
              * 9 + [{"smoked": 0, "drove": 0, "sleep": 2}] * 5)
@@ -21,6 +21,7 @@ def answered(client, auth, researcher_key, monkeypatch):
     survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
     client.post(f"/api/surveys/{survey_id}/responses/batch",
                 json={"responses": [{"answers": a} for a in RESPONSES]}, headers=auth)
+    release_due(client.application)
     return survey_id, parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
 
 

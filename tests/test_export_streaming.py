@@ -9,6 +9,7 @@ import time
 import urllib.request
 from collections import Counter
 
+from helpers import release_due
 from processes import free_port, kill, production, start_gunicorn
 
 FOUR = {"title": "Four", "release_batch": 10_000, "questions": [
@@ -21,6 +22,19 @@ def post(url: str, body: dict, key: str) -> dict:
                                               "Authorization": f"Bearer {key}"})
     with urllib.request.urlopen(request, timeout=120) as response:
         return json.load(response)
+
+
+def released_all(base: str, survey_id: str, key: str, n: int) -> None:
+    """Wait (at most 60 s) for the server's release clock to have released n responses."""
+    waited = threading.Event()
+    for _ in range(600):
+        request = urllib.request.Request(f"{base}/api/surveys/{survey_id}/estimates",
+                                         headers={"Authorization": f"Bearer {key}"})
+        with urllib.request.urlopen(request) as response:
+            if json.load(response)["questions"][0]["n"] == n:
+                return
+        waited.wait(0.1)
+    raise AssertionError(f"the release clock did not release {n} responses within 60 s")
 
 
 def rss_bytes(pid: int) -> int:
@@ -46,6 +60,7 @@ def test_an_export_of_200000_responses_streams_in_constant_memory(tmp_path, data
     responses: its resident memory grows by less than 50 MB (loading them all, as before,
     took about 560 bytes a row: 110 MB here), and the rows are exactly those sent."""
     env, key, app = production(tmp_path, database_url)
+    env["LDP_SURVEY_RELEASE_EVERY"] = "0.2"  # the server's own clock releases each batch
     port = free_port()
     server = start_gunicorn(env, port, tmp_path / "gunicorn.log", workers=1)
     try:
@@ -57,6 +72,7 @@ def test_an_export_of_200000_responses_streams_in_constant_memory(tmp_path, data
             sent.update(batch)
             post(f"{base}/api/surveys/{survey_id}/responses/batch", {"responses": [
                 {"answers": {f"q{i}": row[i] for i in range(4)}} for row in batch]}, key)
+        released_all(base, survey_id, key, 200_000)
         worker = the_worker(server.pid)
         before, peak, done = rss_bytes(worker), [0], threading.Event()
 
@@ -108,6 +124,7 @@ def test_the_export_order_owes_nothing_to_arrival(client, auth):
         response = client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
                                json={"responses": responses})
         assert response.status_code == 201
+        assert release_due(client.application) == 250
     csv_rows = [line for line in client.get(f"/api/surveys/{survey_id}/export.csv",
                                             headers=auth).get_data(as_text=True).splitlines()
                 if not line.startswith(("#", "d0"))]
@@ -135,8 +152,10 @@ def test_a_release_during_an_export_waits_for_nothing_and_changes_nothing_in_it(
     batch = {"responses": [{"answers": {f"q{i}": 1 for i in range(4)}}] * 100}
 
     def release() -> int:
-        return client.post(f"/api/surveys/{survey_id}/responses/batch", json=batch,
-                           headers=auth).status_code
+        status = client.post(f"/api/surveys/{survey_id}/responses/batch", json=batch,
+                             headers=auth).status_code
+        release_due(app)
+        return status
 
     assert release() == 201
     key = auth["Authorization"].removeprefix("Bearer ")
