@@ -16,6 +16,8 @@ import pytest
 
 from ldpsurvey.aggregator.db import get_db
 
+from helpers import release_due
+
 N, BATCH = 40, 20
 ORDERED = {
     "title": "Arrival order", "release_batch": BATCH, "invitation_only": True,
@@ -40,7 +42,8 @@ def idempotency_key(i: int) -> str:
 
 def submit_in_order(client, auth, count=N, with_keys=True):
     """Create the survey, mint tokens, submit response i with token i (and an idempotency key
-    for even i) in order. Returns (survey id, tokens)."""
+    for even i) in order, with a scheduled release after every BATCH of them. Returns (survey
+    id, tokens)."""
     survey_id = client.post("/api/surveys", json=ORDERED, headers=auth).json["survey_id"]
     tokens = client.post(f"/api/surveys/{survey_id}/tokens", json={"count": count},
                          headers=auth).json["tokens"]
@@ -51,6 +54,8 @@ def submit_in_order(client, auth, count=N, with_keys=True):
         response = client.post(f"/api/surveys/{survey_id}/responses",
                                json={"answers": {"arrival": i}}, headers=headers)
         assert response.status_code == 201
+        if (i + 1) % BATCH == 0:
+            release_due(client.application)
     return survey_id, tokens
 
 
