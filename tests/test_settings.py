@@ -27,6 +27,11 @@ def start(tmp_path, **config):
     ({"SESSION_HOURS": 0}, "SESSION_HOURS"),
     ({"SESSION_HOURS": 10**8}, "SESSION_HOURS"),  # would overflow a date at login
     ({"DATABASE_URL": 5}, "DATABASE_URL"),
+    ({"RELEASE_EVERY": 0}, "RELEASE_EVERY"),
+    ({"RELEASE_EVERY": -3600}, "RELEASE_EVERY"),
+    ({"RELEASE_EVERY": float("inf")}, "RELEASE_EVERY"),
+    ({"RELEASE_EVERY": "hourly"}, "RELEASE_EVERY"),
+    ({"RELEASE_EVERY": True}, "RELEASE_EVERY"),
 ])
 def test_a_bad_value_is_a_start_up_error_naming_the_setting(tmp_path, config, named):
     with pytest.raises(ConfigurationError, match=f"setting {named} \\(LDP_SURVEY_{named}\\)"):
@@ -91,3 +96,8 @@ def test_the_old_key_in_code_still_selects_production(tmp_path):
     """create_app({"ENV": "production"}) must not fall back to development silently."""
     with pytest.warns(DeprecationWarning), pytest.raises(ConfigurationError, match="KEY_FILE"):
         start(tmp_path, ENV="production")
+
+
+@pytest.mark.parametrize("every", [3600, 0.05, 86400])
+def test_a_release_interval_above_0_is_accepted(tmp_path, every):
+    assert start(tmp_path, RELEASE_EVERY=every).config["RELEASE_EVERY"] == every
