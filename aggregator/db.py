@@ -7,6 +7,7 @@ from flask import Flask, Response, current_app, g
 
 from . import migrations, releases
 from .database import Connection, connection_to, open_database
+from .storage_key import StorageKeys
 
 
 def get_db() -> Connection:
@@ -33,10 +34,12 @@ def close_db(_exc: BaseException | None = None) -> None:
 
 
 def init_app(app: Flask) -> None:
-    """Open the configured database, bring its schema up to date, release any pending pool
-    that is due (a crash may have come between an acknowledgement and its release), scrub what
-    deleted rows left, register the teardown."""
-    database = open_database(app.config["DATABASE_URL"])
+    """Open the configured database under the storage key, bring its schema up to date (one
+    written under another storage key is refused: migrations.check_key), release any pending
+    pool that is due (a crash may have come between an acknowledgement and its release), scrub
+    what deleted rows left, register the teardown."""
+    keys = StorageKeys.from_secret(app.config["STORAGE_KEY"].encode())
+    database = open_database(app.config["DATABASE_URL"], keys)
     try:
         with connection_to(database) as connection:
             migrations.migrate(connection)
