@@ -176,9 +176,9 @@ class PostgresConnection(Connection):
 class Scrubber:
     """Runs a database's scrub (`attempt(raw connection, tables) -> done`) until it is done: at
     once on the caller's connection when `inline`, and, if that could not finish (a reader holds
-    an old snapshot: a long export, a backup) or is not inline, in a background thread on a
-    connection of its own, retried after RETRY seconds, doubling up to MAX_RETRY, until one
-    attempt finishes."""
+    an old snapshot: a backup or another tool; exports read in short transactions) or is not
+    inline, in a background thread on a connection of its own, retried after RETRY seconds,
+    doubling up to MAX_RETRY, until one attempt finishes."""
 
     RETRY, MAX_RETRY = 0.1, 30.0
 

@@ -15,11 +15,12 @@ results-page sessions; and (since step 4) per declared cross-tab of a survey, jo
 of released responses; (since step 6) the storage key's check value, and per released response
 and per release the release's number. Token hashes and idempotency records are keyed by the
 storage key and pending answers encrypted under it (storage_key.py), so a copy of the files
-alone matches and reads none of them. Nothing about respondents but their randomized answers and a release
-day: no column for an IP address, user agent, cookie, token or precise time, and nothing links
-a token to a response (spending a token deletes its hash). Statements may contain
-{without_rowid}, which the connection fills in for its dialect; a step may also hold a
-function of the connection, for what SQL alone cannot compute (the storage key's forms).
+alone matches and reads none of them. Nothing about respondents but their randomized answers
+and their release's day and number: no column for an IP address, user agent, cookie, token
+or precise time, and nothing links a token to a response (spending a token deletes its hash).
+Statements may contain {without_rowid}, which the connection fills in for its dialect; a step
+may also hold a function of the connection, for what SQL alone cannot compute (the storage
+key's forms).
 """
 
 from collections.abc import Callable
@@ -239,7 +240,6 @@ STEPS: list[tuple[str | Callable[[Connection], None], ...]] = [
 ]
 LATEST = len(STEPS)
 KEYED = 6  # the first step whose database is keyed by the storage key
-
 
 
 class SchemaTooNew(ConfigurationError):

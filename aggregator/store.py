@@ -257,7 +257,8 @@ def insert_released_idempotency(db: Connection, survey_id: str, records: list[tu
 def record_release(db: Connection, survey_id: str, day: str, size: int) -> None:
     """Record the survey's next release (numbered one more than its last)."""
     db.execute("INSERT INTO releases (survey_id, released_day, size, release_number) "
-               "VALUES (?, ?, ?, ?)", (survey_id, day, size, last_release_number(db, survey_id) + 1))
+               "VALUES (?, ?, ?, ?)",
+               (survey_id, day, size, last_release_number(db, survey_id) + 1))
 
 
 def last_release_number(db: Connection, survey_id: str) -> int:
@@ -296,16 +297,14 @@ def stored_answers(db: Connection, survey_id: str, through: int) -> Iterator[str
     rows never change, and later releases are left out whole), in the order of their random
     response ids, which is a uniformly random order (see surveys.export).
 
-    Read ANSWERS_CHUNK at a time after the last id read (keyset pagination), each chunk in a
-    short snapshot of its own, and handed on outside it: a slow reader holds no snapshot, so
-    the scrub of spent tokens and pending answers never waits for it to finish."""
+    Read ANSWERS_CHUNK at a time after the last id read (keyset pagination), each chunk by one
+    statement, a short read transaction of its own, and handed on after it: a slow reader holds
+    no snapshot, so the scrub of spent tokens and pending answers never waits for it."""
     after = ""
     while True:
-        with db.snapshot():
-            rows = db.query("SELECT response_id, answers FROM responses WHERE survey_id = ? "
-                            "AND response_id > ? AND release_number <= ? "
-                            "ORDER BY response_id LIMIT ?",
-                            (survey_id, after, through, ANSWERS_CHUNK))
+        rows = db.query("SELECT response_id, answers FROM responses WHERE survey_id = ? "
+                        "AND response_id > ? AND release_number <= ? "
+                        "ORDER BY response_id LIMIT ?", (survey_id, after, through, ANSWERS_CHUNK))
         yield from (answers for _, answers in rows)
         if len(rows) < ANSWERS_CHUNK:
             return

@@ -371,8 +371,8 @@ def export(db: Connection, caller: KeyRecord, survey_id: str, kind: str,
 def _export_body(db: Connection, stored: store.StoredSurvey, write: Callable,
                  central_delta: float) -> Iterator[str]:
     """The export's pieces: the header and the number of the last release read in one
-    snapshot, then the rows of those releases (store.stored_answers, in short snapshots that
-    never hold up the scrub), so header and rows agree even while releases go on."""
+    snapshot, then the rows of those releases (store.stored_answers, in short reads that never
+    hold up the scrub), so header and rows agree even while releases go on."""
     survey_id = stored.survey.survey_id
     with db.snapshot():
         amplified = central(stored.survey, store.smallest_release(db, survey_id),

@@ -53,7 +53,9 @@ def test_environment_values_are_read(tmp_path, monkeypatch):
 
 def test_a_secret_of_digits_stays_text(tmp_path, monkeypatch):
     monkeypatch.setenv("LDP_SURVEY_SECRET_KEY", "1" * 64)
+    monkeypatch.setenv("LDP_SURVEY_STORAGE_KEY", "2" * 64)
     assert start(tmp_path).config["SECRET_KEY"] == "1" * 64
+    assert start(tmp_path).config["STORAGE_KEY"] == "2" * 64
 
 
 def test_production_needs_a_long_secret(tmp_path):

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from test_migrations import schema  # noqa: F401  (a fixture: a new PostgreSQL schema)
 from test_unlinkable_storage import ORDERED, forms, heap_rows, sqlite_files, wait_for_scrub
 
-from ldpsurvey.aggregator import ConfigurationError, close_app, create_app
+from ldpsurvey.aggregator import ConfigurationError, close_app, create_api_key, create_app
 from ldpsurvey.aggregator.db import get_db
 from ldpsurvey.cli import main
 
@@ -187,6 +187,30 @@ def test_a_start_with_another_storage_key_is_refused_and_changes_nothing(app, cl
     exported = client.get(f"/api/surveys/{invited}/export.jsonl", headers=auth).text
     assert sorted(json.loads(line)["answers"]["arrival"]
                   for line in exported.splitlines()[1:]) == [7, 8]
+
+
+def test_development_keeps_its_storage_key_in_the_instance_folder(tmp_path):
+    """Unset, the storage key is made once in the instance folder (0600, like secret-key) and
+    used again at the next start: a token minted before a restart is accepted after it. A
+    start whose key file was lost (a new one is made) is refused, and the tokens are kept."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite3'}"
+    app = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    key_file = tmp_path / "instance" / "storage-key"
+    assert key_file.stat().st_mode & 0o777 == 0o600 and len(key_file.read_bytes()) == 64
+    auth = {"Authorization": f"Bearer {create_api_key(app).key}"}
+    invited, tokens = invited_survey(app.test_client(), auth, 2)
+    close_app(app)
+    again = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    assert answer(again.test_client(), invited, tokens[0], 1).status_code == 201
+    close_app(again)
+    key = key_file.read_bytes()
+    key_file.unlink()
+    with pytest.raises(ConfigurationError, match="not the one this database was written with"):
+        create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    key_file.write_bytes(key)
+    restored = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    assert answer(restored.test_client(), invited, tokens[1], 2).status_code == 201
+    close_app(restored)
 
 
 def schema_5_database(kind: str, tmp_path: Path, request) -> tuple[str, dict]:
