@@ -25,16 +25,17 @@ def create_app(config: dict[str, Any] | None = None,
                instance_path: str | Path | None = None) -> Flask:
     """The application factory. Configuration: DEFAULTS, then LDP_SURVEY_<NAME> environment
     variables, then `config` (see settings.py); a bad value is a ConfigurationError. The
-    instance folder (key and SQLite file in development) is `instance_path`, else
+    instance folder (keys and SQLite file in development) is `instance_path`, else
     $LDP_SURVEY_INSTANCE, else ./instance."""
     instance_path = instance_path or os.environ.get("LDP_SURVEY_INSTANCE") or "instance"
     app = Flask(__name__, instance_path=str(Path(instance_path).resolve()))
     settings.load(app.config, config)
     instance = Path(app.instance_path)
     production = app.config["DEPLOYMENT"] == "production"
-    if not app.config["SECRET_KEY"]:
-        app.config["SECRET_KEY"] = private_file(instance / "secret-key",
-                                                lambda: secrets.token_hex(32).encode()).decode()
+    for name, file in (("SECRET_KEY", "secret-key"), ("STORAGE_KEY", "storage-key")):
+        if not app.config[name]:
+            app.config[name] = private_file(instance / file,
+                                            lambda: secrets.token_hex(32).encode()).decode()
     if app.config["PROXY_HOPS"] is None:
         app.config["PROXY_HOPS"] = 1 if production else 0
     if app.config["KEY_FILE"]:

@@ -19,20 +19,23 @@ from typing import Any
 
 from .exceptions import ConfigurationError
 from .instance import private_database_file
+from .storage_key import StorageKeys
 
 logger = logging.getLogger(__name__)
 
 
 class Connection(ABC):
-    """One database connection with the few operations the store needs."""
+    """One database connection with the few operations the store needs, and the storage key's
+    subkeys (`keys`) under which the store hashes tokens and idempotency keys and seals pending
+    answers."""
 
     dialect: str  # "sqlite" or "postgresql": for the tests that inspect raw files and catalogs
     # Appended to CREATE TABLE: a table whose rows sit in primary-key order, with no hidden
     # rowid counting insertions (SQLite); PostgreSQL has no rowid.
     without_rowid: str = ""
 
-    def __init__(self, raw: Any, scrubber: "Scrubber"):
-        self.raw, self.scrubber = raw, scrubber
+    def __init__(self, raw: Any, scrubber: "Scrubber", keys: StorageKeys):
+        self.raw, self.scrubber, self.keys = raw, scrubber, keys
 
     def _sql(self, sql: str) -> str:
         return sql
@@ -79,15 +82,8 @@ class Connection(ABC):
     @abstractmethod
     def snapshot(self) -> AbstractContextManager["Connection"]:
         """A read-only transaction: every read in it sees the database as of its first read,
-        and writers are not held up meanwhile. Not inside another transaction."""
-
-    @abstractmethod
-    def stream(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple]:
-        """Inside snapshot(): the rows of a SELECT, fetched STREAM_CHUNK at a time from the
-        database (a server-side cursor), so memory does not grow with the number of rows."""
-
-
-STREAM_CHUNK = 10_000
+        and writers are not held up meanwhile. Not inside another transaction. Keep it short:
+        while it is open the scrub cannot finish (truncate_wal, vacuum_tables)."""
 
 
 class SQLiteConnection(Connection):
@@ -126,14 +122,6 @@ class SQLiteConnection(Connection):
         finally:
             if self.raw.in_transaction:
                 self.raw.execute("COMMIT")
-
-    def stream(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple]:
-        cursor = self.raw.execute(sql, params)
-        try:
-            while rows := cursor.fetchmany(STREAM_CHUNK):
-                yield from rows
-        finally:
-            cursor.close()
 
     @contextmanager
     def _savepoint(self) -> Iterator[None]:
@@ -184,19 +172,13 @@ class PostgresConnection(Connection):
             self.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield self
 
-    def stream(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple]:
-        with self.raw.cursor(name="ldp_stream") as cursor:
-            cursor.itersize = STREAM_CHUNK
-            cursor.execute(self._sql(sql), params)
-            yield from cursor
-
 
 class Scrubber:
     """Runs a database's scrub (`attempt(raw connection, tables) -> done`) until it is done: at
     once on the caller's connection when `inline`, and, if that could not finish (a reader holds
-    an old snapshot: a long export, a backup) or is not inline, in a background thread on a
-    connection of its own, retried after RETRY seconds, doubling up to MAX_RETRY, until one
-    attempt finishes."""
+    an old snapshot: a backup or another tool; exports read in short transactions) or is not
+    inline, in a background thread on a connection of its own, retried after RETRY seconds,
+    doubling up to MAX_RETRY, until one attempt finishes."""
 
     RETRY, MAX_RETRY = 0.1, 30.0
 
@@ -292,8 +274,8 @@ class SQLiteDatabase:
 
     IDLE = 8
 
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, path: str, keys: StorageKeys):
+        self.path, self.keys = path, keys
         private_database_file(Path(path))
         self._idle: list[sqlite3.Connection] = []
         self._opened: set[sqlite3.Connection] = set()
@@ -313,7 +295,7 @@ class SQLiteDatabase:
                 raw.execute(f"PRAGMA {pragma}")
             with self._lock:
                 self._opened.add(raw)
-        return SQLiteConnection(raw, self.scrubber)
+        return SQLiteConnection(raw, self.scrubber, self.keys)
 
     def release(self, connection: Connection) -> None:
         """Give the connection back: kept idle for the next request, or closed if IDLE are (or
@@ -369,7 +351,7 @@ class PostgresDatabase:
 
     CONNECT_SECONDS = 5
 
-    def __init__(self, url: str, max_size: int = 16):
+    def __init__(self, url: str, keys: StorageKeys, max_size: int = 16):
         import psycopg
         from psycopg_pool import ConnectionPool
 
@@ -382,10 +364,11 @@ class PostgresDatabase:
         self.pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True,
                                    kwargs={"autocommit": True})
         self.pool.wait(timeout=10)
+        self.keys = keys
         self.scrubber = Scrubber(vacuum_tables, self.pool.connection, inline=False)
 
     def connect(self) -> Connection:
-        return PostgresConnection(self.pool.getconn(), self.scrubber)
+        return PostgresConnection(self.pool.getconn(), self.scrubber, self.keys)
 
     def release(self, connection: Connection) -> None:
         self.pool.putconn(connection.raw)
@@ -403,12 +386,12 @@ def display_url(url: str) -> str:
     return url.split("@")[-1]
 
 
-def open_database(url: str) -> Database:
-    """sqlite:///path/to/file or postgresql://user@host/db."""
+def open_database(url: str, keys: StorageKeys) -> Database:
+    """sqlite:///path/to/file or postgresql://user@host/db, its rows keyed by `keys`."""
     if url.startswith(("postgresql://", "postgres://")):
-        return PostgresDatabase(url)
+        return PostgresDatabase(url, keys)
     if url.startswith("sqlite:///"):
-        return SQLiteDatabase(url.removeprefix("sqlite:///"))
+        return SQLiteDatabase(url.removeprefix("sqlite:///"), keys)
     raise ValueError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://...")
 
 

@@ -7,6 +7,7 @@ from flask import Flask, Response, current_app, g
 
 from . import migrations, releases
 from .database import Connection, connection_to, open_database
+from .storage_key import StorageKeys
 
 
 def get_db() -> Connection:
@@ -33,9 +34,11 @@ def close_db(_exc: BaseException | None = None) -> None:
 
 
 def init_app(app: Flask) -> None:
-    """Open the configured database, bring its schema up to date, scrub what deleted rows
-    left, start the release clock (every RELEASE_EVERY seconds), register the teardown."""
-    database = open_database(app.config["DATABASE_URL"])
+    """Open the configured database under the storage key, bring its schema up to date (one
+    written under another storage key is refused: migrations.check_key), scrub what deleted
+    rows left, start the release clock (every RELEASE_EVERY seconds), register the teardown."""
+    keys = StorageKeys.from_secret(app.config["STORAGE_KEY"].encode())
+    database = open_database(app.config["DATABASE_URL"], keys)
     try:
         with connection_to(database) as connection:
             migrations.migrate(connection)

@@ -1,5 +1,7 @@
-"""Random identifiers and secrets from the OS's CSPRNG, and the one-way hash under which the
-secrets are stored (they are 128 or 256 random bits, so no salt or stretching is needed)."""
+"""Random identifiers and secrets from the OS's CSPRNG, and the one-way hash of the secrets
+(they are 128 or 256 random bits, so no salt or stretching is needed). Researchers' API keys
+and sessions are stored under it; respondents' tokens and idempotency keys under an HMAC of it
+keyed by the storage key (storage_key.py)."""
 
 import base64
 import hashlib
@@ -39,12 +41,14 @@ def new_tokens(count: int) -> list[str]:
 
 
 def hash_text(text: str | bytes) -> str:
-    """Hex SHA-256: how API keys, invitation tokens and idempotency keys are stored."""
+    """Hex SHA-256: how API keys and sessions are stored, and what the storage key's HMACs of
+    tokens and idempotency keys are taken of."""
     return hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest()
 
 
 def body_mac(idempotency_key: str, body: str) -> str:
     """Hex HMAC-SHA256 of a request's canonical body, keyed by its Idempotency-Key: it tells a
     retry from a different body, yet without the key (which only the client holds) it reveals
-    nothing of the answers, unlike a plain hash of so small an answer space."""
+    nothing of the answers, unlike a plain hash of so small an answer space. Stored as an HMAC
+    of it under the storage key."""
     return hmac.new(idempotency_key.encode(), body.encode(), hashlib.sha256).hexdigest()

@@ -12,16 +12,67 @@ of their release; per-option counters of released responses; each release's day 
 idempotency key its SHA-256 and an HMAC of the body keyed by the idempotency key itself; hashes
 of unspent invitation tokens; researchers, the hashes of their API keys and the hashes of their
 results-page sessions; and (since step 4) per declared cross-tab of a survey, joint counters
-of released responses. Nothing about respondents but their randomized answers and a release
-day: no column for an IP address, user agent, cookie, token or precise time, and nothing links
-a token to a response (spending a token deletes its hash). Statements may contain
-{without_rowid}, which the connection fills in for its dialect.
+of released responses; (since step 6) the storage key's check value, and per released response
+and per release the release's number. Token hashes and idempotency records are keyed by the
+storage key and pending answers encrypted under it (storage_key.py), so a copy of the files
+alone matches and reads none of them. Nothing about respondents but their randomized answers
+and their release's day and number: no column for an IP address, user agent, cookie, token
+or precise time, and nothing links a token to a response (spending a token deletes its hash).
+Statements may contain {without_rowid}, which the connection fills in for its dialect; a step
+may also hold a function of the connection, for what SQL alone cannot compute (the storage
+key's forms).
 """
+
+from collections.abc import Callable
 
 from .database import Connection
 from .exceptions import ConfigurationError
+from .storage_key import keyed
 
-STEPS: list[tuple[str, ...]] = [
+
+class WrongStorageKey(ConfigurationError):
+    """The storage key is not the one the database was written with."""
+
+
+def check_key(db: Connection) -> None:
+    """Inside a transaction, on a database of step 6 or later: refuse a storage key other than
+    the one its check value was made with (keyed tokens would match nothing and pending answers
+    would not open: acknowledged data lost); record the key's check value if none is kept."""
+    stored = db.query("SELECT check_value FROM storage_key")
+    if not stored:
+        db.execute("INSERT INTO storage_key (check_value) VALUES (?)", (db.keys.check_value(),))
+    elif stored[0][0] != db.keys.check_value():
+        raise WrongStorageKey(
+            "the storage key (LDP_SURVEY_STORAGE_KEY, or the instance folder's storage-key) "
+            "is not the one this database was written with: start with that key")
+
+
+def _key_stored_secrets(db: Connection) -> None:
+    """Step 6: the plain SHA-256 token and idempotency-key hashes and the body MACs become
+    HMACs of themselves under the storage key's subkeys, the pending answers are sealed, and
+    the key's check value is recorded, in one transaction. Rows go back in the order of their
+    (random) keys."""
+    keys = db.keys
+    tokens = db.query("SELECT survey_id, token_hash FROM invitation_tokens")
+    records = db.query("SELECT survey_id, key_hash, body_mac, accepted, released "
+                       "FROM idempotency_keys")
+    pending = db.query("SELECT survey_id, pending_id, answers FROM pending")
+    for table in ("invitation_tokens", "idempotency_keys", "pending"):
+        db.execute(f"DELETE FROM {table}")  # noqa: S608  # nosec B608
+    db.insert_rows("invitation_tokens", ("survey_id", "token_hash"),
+                   sorted((survey_id, keyed(keys.tokens, digest)) for survey_id, digest in tokens))
+    db.insert_rows("idempotency_keys", ("survey_id", "key_hash", "body_mac", "accepted",
+                                        "released"),
+                   sorted((survey_id, keyed(keys.idempotency, digest),
+                           None if mac is None else keyed(keys.idempotency, mac), accepted,
+                           released) for survey_id, digest, mac, accepted, released in records))
+    db.insert_rows("pending", ("survey_id", "pending_id", "answers"),
+                   [(survey_id, pending_id, keys.seal(survey_id, answers))
+                    for survey_id, pending_id, answers in sorted(pending)])
+    check_key(db)
+
+
+STEPS: list[tuple[str | Callable[[Connection], None], ...]] = [
     # 1: the tables of release 0.1.0, which created them without a schema_version (hence
     # IF NOT EXISTS: a database it wrote already has them).
     (
@@ -175,8 +226,20 @@ STEPS: list[tuple[str, ...]] = [
     (
         "ALTER TABLE surveys ADD COLUMN created_day TEXT",
     ),
+    # 6: a storage key outside the database (STORAGE_KEY): its check value; token hashes and
+    # idempotency records keyed by it, pending answers encrypted under it. Released responses
+    # and releases carry the number of their release (1, 2, ... per survey; 0 for those before
+    # this step), so an export reads in short transactions exactly the releases there were
+    # when it began.
+    (
+        "CREATE TABLE storage_key (check_value TEXT NOT NULL)",
+        "ALTER TABLE responses ADD COLUMN release_number INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE releases ADD COLUMN release_number INTEGER NOT NULL DEFAULT 0",
+        _key_stored_secrets,
+    ),
 ]
 LATEST = len(STEPS)
+KEYED = 6  # the first step whose database is keyed by the storage key
 
 
 class SchemaTooNew(ConfigurationError):
@@ -205,8 +268,13 @@ def migrate(db: Connection) -> int:
                     f"the database's schema is version {current}, newer than this release of "
                     f"ldp-survey knows (version {LATEST}): upgrade ldp-survey before starting "
                     "it on this database")
+            if current >= KEYED:  # before anything else reads or writes keyed rows
+                check_key(db)
             if current == LATEST:
                 return current
             for statement in STEPS[current]:
-                db.execute(statement.replace("{without_rowid}", db.without_rowid))
+                if callable(statement):
+                    statement(db)
+                else:
+                    db.execute(statement.replace("{without_rowid}", db.without_rowid))
             db.execute("UPDATE schema_version SET version = ?", (current + 1,))

@@ -22,11 +22,14 @@ logger = logging.getLogger(__name__)
 DEPLOYMENTS = ("development", "production")
 
 DEFAULTS: dict[str, Any] = {
-    "DEPLOYMENT": "development",        # "production" demands KEY_FILE and SECRET_KEY
+    "DEPLOYMENT": "development",  # "production" demands KEY_FILE, SECRET_KEY and STORAGE_KEY
     "DATABASE_URL": None,               # default: sqlite:///<instance>/ldp-survey.sqlite3
     "KEY_FILE": None,                   # default (development only): <instance>/signing-key.pem
     # No secret here: production must set one; development keeps one in the instance folder.
     "SECRET_KEY": None,  # nosec B105
+    # Keys token hashes, idempotency records and pending answers (storage_key.py); kept out of
+    # the database so that a copy of its files matches and reads none of them.
+    "STORAGE_KEY": None,
     "EPSILON_CAP": 5.0,                 # no question may exceed this epsilon
     "MAX_CONTENT_LENGTH": 16 * 2**20,   # any request body, bytes
     "MAX_RESPONSE_BYTES": 64 * 2**10,   # one response, bytes
@@ -41,7 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "RELEASE_EVERY": 3600,
 }
 PREFIX = "LDP_SURVEY"
-TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "SERVED_BY")
+TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "STORAGE_KEY", "SERVED_BY")
 LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
           "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS")
 MIN_SECRET_BYTES = 32
@@ -96,9 +99,14 @@ def validate(config: Config) -> None:
             raise ConfigurationError(
                 f"production needs {PREFIX}_KEY_FILE (the shared signing key) and "
                 f"{PREFIX}_SECRET_KEY, so every replica serves the same key")
-        if len(config["SECRET_KEY"].encode()) < MIN_SECRET_BYTES:
-            raise ConfigurationError(f"{PREFIX}_SECRET_KEY must be at least {MIN_SECRET_BYTES} "
-                                     "bytes in production (e.g. 64 random hex digits)")
+        if not config["STORAGE_KEY"]:
+            raise ConfigurationError(
+                f"production needs {PREFIX}_STORAGE_KEY (keys the stored tokens and pending "
+                "answers; every replica needs the same one, kept apart from the database)")
+        for name in ("SECRET_KEY", "STORAGE_KEY"):
+            if len(config[name].encode()) < MIN_SECRET_BYTES:
+                raise ConfigurationError(f"{PREFIX}_{name} must be at least {MIN_SECRET_BYTES} "
+                                         "bytes in production (e.g. 64 random hex digits)")
 
 
 def _is_int(value: Any) -> bool:

@@ -18,7 +18,7 @@ from ldpsurvey.shared.protocol import RESEARCHER_NAME
 from .answers import Answers
 from .database import Connection
 from .exceptions import IdempotencyConflict, SurveyClosed, SurveyNotFound, TokenRejected
-from .ids import API_KEY_ID, SURVEY_ID, body_mac, hash_text, new_ids
+from .ids import API_KEY_ID, SURVEY_ID, hash_text, new_ids
 
 
 @dataclass(frozen=True)
@@ -160,9 +160,9 @@ def claim_idempotency_key(db: Connection, survey_id: str, key: str, body: str,
                           accepted: int) -> int | None:
     """Record that `key` carries this body; None if it is new. If it was used before with the
     same body, the number of responses accepted then; with another body, IdempotencyConflict.
-    Stored: SHA-256 of the key, HMAC of the body keyed by the key (records from release 0.1.0
-    have none and match any body)."""
-    key_hash, mac = hash_text(key), body_mac(key, body)
+    Stored under the storage key: the key's id and the body's MAC (storage_key.py; records
+    from release 0.1.0 have no MAC and match any body)."""
+    key_hash, mac = db.keys.idempotency_id(key), db.keys.body_mac(key, body)
     if db.execute("INSERT INTO idempotency_keys (survey_id, key_hash, body_mac, accepted, "
                   "released) VALUES (?, ?, ?, ?, 0) ON CONFLICT DO NOTHING",
                   (survey_id, key_hash, mac, accepted)):
@@ -176,18 +176,18 @@ def claim_idempotency_key(db: Connection, survey_id: str, key: str, body: str,
 
 
 def spend_token(db: Connection, survey_id: str, token: str) -> None:
-    """Delete the token's hash, so it cannot be used again and nothing links it to the
+    """Delete the token's keyed hash, so it cannot be used again and nothing links it to the
     response. TokenRejected if it is unknown or already spent."""
     if not db.execute("DELETE FROM invitation_tokens WHERE survey_id = ? AND token_hash = ?",
-                      (survey_id, hash_text(token))):
+                      (survey_id, db.keys.token_hash(token))):
         raise TokenRejected()
 
 
 def insert_pending(db: Connection, survey_id: str, rows: list[str]) -> int:
-    """Keep accepted responses (their canonical JSON) until release, under random keys; return
-    how many of the survey's responses are now pending."""
+    """Keep accepted responses (their canonical JSON, sealed under the storage key) until
+    release, under random keys; return how many of the survey's responses are now pending."""
     db.insert_rows("pending", ("survey_id", "pending_id", "answers"),
-                   [(survey_id, pending_id, row)
+                   [(survey_id, pending_id, db.keys.seal(survey_id, row))
                     for pending_id, row in zip(new_ids(len(rows)), rows, strict=True)])
     return pending_count(db, survey_id)
 
@@ -203,8 +203,8 @@ def surveys_with_pending(db: Connection) -> list[str]:
 
 
 def take_pending(db: Connection, survey_id: str) -> list[str]:
-    """Remove and return every pending response of the survey."""
-    rows = [answers for (answers,) in db.query(
+    """Remove and return every pending response of the survey (opened: canonical JSON)."""
+    rows = [db.keys.open(survey_id, sealed) for (sealed,) in db.query(
         "SELECT answers FROM pending WHERE survey_id = ?", (survey_id,))]
     db.execute("DELETE FROM pending WHERE survey_id = ?", (survey_id,))
     return rows
@@ -214,10 +214,13 @@ def insert_released(db: Connection, survey_id: str, rows: list[str], day: str) -
     """Store released responses under new random keys (ids.new_ids, from the OS's CSPRNG),
     with the day, inserted in the order of their keys: sorting independent random keys puts
     the rows in a uniformly random order, whatever order they came in (a shuffle without a
-    system call per row), and it is the order of the index exports read."""
+    system call per row), and it is the order of the index exports read. They carry the
+    release's number: call before record_release, which records it."""
     keyed = sorted(zip(new_ids(len(rows)), rows, strict=True))
-    db.insert_rows("responses", ("survey_id", "response_id", "answers", "released_day"),
-                   [(survey_id, response_id, row, day) for response_id, row in keyed])
+    number = last_release_number(db, survey_id) + 1
+    db.insert_rows("responses", ("survey_id", "response_id", "answers", "released_day",
+                                 "release_number"),
+                   [(survey_id, response_id, row, day, number) for response_id, row in keyed])
 
 
 def add_counts(db: Connection, survey_id: str, deltas: Counter) -> None:
@@ -252,8 +255,17 @@ def insert_released_idempotency(db: Connection, survey_id: str, records: list[tu
 
 
 def record_release(db: Connection, survey_id: str, day: str, size: int) -> None:
-    db.execute("INSERT INTO releases (survey_id, released_day, size) VALUES (?, ?, ?)",
-               (survey_id, day, size))
+    """Record the survey's next release (numbered one more than its last)."""
+    db.execute("INSERT INTO releases (survey_id, released_day, size, release_number) "
+               "VALUES (?, ?, ?, ?)",
+               (survey_id, day, size, last_release_number(db, survey_id) + 1))
+
+
+def last_release_number(db: Connection, survey_id: str) -> int:
+    """The number of the survey's last release (1, 2, ...; 0 before the first, and for
+    releases made before numbers were kept)."""
+    return int(db.query("SELECT COALESCE(MAX(release_number), 0) FROM releases "
+                        "WHERE survey_id = ?", (survey_id,))[0][0])
 
 
 def released_count(db: Connection, survey_id: str) -> int:
@@ -271,18 +283,32 @@ def smallest_release(db: Connection, survey_id: str) -> int | None:
 # --- tokens, responses, counts, keys ------------------------------------------------------------
 
 def insert_tokens(db: Connection, survey_id: str, tokens: list[str]) -> None:
-    """Keep only the tokens' hashes."""
+    """Keep only the tokens' keyed hashes."""
     db.insert_rows("invitation_tokens", ("survey_id", "token_hash"),
-                   [(survey_id, hash_text(token)) for token in tokens])
+                   [(survey_id, db.keys.token_hash(token)) for token in tokens])
 
 
-def stored_answers(db: Connection, survey_id: str) -> Iterator[str]:
-    """Inside db.snapshot(): every released response's answers as canonical JSON, streamed in
-    the order of their random response ids, which is a uniformly random order (see
-    surveys.export)."""
-    for (answers,) in db.stream("SELECT answers FROM responses WHERE survey_id = ? "
-                                "ORDER BY response_id", (survey_id,)):
-        yield answers
+ANSWERS_CHUNK = 10_000  # released responses read per short transaction
+
+
+def stored_answers(db: Connection, survey_id: str, through: int) -> Iterator[str]:
+    """Outside a transaction: the answers (canonical JSON) of every response of the survey's
+    releases numbered up to `through` (last_release_number when the reader began: released
+    rows never change, and later releases are left out whole), in the order of their random
+    response ids, which is a uniformly random order (see surveys.export).
+
+    Read ANSWERS_CHUNK at a time after the last id read (keyset pagination), each chunk by one
+    statement, a short read transaction of its own, and handed on after it: a slow reader holds
+    no snapshot, so the scrub of spent tokens and pending answers never waits for it."""
+    after = ""
+    while True:
+        rows = db.query("SELECT response_id, answers FROM responses WHERE survey_id = ? "
+                        "AND response_id > ? AND release_number <= ? "
+                        "ORDER BY response_id LIMIT ?", (survey_id, after, through, ANSWERS_CHUNK))
+        yield from (answers for _, answers in rows)
+        if len(rows) < ANSWERS_CHUNK:
+            return
+        after = rows[-1][0]
 
 
 def counts(db: Connection, survey_id: str) -> dict[str, list[int]]:

@@ -293,7 +293,7 @@ def crosstab_document(db: Connection, survey_id: str, caller: KeyRecord | None,
                       rows: str | None, cols: str | None, confidence: str | None) -> dict:
     """The cross-tab of questions `rows` and `cols` (ids, from a query): shared.crosstab on
     their joint reported counts, from the counters of a declared pair (O(cells)) or else
-    tallied from the released responses, streamed in one snapshot. Before the first release
+    tallied from the released responses of the releases there were, streamed. Before the first release
     n is 0 and the rest empty. SurveyNotFound, Unauthorized, InvalidParameter."""
     stored = store.get_survey(db, survey_id)
     readable(db, stored, caller)
@@ -331,10 +331,10 @@ def joint_counts(db: Connection, survey: Survey, rows: str, cols: str) -> list[l
                                                                    rows), strict=True)]
     table = [[0] * len(survey.question(cols).options)
              for _ in range(len(survey.question(rows).options))]
-    with db.snapshot():
-        for stored in store.stored_answers(db, survey.survey_id):
-            answers = json.loads(stored)
-            table[answers[rows]][answers[cols]] += 1
+    through = store.last_release_number(db, survey.survey_id)
+    for stored in store.stored_answers(db, survey.survey_id, through):
+        answers = json.loads(stored)
+        table[answers[rows]][answers[cols]] += 1
     return table
 
 
@@ -408,11 +408,13 @@ def export(db: Connection, caller: KeyRecord, survey_id: str, kind: str,
 
 def _export_body(db: Connection, stored: store.StoredSurvey, write: Callable,
                  central_delta: float) -> Iterator[str]:
-    """The export's pieces, header and rows read in one snapshot, so they agree even while
-    releases go on."""
+    """The export's pieces: the header and the number of the last release read in one
+    snapshot, then the rows of those releases (store.stored_answers, in short reads that never
+    hold up the scrub), so header and rows agree even while releases go on."""
     survey_id = stored.survey.survey_id
     with db.snapshot():
         amplified = central(stored.survey, store.smallest_release(db, survey_id),
                             store.released_count(db, survey_id), central_delta)
-        yield from write(stored.survey, stored.manifest, amplified,
-                         store.stored_answers(db, survey_id))
+        through = store.last_release_number(db, survey_id)
+    yield from write(stored.survey, stored.manifest, amplified,
+                     store.stored_answers(db, survey_id, through))

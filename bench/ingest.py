@@ -125,9 +125,11 @@ def aggregator_env(folder: Path, database_url: str) -> tuple[dict, str]:
     write_key_file(folder / "key.pem")
     env = {"LDP_SURVEY_KEY_FILE": str(folder / "key.pem"),
            "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
+           "LDP_SURVEY_STORAGE_KEY": secrets.token_hex(32),
            "LDP_SURVEY_DATABASE_URL": database_url}
     app = create_app({"DEPLOYMENT": "production", "KEY_FILE": env["LDP_SURVEY_KEY_FILE"],
-                      "SECRET_KEY": env["LDP_SURVEY_SECRET_KEY"], "DATABASE_URL": database_url},
+                      "SECRET_KEY": env["LDP_SURVEY_SECRET_KEY"],
+                      "STORAGE_KEY": env["LDP_SURVEY_STORAGE_KEY"], "DATABASE_URL": database_url},
                      instance_path=folder)
     key = create_api_key(app).key
     close_app(app)

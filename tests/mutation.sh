@@ -31,7 +31,8 @@ declare -A MODULES=(
   [state]="client/state.py|$CLIENT_TESTS tests/test_client_migration.py"
   [store]="aggregator/store.py|tests/test_aggregator_storage.py tests/test_aggregator_surveys.py \
 tests/test_aggregator_intake.py tests/test_aggregator_tokens_export.py tests/test_aggregator_crosstab.py \
-tests/test_accounts.py tests/test_release_batches.py tests/test_unlinkable_storage.py"
+tests/test_accounts.py tests/test_release_batches.py tests/test_unlinkable_storage.py \
+tests/test_storage_key.py"
 )
 ORDER=(mechanism estimate intervals randomizer verify respondent state store)
 

@@ -24,16 +24,19 @@ INSECURE.verify_mode = ssl.CERT_NONE  # our own self-signed test certificate
 
 
 def production(tmp_path: Path, database_url: str):
-    """Environment for production replicas sharing one key file and secret; a researcher key;
-    and a direct handle on the database for checking."""
+    """Environment for production replicas sharing one key file, secret and storage key; a
+    researcher key; and a direct handle on the database (under that storage key) for
+    checking."""
     from ldpsurvey.aggregator import create_api_key, create_app
     from ldpsurvey.aggregator.signing import write_key_file
 
     write_key_file(tmp_path / "signing-key.pem")  # 0600: production refuses others
     env = {"LDP_SURVEY_KEY_FILE": str(tmp_path / "signing-key.pem"),
            "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
+           "LDP_SURVEY_STORAGE_KEY": secrets.token_hex(32),
            "LDP_SURVEY_DATABASE_URL": database_url, "LDP_SURVEY_INSTANCE": str(tmp_path)}
-    app = create_app({"DATABASE_URL": database_url}, instance_path=tmp_path / "checker")
+    app = create_app({"DATABASE_URL": database_url, "STORAGE_KEY": env["LDP_SURVEY_STORAGE_KEY"]},
+                     instance_path=tmp_path / "checker")
     return env, create_api_key(app).key, app
 
 

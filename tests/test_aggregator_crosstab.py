@@ -96,8 +96,8 @@ def test_an_undeclared_pair_is_read_as_a_stream(client, auth, monkeypatch):
     read = []
     stream = store.stored_answers
 
-    def counting(db, sid):
-        for row in stream(db, sid):
+    def counting(db, sid, through):
+        for row in stream(db, sid, through):
             read.append(1)
             yield row
 

@@ -31,8 +31,12 @@ def test_no_column_can_hold_an_ip_user_agent_token_or_time(app):
     assert set(schema) == {"surveys", "responses", "counts", "idempotency_keys", "api_keys",
                            "invitation_tokens", "schema_version", "pending", "releases",
                            "researchers", "relay_surveys", "shares", "sessions",
-                           "joint_counts"}
-    assert sorted(schema["responses"]) == ["answers", "released_day", "response_id", "survey_id"]
+                           "joint_counts", "storage_key"}
+    # The release a response came in (its number), which the day alone told when there was
+    # one release that day: what an export needs to read only the releases it began with.
+    assert sorted(schema["responses"]) == ["answers", "release_number", "released_day",
+                                           "response_id", "survey_id"]
+    assert sorted(schema["storage_key"]) == ["check_value"]  # HMAC of a label: no secret
     assert sorted(schema["pending"]) == ["answers", "pending_id", "survey_id"]
     # Hashes of unspent invitation tokens, deleted when spent: nothing joins them to a response.
     assert sorted(schema["invitation_tokens"]) == ["survey_id", "token_hash"]
@@ -139,7 +143,7 @@ def test_a_key_file_others_can_read_is_refused_in_production(tmp_path):
     key = tmp_path / "key.pem"
     key.write_bytes(new_key_pem())
     key.chmod(0o644)
-    config = {"KEY_FILE": str(key), "SECRET_KEY": "s" * 64,
+    config = {"KEY_FILE": str(key), "SECRET_KEY": "s" * 64, "STORAGE_KEY": "k" * 64,
               "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"}
     with pytest.raises(ConfigurationError, match="chmod 600"):
         create_app({**config, "DEPLOYMENT": "production"}, instance_path=tmp_path / "i")
@@ -198,7 +202,7 @@ def test_row_locks_let_intake_share_a_survey_and_keep_releases_and_revokes_apart
     from ldpsurvey.aggregator.database import connection_to, open_database
 
     api_key_id = create_api_key(app).api_key_id
-    database = open_database(database_url)
+    database = open_database(database_url, app.extensions["ldp_database"].keys)
 
     def waits(holder, hold_exclusive, taker, take_exclusive, row):
         """Whether `taker` must wait while `holder` holds `row` (exclusive=False: the default)."""

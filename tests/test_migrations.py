@@ -191,7 +191,8 @@ def test_replicas_starting_together_migrate_once(schema, tmp_path):
     for replica in replicas:
         _, errors = replica.communicate(timeout=60)
         assert replica.returncode == 0, errors
-    app = create_app({"DATABASE_URL": postgres_url(schema)}, instance_path=tmp_path / "check")
+    app = create_app({"DATABASE_URL": postgres_url(schema)},
+                     instance_path=tmp_path / "instance")  # the replicas' storage key
     try:
         with app.app_context():
             assert get_db().query("SELECT version FROM schema_version") == [(LATEST,)]

@@ -58,7 +58,9 @@ def test_environment_values_are_read(tmp_path, monkeypatch):
 
 def test_a_secret_of_digits_stays_text(tmp_path, monkeypatch):
     monkeypatch.setenv("LDP_SURVEY_SECRET_KEY", "1" * 64)
+    monkeypatch.setenv("LDP_SURVEY_STORAGE_KEY", "2" * 64)
     assert start(tmp_path).config["SECRET_KEY"] == "1" * 64
+    assert start(tmp_path).config["STORAGE_KEY"] == "2" * 64
 
 
 def test_production_needs_a_long_secret(tmp_path):
@@ -67,8 +69,14 @@ def test_production_needs_a_long_secret(tmp_path):
     write_key_file(tmp_path / "key.pem")
     production = {"DEPLOYMENT": "production", "KEY_FILE": str(tmp_path / "key.pem")}
     with pytest.raises(ConfigurationError, match="SECRET_KEY must be at least 32 bytes"):
-        start(tmp_path, **production, SECRET_KEY="s" * 31)
-    assert start(tmp_path, **production, SECRET_KEY="s" * 32).config["DEPLOYMENT"] == "production"
+        start(tmp_path, **production, SECRET_KEY="s" * 31, STORAGE_KEY="k" * 32)
+    with pytest.raises(ConfigurationError, match="needs LDP_SURVEY_STORAGE_KEY"):
+        start(tmp_path, **production, SECRET_KEY="s" * 32)
+    with pytest.raises(ConfigurationError, match="STORAGE_KEY must be at least 32 bytes"):
+        start(tmp_path, **production, SECRET_KEY="s" * 32, STORAGE_KEY="k" * 31)
+    assert start(tmp_path, **production, SECRET_KEY="s" * 32,
+                 STORAGE_KEY="k" * 32).config["DEPLOYMENT"] == "production"
+    assert not (tmp_path / "storage-key").exists()  # production never makes one up
 
 
 def test_unknown_names_with_the_prefix_are_ignored(tmp_path, monkeypatch):
@@ -82,6 +90,7 @@ def test_the_old_env_name_still_works_with_a_deprecation_warning(tmp_path, monke
 
     write_key_file(tmp_path / "key.pem")
     monkeypatch.setenv("LDP_SURVEY_ENV", "production")
+    monkeypatch.setenv("LDP_SURVEY_STORAGE_KEY", "k" * 64)  # one database, in both deployments
     with pytest.warns(DeprecationWarning, match="LDP_SURVEY_DEPLOYMENT"):
         app = start(tmp_path, KEY_FILE=str(tmp_path / "key.pem"), SECRET_KEY="s" * 64)
     assert app.config["DEPLOYMENT"] == "production" and "ENV" not in app.config

@@ -81,8 +81,8 @@ def test_no_stored_order_or_value_follows_arrival(app, client, auth):
             assert spearman_bound([a for a in arrival if a in members]) < 4.5
             assert spearman_bound([a for a in by_key if a in members]) < 4.5
         assert len({row[2] for row in rows}) == 1  # one day: the day of release
-        hashes = {hashlib.sha256(idempotency_key(i).encode()).hexdigest(): i
-                  for i in range(0, N, 2)}
+        keys = app.extensions["ldp_database"].keys
+        hashes = {keys.idempotency_id(idempotency_key(i)): i for i in range(0, N, 2)}
         records = physical(db, "idempotency_keys", "key_hash, released")
         assert {r[0] for r in records} == set(hashes) and {r[1] for r in records} == {1}
         for release in range(N // BATCH):
@@ -103,10 +103,17 @@ def sqlite_files(app) -> bytes:
                     if Path(f"{path}{suffix}").exists())
 
 
-def forms(secret: str) -> list[bytes]:
-    """A secret as text, as hex SHA-256 and as the raw digest."""
+def forms(secret: str, *keyed: str) -> list[bytes]:
+    """A secret as text, as hex SHA-256 and as the raw digest, and each of its `keyed` forms
+    (hex HMACs under the storage key) as hex and raw."""
     digest = hashlib.sha256(secret.encode())
-    return [secret.encode(), digest.hexdigest().encode(), digest.digest()]
+    return [secret.encode(), digest.hexdigest().encode(), digest.digest(),
+            *(form.encode() for form in keyed), *(bytes.fromhex(form) for form in keyed)]
+
+
+def token_forms(app, token: str) -> list[bytes]:
+    """forms(token), with its keyed hash under the app's storage key."""
+    return forms(token, app.extensions["ldp_database"].keys.token_hash(token))
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -115,11 +122,13 @@ def test_a_copy_of_the_sqlite_files_links_no_token_and_keeps_no_key(app, client,
     files = sqlite_files(app)
     assert files.count(b'"arrival":') == N  # the responses are there to be found
     for token in tokens:
-        assert not any(form in files for form in forms(token)), token
+        assert not any(form in files for form in token_forms(app, token)), token
     client.post(f"/api/surveys/{survey_id}/close", headers=auth)
     files = sqlite_files(app)
     for i in range(0, N, 2):
-        assert not any(form in files for form in forms(idempotency_key(i)))
+        key = idempotency_key(i)
+        keyed = app.extensions["ldp_database"].keys.idempotency_id(key)
+        assert not any(form in files for form in forms(key, keyed))
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -146,7 +155,7 @@ def test_the_wal_is_truncated_once_a_long_reader_finishes(app, client, auth):
     assert Path(f"{path}-wal").stat().st_size == 0
     files = sqlite_files(app)
     for token in tokens:
-        assert not any(form in files for form in forms(token))
+        assert not any(form in files for form in token_forms(app, token))
     assert stale_wal_index_pages(path) in ([], [1])
 
 
@@ -191,12 +200,12 @@ def test_a_crash_before_the_log_was_truncated_is_scrubbed_at_start(app, client, 
     reader.execute("COMMIT")
     reader.close()
     assert any(form in (crashed / "db.sqlite3-wal").read_bytes()
-               for token in tokens for form in forms(token))  # the link the crash left
+               for token in tokens for form in token_forms(app, token))  # the crash's link
     restarted = create_app({"DATABASE_URL": f"sqlite:///{crashed / 'db.sqlite3'}"},
                            instance_path=tmp_path / "instance")
     try:
         files = sqlite_files(restarted)
-        assert not any(form in files for token in tokens for form in forms(token))
+        assert not any(form in files for token in tokens for form in token_forms(app, token))
     finally:
         close_app(restarted)
 

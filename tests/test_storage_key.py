@@ -1,0 +1,286 @@
+"""Attacks with a copy of the database's files (and, as the survey's owner, every token it
+minted), but without the storage key: what the copy matches and reads. Also: a start with the
+wrong key, and a database of schema 5 (plain SHA-256 hashes, plain pending answers) upgraded.
+
+The copy is read as bytes: SQLite's file, -wal and -shm; on PostgreSQL, after CHECKPOINT, the
+relation files of a table and its indexes (pg_relation_filepath, readable as root here)."""
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from test_migrations import schema  # noqa: F401  (a fixture: a new PostgreSQL schema)
+from test_unlinkable_storage import ORDERED, forms, heap_rows, sqlite_files, wait_for_scrub
+
+from ldpsurvey.aggregator import ConfigurationError, close_app, create_api_key, create_app
+from ldpsurvey.aggregator.db import get_db
+from ldpsurvey.cli import main
+
+from helpers import POSTGRES_URL, postgres_url
+
+WRONG = b"a key of 32 bytes or more that is not the storage key"
+FIXTURE = Path(__file__).parent / "fixtures" / "schema-5"
+
+
+def keys_of(app):
+    return app.extensions["ldp_database"].keys
+
+
+def keyless_forms(token: str) -> list[bytes]:
+    """What someone holding a token can compute without the storage key: the token, its hex
+    SHA-256 and raw digest, and its keyed hash under a key that is not the storage key."""
+    from ldpsurvey.aggregator.storage_key import StorageKeys
+
+    return forms(token, StorageKeys.from_secret(WRONG).token_hash(token))
+
+
+def relation_bytes(app, table: str) -> bytes:
+    """The bytes of a PostgreSQL table's and its indexes' files, after a CHECKPOINT."""
+    with psycopg.connect(app.config["DATABASE_URL"], autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        folder = Path(conn.execute("SHOW data_directory").fetchone()[0])
+        files = [path for (path,) in conn.execute(
+            "SELECT pg_relation_filepath(oid) FROM pg_class WHERE oid = %s::regclass OR oid IN "
+            "(SELECT indexrelid FROM pg_index WHERE indrelid = %s::regclass)", (table, table))]
+    return b"".join((folder / path).read_bytes() for path in files)
+
+
+def copy_of(app, table: str) -> bytes:
+    """What a copy of the files holds of `table`: SQLite's files whole, PostgreSQL's the table's
+    relation files."""
+    if app.config["DATABASE_URL"].startswith("sqlite"):
+        return sqlite_files(app)
+    return relation_bytes(app, table)
+
+
+def invited_survey(client, auth, count: int) -> tuple[str, list[str]]:
+    survey_id = client.post("/api/surveys", json=ORDERED, headers=auth).json["survey_id"]
+    return survey_id, client.post(f"/api/surveys/{survey_id}/tokens", json={"count": count},
+                                  headers=auth).json["tokens"]
+
+
+def answer(client, survey_id: str, token: str, arrival: int, key: str | None = None):
+    headers = {"Survey-Token": token} | ({"Idempotency-Key": key} if key else {})
+    return client.post(f"/api/surveys/{survey_id}/responses",
+                       json={"answers": {"arrival": arrival}}, headers=headers)
+
+
+BIG = {"title": "Big", "release_batch": 6000, "questions": ORDERED["questions"]}
+ROWS = 12_000  # more than one store.ANSWERS_CHUNK, so the export reads a chunk after a release
+
+
+def test_a_copy_taken_during_a_long_export_holds_no_spent_token(app, client, auth):
+    """An export of 12,000 responses is read one piece at a time. Meanwhile respondents spend
+    40 tokens (two releases) on another survey, and the export's own survey gets a release;
+    with the export still open, a copy of the files holds no form of a spent token, not even
+    its keyed hash under the right key: the scrub finished (it used to wait for the export's
+    read snapshot: the -wal kept every spent token's SHA-256). The export holds exactly the
+    releases there were when it began."""
+    big = client.post("/api/surveys", json=BIG, headers=auth).json["survey_id"]
+    for half in range(2):
+        batch = {"responses": [{"answers": {"arrival": (half * 6000 + i) % 20}}
+                               for i in range(6000)]}
+        assert client.post(f"/api/surveys/{big}/responses/batch", json=batch,
+                           headers=auth).status_code == 201
+    export = client.get(f"/api/surveys/{big}/export.jsonl", headers=auth, buffered=False)
+    try:
+        pieces = iter(export.response)
+        read = [next(pieces), next(pieces)]  # the header, then the first rows
+        during = {"responses": [{"answers": {"arrival": 20 + i % 20}} for i in range(6000)]}
+        assert client.post(f"/api/surveys/{big}/responses/batch", json=during,
+                           headers=auth).status_code == 201
+        invited, tokens = invited_survey(client, auth, 40)
+        for i, token in enumerate(tokens):
+            assert answer(client, invited, token, i).status_code == 201
+        copy = copy_of(app, "invitation_tokens")
+        assert not [t for t in tokens if any(form in copy for form in keyless_forms(t))]
+        if app.config["DATABASE_URL"].startswith("sqlite"):  # scrubbed inline: not even the
+            assert not app.extensions["ldp_database"].scrubber.pending()  # key matches one
+            assert not [t for t in tokens if keys_of(app).token_hash(t).encode() in copy]
+        else:
+            wait_for_scrub(app)  # VACUUM, in the background, is not held off by the export
+            with psycopg.connect(app.config["DATABASE_URL"], autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
+                assert heap_rows(conn, "invitation_tokens") == 0
+        rows = [json.loads(line)["answers"]["arrival"]
+                for line in b"".join([*read, *pieces]).decode().splitlines()[1:]]
+    finally:
+        export.close()  # else its connection, mid-transaction, outlives the test
+    assert len(rows) == ROWS and max(rows) < 20  # none of the release made during it
+    after = client.get(f"/api/surveys/{big}/export.jsonl", headers=auth).text.splitlines()
+    assert len(after) == 1 + ROWS + 6000
+
+
+def test_pending_answers_are_not_in_the_files(app, client, auth):
+    """15 answers wait for a release of 20: the files hold their rows (each random pending id
+    is there to be found) but no answer's JSON (it used to be there in plain text)."""
+    invited, tokens = invited_survey(client, auth, 15)
+    for i, token in enumerate(tokens):
+        assert answer(client, invited, token, i).status_code == 201
+    with app.app_context():
+        ids = [pending_id for (pending_id,) in get_db().query("SELECT pending_id FROM pending")]
+    copy = copy_of(app, "pending")
+    assert len(ids) == 15 and all(pending_id.encode() in copy for pending_id in ids)
+    assert b'"arrival":' not in copy
+    assert client.post(f"/api/surveys/{invited}/close", headers=auth).status_code == 200
+    exported = client.get(f"/api/surveys/{invited}/export.jsonl", headers=auth).text
+    assert sorted(json.loads(line)["answers"]["arrival"]
+                  for line in exported.splitlines()[1:]) == list(range(15))
+
+
+def test_the_owner_with_every_token_cannot_tell_spent_from_unspent(app, client, auth):
+    """The owner minted 40 tokens, 30 were spent (one release of 20, 10 pending). Without the
+    storage key, none of the 40 matches anything in a copy of the files (the unspent ones'
+    SHA-256 used to be there, so the spent were the others). With the key, the unspent ones
+    match, and those spent since the last release (their deleted rows are scrubbed at the
+    next release), but on SQLite none spent before it."""
+    invited, tokens = invited_survey(client, auth, 40)
+    for i, token in enumerate(tokens[:30]):
+        assert answer(client, invited, token, i).status_code == 201
+    wait_for_scrub(app)
+    copy = copy_of(app, "invitation_tokens")
+    assert not [t for t in tokens if any(form in copy for form in keyless_forms(t))]
+    keyed = [t for t in tokens if keys_of(app).token_hash(t).encode() in copy]
+    assert keyed[-10:] == tokens[30:]
+    if app.config["DATABASE_URL"].startswith("sqlite"):  # (VACUUM need not zero the bytes of
+        assert not set(keyed) & set(tokens[:20])        # what it removes: the README says so)
+
+
+def table_rows(app) -> dict[str, list]:
+    """Every table's rows."""
+    with app.app_context():
+        db = get_db()
+        tables = db.query(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            "current_schema()" if db.dialect == "postgresql" else
+            "SELECT name FROM sqlite_master WHERE type = 'table'")
+        return {table: sorted(map(repr, db.query(f"SELECT * FROM {table}")))
+                for (table,) in tables}
+
+
+def test_a_start_with_another_storage_key_is_refused_and_changes_nothing(app, client, auth,
+                                                                          tmp_path):
+    invited, tokens = invited_survey(client, auth, 4)
+    assert answer(client, invited, tokens[0], 7, key="refused-key-0001").status_code == 201
+    before = table_rows(app)
+    with pytest.raises(ConfigurationError) as refused:
+        create_app({"DATABASE_URL": app.config["DATABASE_URL"], "STORAGE_KEY": WRONG.decode()},
+                   instance_path=tmp_path / "other")
+    assert "\n" not in str(refused.value)
+    assert "storage key (LDP_SURVEY_STORAGE_KEY" in str(refused.value)
+    assert table_rows(app) == before
+    cli = CliRunner().invoke(main, ["admin", "create-key", "--instance", str(tmp_path / "other"),
+                                    "--database", app.config["DATABASE_URL"]],
+                             env={"LDP_SURVEY_STORAGE_KEY": WRONG.decode()})
+    assert cli.exit_code == 1 and len(cli.output.strip().splitlines()) == 1, cli.output
+    assert "is not the one this database was written with" in cli.output
+    assert table_rows(app) == before
+    # With its own key, nothing was lost: the tokens, the pending answer, the idempotency key.
+    assert answer(client, invited, tokens[0], 7, key="refused-key-0001").headers[
+        "Idempotent-Replayed"] == "true"
+    assert answer(client, invited, tokens[1], 8).status_code == 201
+    assert client.post(f"/api/surveys/{invited}/close", headers=auth).status_code == 200
+    exported = client.get(f"/api/surveys/{invited}/export.jsonl", headers=auth).text
+    assert sorted(json.loads(line)["answers"]["arrival"]
+                  for line in exported.splitlines()[1:]) == [7, 8]
+
+
+def test_development_keeps_its_storage_key_in_the_instance_folder(tmp_path):
+    """Unset, the storage key is made once in the instance folder (0600, like secret-key) and
+    used again at the next start: a token minted before a restart is accepted after it. A
+    start whose key file was lost (a new one is made) is refused, and the tokens are kept."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite3'}"
+    app = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    key_file = tmp_path / "instance" / "storage-key"
+    assert key_file.stat().st_mode & 0o777 == 0o600 and len(key_file.read_bytes()) == 64
+    auth = {"Authorization": f"Bearer {create_api_key(app).key}"}
+    invited, tokens = invited_survey(app.test_client(), auth, 2)
+    close_app(app)
+    again = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    assert answer(again.test_client(), invited, tokens[0], 1).status_code == 201
+    close_app(again)
+    key = key_file.read_bytes()
+    key_file.unlink()
+    with pytest.raises(ConfigurationError, match="not the one this database was written with"):
+        create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    key_file.write_bytes(key)
+    restored = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    assert answer(restored.test_client(), invited, tokens[1], 2).status_code == 201
+    close_app(restored)
+
+
+def schema_5_database(kind: str, tmp_path: Path, request) -> tuple[str, dict]:
+    """A copy of the database the aggregator of schema 5 wrote (fixtures/schema-5/README.md)
+    and what it was given."""
+    facts = json.loads((FIXTURE / f"{kind}.json").read_text())
+    if kind == "sqlite":
+        shutil.copy(FIXTURE / "database.sqlite3", tmp_path / "schema-5.sqlite3")
+        return f"sqlite:///{tmp_path / 'schema-5.sqlite3'}", facts
+    name = request.getfixturevalue("schema")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute((FIXTURE / "postgresql.sql").read_text().replace("ldp_schema_5", name))
+    return postgres_url(name), facts
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_step_6_keeps_every_unspent_token_and_pending_answer(kind, tmp_path, request):
+    """Schema 5 kept six unspent tokens' SHA-256, six pending answers (and one on another
+    survey) in plain JSON and six idempotency records. After step 6 none of that is in the
+    files in a form computable without the key, yet every unspent token is accepted, every
+    spent one refused, each idempotency key replays its body and refuses another, and the
+    pending answers are released as they were given."""
+    url, facts = schema_5_database(kind, tmp_path, request)
+    app = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    try:
+        wait_for_scrub(app)
+        copy = copy_of(app, "invitation_tokens") + copy_of(app, "pending")
+        assert not [t for t in facts["unspent"] if any(f in copy for f in keyless_forms(t))]
+        pending = copy_of(app, "pending")  # released answers are kept in plain text, not these
+        assert not [i for i in (*range(6), 23) if b'{"arrival":%d}' % i in pending]
+        client, invited = app.test_client(), facts["invited"]
+        auth = {"Authorization": f"Bearer {facts['researcher_key']}"}
+        for key, answers in facts["idempotency"].items():
+            replayed = answer(client, invited, facts["spent"][0], answers["arrival"], key=key)
+            assert replayed.headers["Idempotent-Replayed"] == "true", replayed.json
+            assert answer(client, invited, facts["spent"][0], 39, key=key).status_code == 409
+        assert answer(client, invited, facts["spent"][1], 30).status_code == 403
+        for i, token in enumerate(facts["unspent"]):
+            assert answer(client, invited, token, 10 + i).status_code == 201, token
+        exported = client.get(f"/api/surveys/{invited}/export.jsonl", headers=auth).text
+        # The release of 10: the six migrated answers and the first four new ones.
+        assert sorted(json.loads(line)["answers"]["arrival"]
+                      for line in exported.splitlines()[1:]) == [0, 1, 2, 3, 4, 5, 10, 11, 12, 13]
+        assert client.post(f"/api/surveys/{facts['open']}/close", headers=auth).status_code == 200
+        opened = client.get(f"/api/surveys/{facts['open']}/export.jsonl", headers=auth).text
+        assert sorted(json.loads(line)["answers"]["arrival"]
+                      for line in opened.splitlines()[1:]) == [20, 21, 22, 23]
+    finally:
+        close_app(app)
+
+
+def test_the_subkeys_are_separate_and_the_hashes_keyed():
+    """HKDF gives each use its own key; every stored form is an HMAC of the plain one."""
+    import hmac
+
+    from ldpsurvey.aggregator.ids import body_mac, hash_text
+    from ldpsurvey.aggregator.storage_key import StorageKeys
+
+    keys = StorageKeys.from_secret(b"k" * 32)
+    assert len({keys.tokens, keys.idempotency, keys.pending, keys.check}) == 4
+    token_hash = hmac.new(keys.tokens, hash_text("t").encode(), hashlib.sha256).hexdigest()
+    assert keys.token_hash("t") == token_hash
+    assert keys.idempotency_id("t") == hmac.new(keys.idempotency, hash_text("t").encode(),
+                                                hashlib.sha256).hexdigest()
+    assert keys.body_mac("t", "b") == hmac.new(keys.idempotency, body_mac("t", "b").encode(),
+                                               hashlib.sha256).hexdigest()
+    sealed = keys.seal("survey-a", '{"q":1}')
+    assert keys.open("survey-a", sealed) == '{"q":1}' and sealed != keys.seal("survey-a", '{"q":1}')
+    from cryptography.exceptions import InvalidTag
+
+    for survey_id, opener in (("survey-b", keys), ("survey-a", StorageKeys.from_secret(WRONG))):
+        with pytest.raises(InvalidTag):  # another survey's row, or another key
+            opener.open(survey_id, sealed)
