@@ -20,7 +20,7 @@ from ldpsurvey.aggregator import ConfigurationError, close_app, create_api_key, 
 from ldpsurvey.aggregator.db import get_db
 from ldpsurvey.cli import main
 
-from helpers import POSTGRES_URL, postgres_url
+from helpers import POSTGRES_URL, postgres_url, release_due
 
 WRONG = b"a key of 32 bytes or more that is not the storage key"
 FIXTURE = Path(__file__).parent / "fixtures" / "schema-5"
@@ -86,6 +86,7 @@ def test_a_copy_taken_during_a_long_export_holds_no_spent_token(app, client, aut
                                for i in range(6000)]}
         assert client.post(f"/api/surveys/{big}/responses/batch", json=batch,
                            headers=auth).status_code == 201
+    assert release_due(app) == ROWS
     export = client.get(f"/api/surveys/{big}/export.jsonl", headers=auth, buffered=False)
     try:
         pieces = iter(export.response)
@@ -96,6 +97,8 @@ def test_a_copy_taken_during_a_long_export_holds_no_spent_token(app, client, aut
         invited, tokens = invited_survey(client, auth, 40)
         for i, token in enumerate(tokens):
             assert answer(client, invited, token, i).status_code == 201
+            if i % 20 == 19:  # the scheduled releases: the export's survey's, then these
+                assert release_due(app) == (6020 if i == 19 else 20)
         copy = copy_of(app, "invitation_tokens")
         assert not [t for t in tokens if any(form in copy for form in keyless_forms(t))]
         if app.config["DATABASE_URL"].startswith("sqlite"):  # scrubbed inline: not even the
@@ -141,6 +144,8 @@ def test_the_owner_with_every_token_cannot_tell_spent_from_unspent(app, client, 
     invited, tokens = invited_survey(client, auth, 40)
     for i, token in enumerate(tokens[:30]):
         assert answer(client, invited, token, i).status_code == 201
+        if i == 19:
+            assert release_due(app) == 20
     wait_for_scrub(app)
     copy = copy_of(app, "invitation_tokens")
     assert not [t for t in tokens if any(form in copy for form in keyless_forms(t))]
@@ -250,6 +255,8 @@ def test_step_6_keeps_every_unspent_token_and_pending_answer(kind, tmp_path, req
         assert answer(client, invited, facts["spent"][1], 30).status_code == 403
         for i, token in enumerate(facts["unspent"]):
             assert answer(client, invited, token, 10 + i).status_code == 201, token
+            if i == 3:  # the pool reached its batch of 10: the next scheduled release
+                assert release_due(app) == 10
         exported = client.get(f"/api/surveys/{invited}/export.jsonl", headers=auth).text
         # The release of 10: the six migrated answers and the first four new ones.
         assert sorted(json.loads(line)["answers"]["arrival"]
