@@ -40,7 +40,8 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_HOURS": protocol.SESSION_HOURS,  # a results-page login ends after this long
     # Per client (a keyed hash of its address) and class of endpoint (limits.py), in
     # Flask-Limiter's notation; counted in RATE_LIMIT_STORAGE, which replicas must share:
-    # memory:// (one process) or memcached://HOST:PORT (never on disk).
+    # memory:// (each process counts alone: a gunicorn worker too) or memcached://HOST:PORT
+    # (never on disk; what deploy/ uses).
     "RATE_LIMITS_ENABLED": True,
     "RATE_LIMIT_STORAGE": "memory://",
     "RATE_LIMIT_SUBMIT": "120 per minute",     # a NAT can hide a classroom of respondents
