@@ -25,11 +25,13 @@ from pathlib import Path
 
 from ingest import aggregator_env, call, gunicorn
 
+from ldpsurvey.aggregator.database import STREAM_CHUNK
 from ldpsurvey.aggregator.limits import SETTINGS
 from ldpsurvey.shared.crosstab import MAX_CELLS, NUMBER_BYTES, reply_bound
 from ldpsurvey.shared.manifest import MAX_OPTIONS, MAX_QUESTIONS
 
 OPTION_BYTES = 1024  # one option of the estimates document, JSON, at most (17 keys)
+ANSWER_BYTES = 48  # one answer of a stored response, JSON: a 40-character id, quotes, index
 MIB = 2**20
 
 
@@ -48,6 +50,16 @@ def estimates_bound() -> int:
     """Bytes of the biggest estimates document at most: per question its k x k covariance
     and k options, and 64 KiB for the rest."""
     return MAX_QUESTIONS * (MAX_OPTIONS**2 * NUMBER_BYTES + MAX_OPTIONS * OPTION_BYTES) + 2**16
+
+
+def stream_bound() -> int:
+    """Bytes of released responses one streaming read holds: STREAM_CHUNK rows at once."""
+    return STREAM_CHUNK * MAX_QUESTIONS * ANSWER_BYTES
+
+
+def header_bound() -> int:
+    """Bytes of an export's header at most: per question its k x k report matrix."""
+    return MAX_QUESTIONS * MAX_OPTIONS**2 * NUMBER_BYTES + 2**16
 
 
 def rss(pid: int) -> int:
@@ -130,23 +142,27 @@ def run(server, key: str, args) -> None:
           f"RSS at start {started / MIB:.1f} MiB, idle after one request of each kind "
           f"{idle / MIB:.1f} MiB\n")
     cross, estimates = reply_bound(MAX_CELLS), estimates_bound()
-    bounds = {"cross-tab (declared, 256 cells)": cross, "cross-tab (tallied, 256 cells)": cross,
-              "cross-tab 64 x 64 (refused)": 1024, "estimates (clopper-pearson, simultaneous)":
-              estimates, "export.csv (streamed)": 8 * 65536}
-    rounds = "".join(f"{f'round {r}':>10}" for r in range(1, args.rounds + 1))
-    print(f"{'8 at once, peak RSS over idle, MiB':<44}{rounds}{'8 x reply bound':>18}")
+    stream = stream_bound()
+    bounds = {"cross-tab (declared, 256 cells)": cross, "cross-tab (tallied, 256 cells)":
+              cross + stream, "cross-tab 64 x 64 (refused)": 1024,
+              "estimates (clopper-pearson, simultaneous)": estimates,
+              "export.csv (streamed)": header_bound() + stream}
+    rounds = "".join(f"{f'round {r}':>9}" for r in range(1, args.rounds + 1))
+    print(f"{'8 at once: RSS MiB':<42}{'before':>8}{rounds}{'8 x bound':>11}")
     for name, request in work.items():
-        peaks = [(load(server.pid, request) - idle) / MIB for _ in range(args.rounds)]
-        print(f"{name:<44}" + "".join(f"{peak:>10.1f}" for peak in peaks)
-              + f"{8 * bounds[name] / MIB:>18.1f}")
+        before = rss(server.pid)
+        peaks = [load(server.pid, request) / MIB for _ in range(args.rounds)]
+        print(f"{name:<42}{before / MIB:>8.1f}" + "".join(f"{peak:>9.1f}" for peak in peaks)
+              + f"{8 * bounds[name] / MIB:>11.1f}")
     time.sleep(1.0)
     print(f"\nidle again: {rss(server.pid) / MIB:.1f} MiB")
-    print(f"reply bounds: cross-tab reply_bound({MAX_CELLS}) = {cross / MIB:.2f} MiB (largest "
-          f"seen {largest['cross-tab (declared, 256 cells)'] / MIB:.2f}); estimates "
-          f"{estimates / MIB:.2f} MiB (seen "
-          f"{largest['estimates (clopper-pearson, simultaneous)'] / MIB:.2f}); an export is "
-          f"streamed (the bound is 8 pieces of 64 KiB in flight); before this change one "
-          f"{MAX_OPTIONS} x {MAX_OPTIONS} cross-tab reply alone was 367 MiB")
+    print(f"bounds per request: a cross-tab's reply, reply_bound({MAX_CELLS}) = {cross / MIB:.2f} "
+          f"MiB (largest seen {largest['cross-tab (declared, 256 cells)'] / MIB:.2f}); the "
+          f"estimates document {estimates / MIB:.2f} MiB (seen "
+          f"{largest['estimates (clopper-pearson, simultaneous)'] / MIB:.2f}); an export's "
+          f"header {header_bound() / MIB:.2f} MiB; a streaming read (export, tallied cross-tab) "
+          f"{STREAM_CHUNK:,} rows, {stream / MIB:.2f} MiB. Before this change one "
+          f"{MAX_OPTIONS} x {MAX_OPTIONS} cross-tab reply alone was 367 MiB.")
 
 
 def fetch_post(url: str, key: str, body: dict) -> tuple[int, int]:
