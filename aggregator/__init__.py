@@ -11,7 +11,19 @@ from typing import Any
 
 from flask import Flask
 
-from . import accounts, db, errors, openapi, pages, researchers, respondents, security, settings, signing
+from . import (
+    accounts,
+    db,
+    errors,
+    limits,
+    openapi,
+    pages,
+    researchers,
+    respondents,
+    security,
+    settings,
+    signing,
+)
 from .db import close_app
 from .exceptions import ConfigurationError, DomainError
 from .instance import private_file
@@ -52,6 +64,7 @@ def create_app(config: dict[str, Any] | None = None,
     app.register_blueprint(researchers.bp)
     app.register_blueprint(openapi.bp)
     app.register_blueprint(pages.bp)
+    limits.init_app(app)
     return app
 
 

@@ -3,10 +3,12 @@ status, pages for people answer a friendly HTML page. One table maps each domain
 
 from dataclasses import dataclass
 
-from flask import Flask, current_app, jsonify, render_template, request
+from flask import Flask, current_app, jsonify, make_response, render_template, request
+from flask_limiter import RateLimitExceeded
 from werkzeug.exceptions import HTTPException
 
 from . import exceptions as ex
+from .limits import RateLimited, breach
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ ANSWERS: dict[type[ex.DomainError], Answer] = {
     ex.InvalidCount: Answer(422, "invalid_count"),
     ex.InvalidKeyRequest: Answer(422, "invalid_key_request"),
     ex.InvalidShare: Answer(422, "invalid_share"),
+    RateLimited: Answer(429, "rate_limited", Page(429, "Too many requests", None)),
 }
 
 
@@ -97,6 +100,14 @@ def _http_error(exc: HTTPException):
     return body, status
 
 
+def _rate_limited(exc: RateLimitExceeded):
+    """429 through the table, with Retry-After in seconds."""
+    limited = breach(exc)
+    response = make_response(_domain_error(limited))
+    response.headers["Retry-After"] = str(limited.seconds)
+    return response
+
+
 def _unexpected(exc: Exception):
     # The traceback goes to the server log; request bodies never do.
     current_app.logger.error("unhandled %s", type(exc).__name__, exc_info=exc)
@@ -109,4 +120,5 @@ def _unexpected(exc: Exception):
 def init_app(app: Flask) -> None:
     app.register_error_handler(ex.DomainError, _domain_error)
     app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(RateLimitExceeded, _rate_limited)
     app.register_error_handler(Exception, _unexpected)

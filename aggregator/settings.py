@@ -12,9 +12,11 @@ import warnings
 from typing import Any
 
 from flask import Config
+from limits import parse_many
 
 from ldpsurvey.shared import protocol
 
+from . import limits
 from .exceptions import ConfigurationError
 
 logger = logging.getLogger(__name__)
@@ -42,9 +44,22 @@ DEFAULTS: dict[str, Any] = {
     # Seconds between scheduled releases, at multiples of it since the Unix epoch (UTC):
     # pools are released only then, never by the request that fills them (releases.py).
     "RELEASE_EVERY": 3600,
+    # Per client (a keyed hash of its address) and class of endpoint (limits.py), in
+    # Flask-Limiter's notation; counted in RATE_LIMIT_STORAGE, which replicas must share:
+    # memory:// (each process counts alone: a gunicorn worker too) or memcached://HOST:PORT
+    # (never on disk; what deploy/ uses).
+    "RATE_LIMITS_ENABLED": True,
+    "RATE_LIMIT_STORAGE": "memory://",
+    "RATE_LIMIT_SUBMIT": "120 per minute",     # a NAT can hide a classroom of respondents
+    "RATE_LIMIT_RESULTS": "60 per minute",     # estimates, cross-tabs, results pages
+    "RATE_LIMIT_RESEARCHER": "600 per minute",
+    "RATE_LIMIT_LOGIN": "10 per minute",
+    "RATE_LIMIT_OTHER": "600 per minute",
 }
 PREFIX = "LDP_SURVEY"
-TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "STORAGE_KEY", "SERVED_BY")
+RATE_LIMITS = tuple(limits.SETTINGS.values())
+TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "STORAGE_KEY", "SERVED_BY", "RATE_LIMIT_STORAGE",
+        *RATE_LIMITS)
 LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
           "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS")
 MIN_SECRET_BYTES = 32
@@ -94,6 +109,7 @@ def validate(config: Config) -> None:
     for name in TEXT:
         if config[name] is not None and not isinstance(config[name], str):
             _refuse(name, type(config[name]).__name__, "text")
+    _validate_rate_limits(config)
     if config["DEPLOYMENT"] == "production":
         if not (config["KEY_FILE"] and config["SECRET_KEY"]):
             raise ConfigurationError(
@@ -107,6 +123,19 @@ def validate(config: Config) -> None:
             if len(config[name].encode()) < MIN_SECRET_BYTES:
                 raise ConfigurationError(f"{PREFIX}_{name} must be at least {MIN_SECRET_BYTES} "
                                          "bytes in production (e.g. 64 random hex digits)")
+
+
+def _validate_rate_limits(config: Config) -> None:
+    if not isinstance(config["RATE_LIMITS_ENABLED"], bool):
+        _refuse("RATE_LIMITS_ENABLED", config["RATE_LIMITS_ENABLED"], "true or false")
+    storage = config["RATE_LIMIT_STORAGE"]
+    if storage is None or storage.partition("://")[0] not in limits.STORAGE_SCHEMES:
+        _refuse("RATE_LIMIT_STORAGE", storage, "memory:// or memcached://HOST:PORT")
+    for name in RATE_LIMITS:
+        try:
+            parse_many(config[name] or "")
+        except ValueError:
+            _refuse(name, config[name], 'limits such as "60 per minute; 1000 per hour"')
 
 
 def _is_int(value: Any) -> bool:

@@ -21,6 +21,7 @@ from ldpsurvey.shared import (
     parse_definition,
 )
 from ldpsurvey.shared.budget import exceeds
+from ldpsurvey.shared.crosstab import size_problem
 from ldpsurvey.shared.shuffle import central_epsilon
 
 from . import access, exports, releases, store
@@ -293,8 +294,10 @@ def crosstab_document(db: Connection, survey_id: str, caller: KeyRecord | None,
                       rows: str | None, cols: str | None, confidence: str | None) -> dict:
     """The cross-tab of questions `rows` and `cols` (ids, from a query): shared.crosstab on
     their joint reported counts, from the counters of a declared pair (O(cells)) or else
-    tallied from the released responses of the releases there were, streamed. Before the first release
-    n is 0 and the rest empty. SurveyNotFound, Unauthorized, InvalidParameter."""
+    tallied from the released responses of the releases there were, streamed. Before the first
+    release n is 0 and the rest empty. InvalidParameter for more than crosstab.MAX_CELLS cells,
+    before any work, so a reply stays under crosstab.reply_bound(MAX_CELLS) bytes.
+    SurveyNotFound, Unauthorized, InvalidParameter."""
     stored = store.get_survey(db, survey_id)
     readable(db, stored, caller)
     return _crosstab(db, stored.survey, rows, cols, confidence_level(confidence))
@@ -310,6 +313,9 @@ def _crosstab(db: Connection, survey: Survey, rows: str | None, cols: str | None
                                    f"{', '.join(known)}")
     if rows == cols:
         raise InvalidParameter("rows and cols must be two different questions")
+    problem = size_problem(len(known[rows].options), len(known[cols].options))
+    if problem:  # before any work: a survey published before the limit may declare one
+        raise InvalidParameter(problem)
     counts = joint_counts(db, survey, rows, cols)
     document = {"survey_id": survey.survey_id, "rows": rows, "cols": cols}
     if not any(map(any, counts)):

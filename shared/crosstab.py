@@ -20,6 +20,16 @@ from .mechanism import Mechanism
 
 Matrix = tuple[tuple[float, ...], ...]
 
+# Cells (k_A x k_B) of one cross-tab. Its covariance has cells^2 entries, so the work and the
+# reply grow with the square: 256 cells make 65,536 covariance entries, a reply under
+# reply_bound(MAX_CELLS) = 2.1 MB; two 64-option questions (4,096 cells) made 16.8 million,
+# a 367 MiB reply. Declared pairs are checked at publish, every request before any work.
+MAX_CELLS = 256
+# Bytes of JSON per number at most ("-1.2345678901234567e-300" and a separator), and per
+# entry of cells or conditional (six keys, two small integers, four numbers or nulls).
+NUMBER_BYTES = 26
+ENTRY_BYTES = 16 + 6 * 20 + 2 * 6 + 4 * NUMBER_BYTES
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -62,6 +72,22 @@ class CrossTab:
     def as_dict(self) -> dict:
         """The fields under their own names (API, CLI --json, mock)."""
         return asdict(self)
+
+
+def size_problem(k_rows: int, k_cols: int) -> str | None:
+    """Why a cross-tab of a k_rows- and a k_cols-option question is refused (None: it is not):
+    more than MAX_CELLS cells."""
+    if k_rows * k_cols <= MAX_CELLS:
+        return None
+    return (f"a cross-tab of {k_rows} x {k_cols} options has {k_rows * k_cols} cells, above "
+            f"the limit of {MAX_CELLS} cells per cross-tab")
+
+
+def reply_bound(cells: int) -> int:
+    """An upper bound on the bytes of a cross-tab's JSON reply with this many cells:
+    the covariance's cells^2 numbers, the joint's cells numbers, two entries per cell, 1 KiB
+    for the rest."""
+    return cells * cells * NUMBER_BYTES + cells * (NUMBER_BYTES + 2 * ENTRY_BYTES) + 1024
 
 
 def report(mechanism: Mechanism, x: Sequence[float]) -> tuple[float, ...]:

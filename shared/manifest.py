@@ -35,6 +35,7 @@ from typing import Any
 
 from . import strict_json
 from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
+from .crosstab import size_problem
 from .mechanism import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
 from .randomizer import realized_epsilon, thresholds
 
@@ -344,10 +345,15 @@ def _crosstabs(value: Any, questions: tuple[Question, ...]) -> tuple[tuple[str, 
 
 def parse_definition(data: Any) -> Survey:
     """Validate a researcher's survey definition (already parsed from TOML or JSON), with the
-    rules of this release for new surveys (check_instantaneous)."""
+    rules of this release for new surveys (check_instantaneous, at most crosstab.MAX_CELLS
+    cells per declared cross-tab)."""
     survey = _survey(data)
     for question in survey.questions:
         check_instantaneous(question)
+    for index, (rows, cols) in enumerate(survey.crosstabs):
+        problem = size_problem(len(survey.question(rows).options), len(survey.question(cols).options))
+        if problem:
+            raise _fail(f"survey.crosstabs[{index}]", problem)
     return survey
 
 

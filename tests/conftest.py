@@ -6,6 +6,7 @@ is emptied after each test, which costs far less than a schema per test.
 """
 
 import json
+import os
 import secrets
 from pathlib import Path
 
@@ -22,6 +23,24 @@ from helpers import (
 
 REFERENCE = json.loads((Path(__file__).parent / "reference" / "forced_response_cases.json")
                        .read_text())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def limits_no_test_reaches():
+    """The suite floods the aggregator from one address (127.0.0.1), in-process and through the
+    processes it starts (they inherit the environment): every class of rate limit is set far
+    above what any test sends. test_limits.py tests the real limits with its own settings."""
+    from ldpsurvey.aggregator.limits import SETTINGS
+
+    names = [f"LDP_SURVEY_{name}" for name in SETTINGS.values()]
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(dict.fromkeys(names, "1000000 per minute"))
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")

@@ -48,6 +48,21 @@ def postgres_available() -> bool:
         return False
 
 
+MEMCACHED = ("127.0.0.1", 11211)  # .ci/run starts it
+
+
+def memcached_available() -> bool:
+    """Whether memcached answers `version` at MEMCACHED."""
+    import socket
+
+    try:
+        with socket.create_connection(MEMCACHED, timeout=3) as sock:
+            sock.sendall(b"version\r\n")
+            return sock.recv(64).startswith(b"VERSION")
+    except OSError:
+        return False
+
+
 def postgres_url(schema: str) -> str:
     """The test server's URL with `schema` as the search path."""
     return f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"

@@ -18,7 +18,7 @@ import pytest
 from ldpsurvey.aggregator import close_app
 from ldpsurvey.shared import read_definition
 
-from helpers import require
+from helpers import MEMCACHED, memcached_available, require
 from processes import (
     NGINX,
     exchange,
@@ -137,11 +137,12 @@ def nginx_available():
 
 
 @contextlib.contextmanager
-def replicas_behind_nginx(tmp_path, database_url, rate=None, rsa_key=False):
+def replicas_behind_nginx(tmp_path, database_url, rate=None, rsa_key=False, settings=None):
     """Two production replicas on one database behind nginx with the shipped config, each
-    named in a Served-By header (replica-PORT); yields (https base URL, researcher key, checker
-    app, replica ports, plain-HTTP base URL)."""
+    named in a Served-By header (replica-PORT), with `settings` added to their environment;
+    yields (https base URL, researcher key, checker app, replica ports, plain-HTTP base URL)."""
     env, key, app = production(tmp_path, database_url)
+    env |= settings or {}
     ports = [free_port(), free_port()]
     replicas = [start_gunicorn({**env, "LDP_SURVEY_SERVED_BY": f"replica-{p}"}, p,
                                tmp_path / f"replica-{p}.log") for p in ports]
@@ -222,6 +223,24 @@ def test_nginx_rate_limits_per_client(tmp_path, nginx_available):
         status, _ = request("POST", f"{base}/api/surveys/x/responses/batch",
                             {"pad": "x" * (17 * 2**20)})
         assert status == 413  # nginx's client_max_body_size, before any replica
+
+
+def test_replicas_behind_nginx_share_one_rate_limit_through_memcached(tmp_path, nginx_available):
+    """The deployment of deploy/: two replicas of two workers each, behind nginx, counting in
+    one memcached. A client flooding through nginx gets the limit once in all, whichever
+    process answers, then 429 with Retry-After from both replicas (with memory:// it would get
+    it once per process, 4 times)."""
+    require(memcached_available(), f"no memcached at {MEMCACHED[0]}:{MEMCACHED[1]}")
+    settings = {"LDP_SURVEY_RATE_LIMIT_STORAGE": f"memcached://{MEMCACHED[0]}:{MEMCACHED[1]}",
+                "LDP_SURVEY_RATE_LIMIT_OTHER": "6 per minute"}
+    with replicas_behind_nginx(tmp_path, f"sqlite:///{tmp_path}/shared.sqlite3",
+                               rate="100000r/s", settings=settings) as (base, *_):
+        replies = [exchange("GET", f"{base}/api/key") for _ in range(30)]
+    assert [status for status, _, _ in replies] == [200] * 6 + [429] * 24
+    for _, body, headers in replies[6:]:
+        assert body["error"] == "rate_limited" and "6 per 1 minute" in body["detail"]
+        assert 1 <= int(headers["Retry-After"]) <= 61
+    assert len({headers["Served-By"] for _, _, headers in replies}) == 2
 
 
 @pytest.fixture(scope="module")

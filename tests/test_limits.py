@@ -1,0 +1,191 @@
+"""Attacks on per-client rate limits (limits.py): a flood from one client gets 429 with
+Retry-After, in its class of endpoints only, on every replica sharing the limit's storage, and
+no address reaches the storage or a log. These apps have the real default limits (conftest.py
+sets the rest of the suite's out of reach)."""
+
+import logging
+import secrets
+
+import pytest
+
+from ldpsurvey.aggregator import DEFAULTS, ConfigurationError, close_app, create_api_key, create_app
+from ldpsurvey.aggregator.limits import SETTINGS, client_key
+
+from helpers import MEMCACHED, SURVEY, memcached_available, require
+
+ATTACKER = "203.0.113.7"
+NEIGHBOUR = "198.51.100.20"
+
+
+@pytest.fixture
+def make_app(tmp_path):
+    """Apps with the default limits and `config`, on one SQLite file; closed at the end."""
+    apps = []
+
+    def make(**config):
+        defaults = {name: DEFAULTS[name] for name in SETTINGS.values()}
+        app = create_app({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", **defaults,
+                          **config}, instance_path=tmp_path / "instance")
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        close_app(app)
+
+
+def public_survey(app) -> tuple[str, dict]:
+    auth = {"Authorization": f"Bearer {create_api_key(app).key}"}
+    response = app.test_client().post("/api/surveys", json={**SURVEY, "public_results": True},
+                                      headers=auth)
+    assert response.status_code == 201, response.json
+    return response.json["survey_id"], auth
+
+
+def client_at(app, address: str):
+    client = app.test_client()
+    client.environ_base["REMOTE_ADDR"] = address
+    return client
+
+
+def assert_limited(response, name: str, limit: str, json: bool = True) -> None:
+    """What a client over a limit gets: 429 naming the class, its setting and the limit, and
+    a Retry-After of whole seconds within the window."""
+    assert response.status_code == 429
+    assert 1 <= int(response.headers["Retry-After"]) <= 61
+    text = (f"too many {name} requests from this client: the limit is {limit} "
+            f"({SETTINGS[name]})")
+    if json:
+        assert response.json["error"] == "rate_limited"
+        assert response.json["detail"].startswith(text)
+    else:
+        assert "Too many requests" in response.get_data(as_text=True)
+
+
+def test_a_flood_of_anonymous_results_requests_gets_429_with_retry_after(make_app):
+    """The attack: one anonymous client asks a public survey's estimates, cross-tabs and
+    results page over and over. It gets its 60 per minute, then 429 on all three, while the
+    same client may still answer and another client still reads."""
+    app = make_app()
+    survey_id, _ = public_survey(app)
+    attacker = client_at(app, ATTACKER)
+    estimates = f"/api/surveys/{survey_id}/estimates"
+    for _ in range(60):
+        assert attacker.get(estimates).status_code == 200
+    assert_limited(attacker.get(estimates), "results", "60 per 1 minute")
+    assert_limited(attacker.get(f"/api/surveys/{survey_id}/crosstab?rows=smoked&cols=sleep"),
+                   "results", "60 per 1 minute")
+    assert_limited(attacker.get(f"/s/{survey_id}/results"), "results", "60 per 1 minute",
+                   json=False)
+    answer = attacker.post(f"/api/surveys/{survey_id}/responses",
+                           json={"answers": {"smoked": 0, "drove": 1, "sleep": 2}})
+    assert answer.status_code == 201
+    assert client_at(app, NEIGHBOUR).get(estimates).status_code == 200
+    assert attacker.get("/healthz").status_code == 200
+
+
+def _submit(client, survey_id, auth):
+    return client.post(f"/api/surveys/{survey_id}/responses",
+                       json={"answers": {"smoked": 0, "drove": 1, "sleep": 2}})
+
+
+def _researcher(client, survey_id, auth):
+    return client.get("/api/surveys", headers=auth)
+
+
+def _login(client, survey_id, auth):
+    return client.post(f"/s/{survey_id}/login", data={"key": "ldp_res_wrong"})
+
+
+def _other(client, survey_id, auth):
+    return client.get(f"/api/surveys/{survey_id}")
+
+
+@pytest.mark.parametrize("name, request_once, json", [
+    ("submit", _submit, True), ("researcher", _researcher, True), ("login", _login, False),
+    ("other", _other, True)])
+def test_every_class_passes_under_its_default_limit_and_refuses_over_it(make_app, name,
+                                                                        request_once, json):
+    app = make_app()
+    survey_id, auth = public_survey(app)
+    client = client_at(app, ATTACKER)
+    amount = int(DEFAULTS[SETTINGS[name]].split()[0])
+    for _ in range(amount):
+        assert request_once(client, survey_id, auth).status_code != 429
+    assert_limited(request_once(client, survey_id, auth), name, f"{amount} per 1 minute", json)
+
+
+@pytest.mark.parametrize("enabled", [False, "false"])
+def test_limits_disabled_let_a_flood_through(make_app, monkeypatch, enabled):
+    """RATE_LIMITS_ENABLED false, by setting or environment: no 429 ever."""
+    if enabled == "false":
+        monkeypatch.setenv("LDP_SURVEY_RATE_LIMITS_ENABLED", enabled)
+        app = make_app()
+    else:
+        app = make_app(RATE_LIMITS_ENABLED=enabled)
+    assert app.config["RATE_LIMITS_ENABLED"] is False
+    survey_id, _ = public_survey(app)
+    attacker = client_at(app, ATTACKER)
+    for _ in range(70):
+        assert attacker.get(f"/api/surveys/{survey_id}/estimates").status_code == 200
+
+
+@pytest.mark.parametrize("hops", [0, 1])
+def test_a_forged_forwarded_address_escapes_no_limit(make_app, hops):
+    """Behind PROXY_HOPS proxies the client is the address they forward; without a proxy a
+    forged X-Forwarded-For changes nothing, so rotating it does not reset the limit."""
+    app = make_app(PROXY_HOPS=hops, RATE_LIMIT_OTHER="3 per minute")
+    client = client_at(app, ATTACKER)
+    statuses = [client.get("/api/key", headers={"X-Forwarded-For": f"192.0.2.{i}"}).status_code
+                for i in range(6)]
+    assert statuses == ([200] * 6 if hops else [200] * 3 + [429] * 3)
+
+
+def test_no_address_reaches_the_limit_storage_or_a_log(make_app, caplog):
+    """The storage holds an HMAC of the address under SECRET_KEY; neither it nor any log
+    line holds the address, in any common spelling."""
+    app = make_app(PROXY_HOPS=1, RATE_LIMIT_OTHER="2 per minute")
+    client = client_at(app, "127.0.0.1")
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(3):
+            client.get("/api/key", headers={"X-Forwarded-For": ATTACKER})
+    keys = list(app.extensions["ldp_limiter"].storage.storage)
+    with app.test_request_context(environ_base={"REMOTE_ADDR": ATTACKER}):
+        hashed = client_key()
+    assert keys and all(hashed in key for key in keys)
+    spellings = (ATTACKER, ATTACKER.replace(".", ""), ATTACKER.encode().hex(), "127.0.0.1")
+    logged = " ".join(record.getMessage() for record in caplog.records)
+    assert not [s for s in spellings if s in " ".join(keys) or s in logged]
+    assert hashed in logged  # the breach is logged under the hash only
+
+
+def test_two_replicas_sharing_memcached_share_one_limit(make_app, tmp_path):
+    """Two app instances with one SECRET_KEY and memcached://: a client gets the limit once
+    over both, not once per replica; with memory:// each replica counts alone."""
+    require(memcached_available(), f"no memcached at {MEMCACHED[0]}:{MEMCACHED[1]}")
+    secret = secrets.token_hex(32)  # a fresh key: fresh counters in the shared memcached
+    shared = {"SECRET_KEY": secret, "RATE_LIMIT_OTHER": "5 per minute",
+              "RATE_LIMIT_STORAGE": f"memcached://{MEMCACHED[0]}:{MEMCACHED[1]}"}
+    first, second = (client_at(make_app(**shared), ATTACKER) for _ in range(2))
+    assert [first.get("/api/key").status_code for _ in range(3)] == [200] * 3
+    assert [second.get("/api/key").status_code for _ in range(3)] == [200, 200, 429]
+    assert first.get("/api/key").status_code == 429
+    apart = {**shared, "RATE_LIMIT_STORAGE": "memory://"}
+    first, second = (client_at(make_app(**apart), ATTACKER) for _ in range(2))
+    assert [first.get("/api/key").status_code for _ in range(5)] == [200] * 5
+    assert [second.get("/api/key").status_code for _ in range(5)] == [200] * 5
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("RATE_LIMIT_RESULTS", "lots", "limits such as"),
+    ("RATE_LIMIT_LOGIN", "", "limits such as"),
+    ("RATE_LIMIT_SUBMIT", 60, "text"),
+    ("RATE_LIMIT_STORAGE", "redis://127.0.0.1:6379", "memory:// or memcached://HOST:PORT"),
+    ("RATE_LIMIT_STORAGE", "file:///var/lib/limits", "memory:// or memcached://HOST:PORT"),
+    ("RATE_LIMITS_ENABLED", "yes", "true or false"),
+])
+def test_a_bad_limit_setting_is_refused_at_start_naming_it(make_app, name, value, expected):
+    with pytest.raises(ConfigurationError) as refused:
+        make_app(**{name: value})
+    assert f"setting {name} (LDP_SURVEY_{name}) must be" in str(refused.value)
+    assert expected in str(refused.value)
