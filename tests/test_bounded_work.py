@@ -12,6 +12,8 @@ from click.testing import CliRunner
 from ldpsurvey.cli import main
 from ldpsurvey.shared.crosstab import MAX_CELLS, reply_bound
 
+from helpers import release_due
+
 
 def question(qid: str, k: int) -> dict:
     return {"id": qid, "text": f"{qid}?", "type": "choice",
@@ -34,6 +36,7 @@ def published(client, auth, k_rows: int, k_cols: int, declared: bool) -> str:
     stored = client.post(f"/api/surveys/{survey_id}/responses/batch", json={"responses": answers},
                          headers=auth)
     assert stored.status_code == 201, stored.json
+    assert release_due(client.application) == 200
     return survey_id
 
 
