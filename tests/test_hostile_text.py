@@ -1,0 +1,190 @@
+"""Hostile text from a malicious server: terminal escape sequences, OSC 8 hyperlinks and bidi
+overrides in titles, option labels and error details never reach the CLI's output, and the
+visible text stays readable."""
+
+import base64
+import dataclasses
+import json
+import unicodedata
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+from click.testing import CliRunner
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from ldpsurvey.cli import main
+from ldpsurvey.cli.terminal import clean
+from ldpsurvey.shared import parse_definition
+from ldpsurvey.shared.manifest import key_id
+
+from helpers import SURVEY, serving
+
+# Clears the screen, paints in red, a hyperlink whose text hides its target, a right-to-left
+# override, an 8-bit CSI, a zero-width space, a line separator, an invisible tag character,
+# DEL, a window title, a bell.
+HOSTILE = ("\x1b[2J\x1b[31mRed\x1b[0m \x1b]8;;https://evil.example/\x1b\\Click\x1b]8;;\x1b\\ "
+           "\u202egnp.exe\u202c \x9b2Jok\u200b\u2028end\U000e0041\x7f \x1b]0;pwned\x07title\a")
+VISIBLE = "Red Click gnp.exe ok end title"
+# What a manifest may hold (publishing and parse_manifest refuse controls and bidi overrides),
+# yet a terminal does not show: a zero-width space, a word joiner, a line separator, tag
+# characters (invisible ASCII), a byte order mark.
+SNEAKY = "Sneaky\u200b \u2060title\u2028now\U000e0041\U000e0042\ufeff"
+SNEAKY_VISIBLE = "Sneaky title now"
+
+
+def assert_clean(text: str) -> None:
+    """No control but newline, no format character but ZWJ/ZWNJ, no line separator."""
+    bad = [c for c in text if c != "\n" and c not in "\u200c\u200d"
+           and unicodedata.category(c) in {"Cc", "Cf", "Cs", "Zl", "Zp"}]
+    assert not bad, f"{bad!r} in {text!r}"
+
+
+def test_clean_strips_sequences_and_keeps_the_visible_text():
+    assert clean(HOSTILE) == VISIBLE
+    assert clean("a\nb\x1b[2J\nc", keep_newlines=True) == "a\nb\nc"
+    assert clean("a\nb") == "a b"
+    assert clean("\u0645\u06cc\u200c\u062e\u0648\u0627\u0645 \U0001f468\u200d\U0001f469") == (
+        "\u0645\u06cc\u200c\u062e\u0648\u0627\u0645 \U0001f468\u200d\U0001f469")  # ZWNJ, ZWJ kept
+    assert clean("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u2066\u2067\u2068\u2069x") == "x"
+    assert clean("unterminated \x1b]8;;https://evil") == "unterminated 8;;https://evil"
+
+
+class EvilServer:
+    """A server that answers each (method, path) with what `pages` says, 404 otherwise, and
+    records what is posted to it; it holds its own signing key for manifests."""
+
+    def __init__(self):
+        self.pages: dict[tuple[str, str], tuple[int, bytes]] = {}
+        self.key = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+        self.public = self.key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+    def serve_json(self, method: str, path: str, document, status: int = 200) -> None:
+        self.pages[(method, path)] = (status, json.dumps(document).encode())
+
+    def serve_survey(self, definition: dict) -> None:
+        """Survey S, signed with this server's key, open."""
+        survey = dataclasses.replace(parse_definition(definition), survey_id="S",
+                                     key_id=key_id(self.public))
+        manifest = survey.manifest_bytes()
+        self.serve_json("GET", "/api/key", {"public_key": base64.b64encode(self.public).decode()})
+        self.pages[("GET", "/api/surveys/S")] = (200, manifest)
+        self.pages[("GET", "/api/surveys/S/manifest.sig")] = (200, self.key.sign(manifest))
+        self.serve_json("GET", "/api/surveys/S/status", {"status": "open"})
+
+    def handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def answer(self, method):
+                if method != "GET":
+                    self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                status, body = server.pages.get((method, self.path.split("?")[0]),
+                                                (404, b'{"error": "not_found", "detail": ""}'))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                self.answer("GET")
+
+            def do_POST(self):
+                self.answer("POST")
+
+        return Handler
+
+
+@pytest.fixture
+def evil(monkeypatch, tmp_path):
+    monkeypatch.setenv("LDP_SURVEY_KEY", "any-key")
+    monkeypatch.setenv("LDP_SURVEY_CLIENT_DIR", str(tmp_path / "respondent"))
+    server = EvilServer()
+    with serving(server.handler()) as server.url:
+        yield server
+
+
+def run(*args):
+    result = CliRunner().invoke(main, list(args))
+    assert_clean(result.stdout)
+    assert_clean(result.stderr)
+    return result
+
+
+def test_survey_list_prints_no_terminal_control(evil):
+    evil.serve_json("GET", "/api/surveys", {"surveys": [{
+        "survey_id": "S", "title": HOSTILE, "status": "open\x1b[8m", "created": "2026-01-01",
+        "n": 3, "pending": 0, "invitation_only": False}]})
+    result = run("survey", "list", "--url", evil.url)
+    assert result.exit_code == 0, result.output
+    assert VISIBLE in result.stdout and "open" in result.stdout
+    as_json = run("survey", "list", "--url", evil.url, "--json")
+    assert json.loads(as_json.stdout)["surveys"][0]["title"] == VISIBLE
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_results_print_no_terminal_control(evil, client, auth):
+    """A real estimates document with hostile title, option labels and warnings."""
+    survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
+    document = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
+    document["title"] = HOSTILE
+    for question in document["questions"]:
+        question["id"] += "\u202e"
+        for option in question["options"]:
+            option["option"] = HOSTILE
+            option["warning"] = "\x1b]8;;https://evil.example/\x07read me\x1b]8;;\x07"
+    evil.serve_json("GET", "/api/surveys/S/estimates", document)
+    result = run("results", "--url", evil.url, "--survey", "S")
+    assert result.exit_code == 0, result.output
+    assert VISIBLE in result.stdout and "read me" in result.stdout
+
+
+@pytest.mark.parametrize("command", [
+    ("survey", "list"), ("survey", "close", "S", "--yes"), ("survey", "tokens", "S", "--count", "1"),
+    ("results", "--survey", "S"), ("results", "--survey", "S", "--csv")])
+def test_error_details_print_no_terminal_control(evil, command):
+    error = {"error": "bad\x1b[2J", "detail": HOSTILE}
+    for method, path in [("GET", "/api/surveys"), ("POST", "/api/surveys/S/close"),
+                         ("POST", "/api/surveys/S/tokens"), ("GET", "/api/surveys/S/estimates"),
+                         ("GET", "/api/surveys/S/export.csv")]:
+        evil.serve_json(method, path, error, status=422)
+    result = run(*command, "--url", evil.url)
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (f"ldp-survey: error: the server refused the content of the "
+                                     f"request: {VISIBLE}")
+
+
+def sneaky_survey():
+    return {"title": SNEAKY, "description": f"First line {SNEAKY}\nsecond line",
+            "release_batch": 1, "questions": [
+                {"id": "q", "text": f"Question {SNEAKY}?", "type": "choice",
+                 "options": [f"a {SNEAKY}", "b"], "alpha": 0.3}]}
+
+
+def respond(evil, *extra):
+    return run("respond", "--url", evil.url, "--survey", "S", "--answers", "q=1",
+               "--max-lifetime-epsilon", "100", *extra)
+
+
+def test_respond_shows_a_signed_survey_without_invisible_text(evil):
+    evil.serve_survey(sneaky_survey())
+    result = respond(evil, "--yes")
+    assert result.exit_code == 1  # the evil server posts 404
+    out = result.stdout
+    assert f"\n{SNEAKY_VISIBLE}\nFirst line {SNEAKY_VISIBLE}\nsecond line\n" in out
+    assert f"[q] Question {SNEAKY_VISIBLE}?" in out and f"0) a {SNEAKY_VISIBLE}  1) b" in out
+    privacy = run("privacy")
+    assert privacy.exit_code == 0 and SNEAKY_VISIBLE in privacy.stdout
+
+
+def test_respond_error_details_print_no_terminal_control(evil):
+    evil.serve_survey(sneaky_survey())
+    evil.serve_json("POST", "/api/surveys/S/responses", {"error": "x", "detail": HOSTILE}, 422)
+    result = respond(evil, "--yes")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == ("ldp-survey: error: not sent: the server refused the "
+                                     f"content of the request: {VISIBLE}")
