@@ -1,10 +1,13 @@
-"""Hostile text from a malicious server: terminal escape sequences, OSC 8 hyperlinks and bidi
-overrides in titles, option labels and error details never reach the CLI's output, and the
-visible text stays readable."""
+"""Hostile text and input: terminal escape sequences, OSC 8 hyperlinks and bidi overrides
+from a malicious server (in titles, option labels and error details) never reach the CLI's
+output, whose visible text stays readable; and the size of a response on the wire tells no
+answer apart."""
 
 import base64
 import dataclasses
+import itertools
 import json
+import secrets
 import unicodedata
 from http.server import BaseHTTPRequestHandler
 
@@ -15,6 +18,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ldpsurvey.cli import main
 from ldpsurvey.cli.terminal import clean
+from ldpsurvey.client import Ceilings, LocalState, fetch_survey, submit
+from ldpsurvey.client.respondent import Submission
 from ldpsurvey.shared import parse_definition
 from ldpsurvey.shared.manifest import key_id
 
@@ -56,6 +61,7 @@ class EvilServer:
 
     def __init__(self):
         self.pages: dict[tuple[str, str], tuple[int, bytes]] = {}
+        self.posts: list[tuple[str, str, bytes]] = []  # request line, headers, body
         self.key = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
         self.public = self.key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
@@ -81,7 +87,8 @@ class EvilServer:
 
             def answer(self, method):
                 if method != "GET":
-                    self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                    body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                    server.posts.append((self.requestline, str(self.headers), body))
                 status, body = server.pages.get((method, self.path.split("?")[0]),
                                                 (404, b'{"error": "not_found", "detail": ""}'))
                 self.send_response(status)
@@ -188,3 +195,48 @@ def test_respond_error_details_print_no_terminal_control(evil):
     assert result.exit_code == 1
     assert result.stderr.strip() == ("ldp-survey: error: not sent: the server refused the "
                                      f"content of the request: {VISIBLE}")
+
+
+# --- the size of a response on the wire ---------------------------------------------------
+
+# Option indices from 0 to 11 (one digit or two), a yes/no question, three options.
+WIDE = {"title": "Sizes", "release_batch": 1, "questions": [
+    {"id": "many", "text": "Which month?", "type": "choice",
+     "options": [f"month {i}" for i in range(12)], "alpha": 0.3},
+    {"id": "yn", "text": "Yes?", "type": "yes_no", "alpha": 0.5},
+    {"id": "three", "text": "Which?", "type": "choice", "options": ["a", "b", "c"], "alpha": 0.5}]}
+
+
+def test_every_response_the_client_sends_has_one_size(evil, tmp_path):
+    """Every possible randomized response, each with its own idempotency key and invitation
+    token: the whole request (line, headers, body) has one length, the body one padded size."""
+    evil.serve_survey(WIDE)
+    evil.serve_json("POST", "/api/surveys/S/responses", {"survey_id": "S", "accepted": 1}, 201)
+    state = LocalState(tmp_path / "state.json")
+    verified = fetch_survey(evil.url, "S", state, Ceilings(10.0, 100.0, 1000.0))
+    ids = [q.id for q in verified.survey.questions]
+    every = list(itertools.product(range(12), range(2), range(3)))
+    for answers in every:
+        submit(verified, Submission("S", dict(zip(ids, answers, strict=True)),
+                                    secrets.token_urlsafe(24), False), state,
+               token=secrets.token_urlsafe(16))
+    assert len(evil.posts) == len(every) == 72
+    assert len({len(line) + len(headers) + len(body) for line, headers, body in evil.posts}) == 1
+    assert {len(body) for _, _, body in evil.posts} == {256}
+    for answers, (_, _, body) in zip(every, evil.posts, strict=True):
+        document = body.rstrip(b" ")
+        assert json.loads(document) == {"answers": dict(zip(ids, answers, strict=True))}
+        assert b"\n" not in body and len(document) < 256
+
+
+def test_the_aggregator_takes_padding_of_whitespace_only(client, auth, survey_id):
+    """The padded body is the same document; anything but whitespace after it is refused."""
+    body = json.dumps({"answers": {"smoked": 1, "drove": 0, "sleep": 2}})
+    url = f"/api/surveys/{survey_id}/responses"
+    for padding, status in [(" " * 1000, 201), (" " * 100 + "x", 400), (" " * 100 + "{}", 400),
+                            (" " * 100 + "\x00", 400)]:
+        response = client.post(url, data=body + padding,
+                               headers={"Content-Type": "application/json"})
+        assert response.status_code == status, response.json
+    estimates = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
+    assert estimates["questions"][0]["n"] == 1  # the padded one, stored once
