@@ -2,8 +2,10 @@
 for a terminal: what reaches the screen can neither run terminal commands nor hide or reorder
 the text around it."""
 
+import codecs
 import re
 import unicodedata
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 # Whole escape sequences, so that their parameters do not remain as litter (ECMA-48): CSI
@@ -51,3 +53,13 @@ def clean_json(value: Any) -> Any:
     if isinstance(value, dict):
         return {clean(key): clean_json(item) for key, item in value.items()}
     return value
+
+
+def clean_pieces(pieces: Iterable[bytes]) -> Iterator[str]:
+    """A UTF-8 stream as text for a terminal, piece by piece: `clean`ed, its newlines kept (a
+    character split between two pieces is decoded whole; an escape sequence split so is still
+    harmless, its ESC removed)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    for piece in pieces:
+        yield clean(decoder.decode(piece), keep_newlines=True)
+    yield clean(decoder.decode(b"", final=True), keep_newlines=True)

@@ -7,7 +7,11 @@ import base64
 import dataclasses
 import itertools
 import json
+import os
 import secrets
+import subprocess
+import sys
+import tty
 import unicodedata
 from http.server import BaseHTTPRequestHandler
 
@@ -163,6 +167,39 @@ def test_error_details_print_no_terminal_control(evil, command):
     assert result.exit_code == 1
     assert result.stderr.strip() == (f"ldp-survey: error: the server refused the content of the "
                                      f"request: {VISIBLE}")
+
+
+EXPORT = (f"# manifest: {{\"title\": \"{HOSTILE}\"}}\nsmoked,sleep\n1,\u202e2\n0,1\n"
+          ).encode()
+
+
+def test_an_export_to_a_terminal_prints_no_terminal_control(evil):
+    """On a terminal (a pseudo-terminal here) the export is cleaned, its lines kept."""
+    evil.pages[("GET", "/api/surveys/S/export.csv")] = (200, EXPORT)
+    controller, terminal = os.openpty()
+    tty.setraw(terminal)  # no "\r\n" for "\n": the bytes as the program wrote them
+    with subprocess.Popen([sys.executable, "-m", "ldpsurvey.cli", "results", "--url", evil.url,
+                           "--survey", "S", "--csv"], stdout=terminal,
+                          stderr=subprocess.PIPE) as process:
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                piece = os.read(controller, 65536)
+            except OSError:  # EIO: the program closed the terminal
+                break
+            if not piece:
+                break
+            shown += piece
+        assert process.wait() == 0, process.stderr.read()
+    os.close(controller)
+    assert shown.decode() == f"# manifest: {{\"title\": \"{VISIBLE}\"}}\nsmoked,sleep\n1,2\n0,1\n"
+
+
+def test_an_export_into_a_pipe_is_the_exact_bytes(evil):
+    evil.pages[("GET", "/api/surveys/S/export.csv")] = (200, EXPORT)
+    result = CliRunner().invoke(main, ["results", "--url", evil.url, "--survey", "S", "--csv"])
+    assert result.exit_code == 0 and result.stdout_bytes == EXPORT
 
 
 def sneaky_survey():
