@@ -277,3 +277,26 @@ def test_the_aggregator_takes_padding_of_whitespace_only(client, auth, survey_id
         assert response.status_code == status, response.json
     estimates = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
     assert estimates["questions"][0]["n"] == 1  # the padded one, stored once
+
+
+def test_a_body_longer_than_its_padded_size_is_refused_and_no_size_pads_nothing():
+    from ldpsurvey.client import http
+
+    with pytest.raises(ValueError, match="does not fit the padded size 256"):
+        http.padded(b"x" * 257, 256)
+    assert http.padded(b"{}", 0) == b"{}"
+    assert http.padded(b"{}", 256) == b"{}" + b" " * 254
+
+
+def test_the_largest_survey_pads_below_the_servers_limit_for_one_response():
+    """100 questions of 64 options with 40-character ids: padded, still far below 64 KiB."""
+    from ldpsurvey.aggregator.settings import DEFAULTS
+    from ldpsurvey.client.respondent import body_size
+    from ldpsurvey.shared.manifest import MAX_OPTIONS, MAX_QUESTIONS
+
+    largest = parse_definition({"title": "t", "questions": [
+        {"id": f"q{i:039d}", "text": "?", "type": "choice",
+         "options": [str(j) for j in range(MAX_OPTIONS)], "epsilon": 1.0}
+        for i in range(MAX_QUESTIONS)]})
+    assert body_size(largest) % 256 == 0
+    assert body_size(largest) <= DEFAULTS["MAX_RESPONSE_BYTES"] // 8
