@@ -52,6 +52,7 @@ ANSWERS: dict[type[ex.DomainError], Answer] = {
     ex.InvalidSurvey: Answer(422, "invalid_survey"),
     ex.EpsilonAboveCap: Answer(422, "epsilon_above_cap"),
     ex.InvalidAnswers: Answer(422, "invalid_answers"),
+    ex.InvalidUnicode: Answer(422, "invalid_unicode"),
     ex.BatchTooLarge: Answer(422, "batch_too_large"),
     ex.InvalidCount: Answer(422, "invalid_count"),
     ex.InvalidKeyRequest: Answer(422, "invalid_key_request"),

@@ -108,6 +108,10 @@ class MalformedJson(DomainError):
     """The body is not strict JSON."""
 
 
+class InvalidUnicode(DomainError):
+    """A string in the JSON body is no Unicode text (a lone surrogate)."""
+
+
 class InvalidIdempotencyKey(DomainError):
     def __init__(self):
         super().__init__(f"Idempotency-Key must match {IDEMPOTENCY_KEY.pattern}")

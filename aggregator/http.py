@@ -11,6 +11,7 @@ from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY
 from .exceptions import (
     BodyTooLarge,
     InvalidIdempotencyKey,
+    InvalidUnicode,
     MalformedJson,
     UnsupportedMediaType,
 )
@@ -19,7 +20,8 @@ from .intake import Accepted
 
 def json_body(limit_config: str | None = None) -> Any:
     """The request's JSON body: UnsupportedMediaType unless application/json, BodyTooLarge
-    over the size limit, MalformedJson unless strict JSON (no duplicate keys, NaN or Infinity)."""
+    over the size limit, MalformedJson unless strict JSON (no duplicate keys, NaN or Infinity),
+    InvalidUnicode for a string with a lone surrogate."""
     if request.mimetype != "application/json":
         raise UnsupportedMediaType()
     limit = current_app.config[limit_config] if limit_config else None
@@ -30,6 +32,8 @@ def json_body(limit_config: str | None = None) -> Any:
         raise BodyTooLarge(limit)
     try:
         return strict_json.loads(raw)
+    except strict_json.InvalidUnicode as exc:
+        raise InvalidUnicode(str(exc)) from None
     except ValueError as exc:
         raise MalformedJson(str(exc)[:200]) from None
 

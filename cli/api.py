@@ -3,7 +3,8 @@
 Commands declare `--url` with `url_option` and receive the `Api` through `pass_api`
 (click.make_pass_decorator). The key comes from LDP_SURVEY_KEY or is asked for without echo,
 and only when a request needs it; there is deliberately no --key flag (it would leak into shell
-history and `ps`). Every failure becomes one clear line and a non-zero exit.
+history and `ps`). Every failure becomes one clear line and a non-zero exit. Everything the
+server says reaches the command `terminal.clean`ed: the strings of its JSON and its errors.
 """
 
 import ipaddress
@@ -18,8 +19,18 @@ import click
 
 from ldpsurvey.client import http
 
+from .terminal import clean, clean_json
+
 KEY_VARIABLE = "LDP_SURVEY_KEY"
 URL_VARIABLE = "LDP_SURVEY_URL"
+
+
+class ServerResponse(http.Response):
+    """A response whose JSON is safe to print: every string in it `clean`ed (`body` is raw,
+    for what needs the exact bytes, such as a signature check)."""
+
+    def json(self) -> Any:
+        return clean_json(super().json())
 
 
 class Api:
@@ -43,7 +54,7 @@ class Api:
         return self._key
 
     def call(self, method: str, path: str, *, auth: bool | None = True,
-             headers: dict[str, str] | None = None, **kwargs: Any) -> http.Response:
+             headers: dict[str, str] | None = None, **kwargs: Any) -> ServerResponse:
         """`method` `path` (below the URL). auth=True sends the key; False sends none; None
         sends the key if one is known, else tries without and asks for one only on a 401."""
         headers = dict(headers or {})
@@ -51,7 +62,8 @@ class Api:
             headers["Authorization"] = f"Bearer {self.key}"
         with one_line_errors(key_sent="Authorization" in headers):
             try:
-                return http.request(method, self.url + path, headers=headers, **kwargs)
+                response = http.request(method, self.url + path, headers=headers, **kwargs)
+                return ServerResponse(response.status, response.headers, response.body)
             except http.ApiError as exc:
                 if auth is None and exc.status == 401 and "Authorization" not in headers:
                     return self.call(method, path, headers=headers, **kwargs)
@@ -64,10 +76,10 @@ class Api:
                 self.url + path, headers={"Authorization": f"Bearer {self.key}"}) as pieces:
             yield pieces
 
-    def get(self, path: str, **kwargs: Any) -> http.Response:
+    def get(self, path: str, **kwargs: Any) -> ServerResponse:
         return self.call("GET", path, **kwargs)
 
-    def post(self, path: str, **kwargs: Any) -> http.Response:
+    def post(self, path: str, **kwargs: Any) -> ServerResponse:
         return self.call("POST", path, **kwargs)
 
 
@@ -78,13 +90,13 @@ def can_prompt() -> bool:
 
 @contextmanager
 def one_line_errors(key_sent: bool) -> Iterator[None]:
-    """Turn a refused request, a network failure or a bad URL into one line and exit 1."""
+    """Turn a refused request, a network failure or a bad URL into one clean line and exit 1."""
     try:
         yield
     except http.ApiError as exc:
-        raise click.ClickException(explained(exc, key_sent)) from None
+        raise click.ClickException(clean(explained(exc, key_sent))) from None
     except (http.NetworkError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(clean(str(exc))) from None
 
 
 def explained(exc: "http.ApiError", key_sent: bool) -> str:

@@ -6,11 +6,13 @@ from typing import Any
 
 import click
 
+from .terminal import clean
+
 
 def format_value(value: Any) -> str:
     """One format per kind of number in tables (JSON keeps full precision): fractional numbers
     (proportions, estimates, epsilons) to 4 decimals, as the intervals beside them; whole
-    numbers with thousands separators; None as '-'; the rest as text."""
+    numbers with thousands separators; None as '-'; the rest as text, `terminal.clean`ed."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -19,7 +21,7 @@ def format_value(value: Any) -> str:
         return f"{value:.4f}"
     if isinstance(value, int):
         return f"{value:,}"
-    return str(value)
+    return clean(str(value))
 
 
 def table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None) -> str:

@@ -6,7 +6,8 @@ from ldpsurvey.client import LocalState, ledger
 
 from .options import json_option
 from .output import emit_json, table
-from .respond import lifetime_option, open_state, printable
+from .respond import lifetime_option, open_state
+from .terminal import clean
 
 
 @click.command()
@@ -32,7 +33,7 @@ def privacy(as_json: bool, forget_key: str | None, max_lifetime_epsilon: float) 
                    f"{', '.join(aggregator['urls']) or '(no address pinned)'}: epsilon "
                    f"{aggregator['epsilon_spent']:.3g} spent, "
                    f"{aggregator['epsilon_remaining']:.3g} of {max_lifetime_epsilon:.3g} left")
-        rows = [(s["survey_id"], printable(s["title"] or "(sent before the ledger existed; "
+        rows = [(s["survey_id"], clean(s["title"] or "(sent before the ledger existed; "
                                                        "charged at most)"),
                  s["epsilon"], s["sent"]) for s in aggregator["surveys"]]
         click.echo(table(rows, ("survey", "title", "epsilon", "acknowledged")))

@@ -21,6 +21,7 @@ from . import check
 from .api import Api, can_prompt, pass_api, url_option
 from .options import confidence_option, method_option
 from .output import emit, emit_json, interval, note, release_lines, table
+from .terminal import clean_pieces
 
 
 @click.group()
@@ -200,12 +201,14 @@ def results(api: Api, survey_id: str, confidence: float, method: str, simultaneo
 
 
 def _export(api: Api, survey_id: str, kind: str, output: str | None) -> None:
-    """Stream the export to stdout, or to `output` with a progress bar over the released
-    responses (one line each), in constant memory at any size."""
+    """Stream the export to stdout (`terminal.clean`ed if it is a terminal), or to `output`
+    with a progress bar over the released responses (one line each), in constant memory at
+    any size."""
     path = f"/api/surveys/{survey_id}/export.{kind}"
     if output is None:
         with api.stream(path) as pieces:
-            for piece in pieces:
+            # on a terminal what it can show; in a pipe or file the exact bytes
+            for piece in clean_pieces(pieces) if sys.stdout.isatty() else pieces:
                 click.echo(piece, nl=False)
         return
     released = api.get(f"/api/surveys/{survey_id}/estimates").json()["questions"][0]["n"]

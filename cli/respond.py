@@ -35,6 +35,7 @@ from ldpsurvey.shared import Question, Survey
 from ldpsurvey.shared.manifest import key_id
 
 from .api import URL_VARIABLE, check_url
+from .terminal import clean
 
 YES = {"yes", "y", "1", "true"}
 NO = {"no", "n", "0", "false"}
@@ -45,14 +46,6 @@ lifetime_option = click.option(
     default=DEFAULT_MAX_LIFETIME_EPSILON, show_default="8 ln 3",
     help="Refuse a survey that would take what one aggregator (signing key) has received from "
          "this device above this epsilon.")
-
-
-def printable(text: str) -> str:
-    """Text as it may reach the terminal: anything non-printable (control characters, bidi
-    overrides, invisible format characters) shown as its escape, newlines kept, so no text
-    from a server can repaint or reorder what the respondent reads."""
-    return "".join(c if c.isprintable() or c == "\n" else c.encode("unicode_escape").decode()
-                   for c in text)
 
 
 def parse_choice(question: Question, text: str) -> int:
@@ -154,7 +147,7 @@ def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str
     try:  # another run may have answered a changed version of it since it was fetched
         submission = prepare(verified, true_answers, state)
     except TrustError as exc:
-        raise click.ClickException(f"not answering: {exc}") from None
+        raise click.ClickException(clean(f"not answering: {exc}")) from None
     del true_answers  # from here on only randomized answers exist
     confirm_and_send(verified, submission, state, token or link.token, assume_yes)
 
@@ -171,7 +164,7 @@ def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
     try:
         verified = fetch_survey(url, survey_id, state, ceilings, key, token)
     except NOT_ANSWERING as exc:
-        raise click.ClickException(printable(f"not answering: {exc}")) from None
+        raise click.ClickException(clean(f"not answering: {exc}")) from None
     if before is None:
         click.echo(f"First use of {verified.aggregator}: this device now trusts its signing key "
                    f"{verified.key_id} and will refuse surveys signed with another.")
@@ -179,7 +172,7 @@ def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
         click.echo(f"Accepted signing key {verified.key_id} for {verified.aggregator}; what this "
                    f"device kept for key {key_id(before)} moved to it.")
     survey = verified.survey
-    click.echo(printable(f"\n{survey.title}\n{survey.description}\n"))
+    click.echo(f"\n{clean(survey.title)}\n{clean(survey.description, keep_newlines=True)}\n")
     spent = ledger.spent(state, verified.key_id)
     click.echo(f"Privacy: epsilon {verified.total_epsilon:.3g} for the whole submission "
                f"(your ceilings: {ceilings.per_question:.3g} per question, "
@@ -205,8 +198,8 @@ def collect_answers(verified: VerifiedSurvey, state: LocalState,
     notes = survey_notes(verified, ledger.concept_status(verified, state))
     true_answers = {}
     for question in survey.questions:
-        click.echo(printable(f"\n[{question.id}] {question.text}"))
-        click.echo(printable("  " + "  ".join(f"{j}) {o}" for j, o in
+        click.echo("\n" + clean(f"[{question.id}] {question.text}"))
+        click.echo(clean("  " + "  ".join(f"{j}) {o}" for j, o in
                                               enumerate(question.options))))
         click.echo(f"  {notes[question.id]}")
         if question.id in record["answers"]:
@@ -228,13 +221,13 @@ def review(survey: Survey, true_answers: dict[str, int]) -> dict[str, int]:
     while True:
         click.echo("\nYour answers, not yet randomized (they never leave this device):")
         for qid, index in true_answers.items():
-            click.echo(printable(f"  [{qid}] {survey.question(qid).options[index]}"))
+            click.echo(clean(f"  [{qid}] {survey.question(qid).options[index]}"))
         choice = click.prompt("Press Enter to randomize them (final), or type a question id "
                               "to change its answer", default="", show_default=False).strip()
         if not choice:
             return true_answers
         if choice not in true_answers:
-            click.echo(printable(f"  {choice!r} is not one of the questions above"))
+            click.echo(clean(f"  {choice!r} is not one of the questions above"))
             continue
         question = survey.question(choice)
         true_answers[choice] = click.prompt(
@@ -259,7 +252,7 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
     survey = verified.survey
     shown = {qid: survey.question(qid).options[index] for qid, index in submission.answers.items()}
     click.echo("\nThis is exactly what will be sent (randomized on this device):")
-    click.echo(printable(f"  {json.dumps(submission.body())}   i.e. {shown}"))
+    click.echo(clean(f"  {json.dumps(submission.body())}   i.e. {shown}"))
     click.echo(WHY_IT_MAY_DIFFER)
     click.echo(release_note(survey.release_batch))
     if not assume_yes and not click.confirm("Send it?", default=True):
@@ -269,18 +262,18 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
     try:
         submit(verified, submission, state, token)
     except (OverBudget, TrustError) as exc:
-        raise click.ClickException(f"not sent: {exc}") from None
+        raise click.ClickException(clean(f"not sent: {exc}")) from None
     except NetworkError as exc:
         raise click.ClickException(
-            f"not sent: {exc}. Your randomized answers are kept: running the same command "
-            "again sends them, and the server counts them once.") from None
+            f"not sent: {clean(str(exc))}. Your randomized answers are kept: running the same "
+            "command again sends them, and the server counts them once.") from None
     except ApiError as exc:
         if exc.code == "invalid_token":
             raise click.ClickException(
                 "not sent: the server did not accept this invitation: it is unknown or was "
                 "already used. Each invitation answers once; if you answered with it before, "
                 "on another device or in a browser, that answer was counted.") from None
-        raise click.ClickException(printable(f"not sent: {exc}")) from None
+        raise click.ClickException(clean(f"not sent: {exc}")) from None
     click.echo(f"Sent. Thank you. This aggregator has now received epsilon "
                f"{ledger.spent(state, verified.key_id):.3g} from this device, of your lifetime "
                f"budget of {verified.ceilings.lifetime:.3g}.")

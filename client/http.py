@@ -46,14 +46,16 @@ class Response:
 
 
 def request(method: str, url: str, *, json_body: Any = None, headers: dict[str, str] | None = None,
-            timeout: float = 30.0, retries: int = 0, backoff: float = 0.5) -> Response:
+            timeout: float = 30.0, retries: int = 0, backoff: float = 0.5,
+            padded_size: int = 0) -> Response:
     """Send one request; retry network failures (never HTTP errors) up to `retries` times with
-    the same headers, so an Idempotency-Key makes the retries safe."""
+    the same headers, so an Idempotency-Key makes the retries safe. The JSON body is padded
+    with spaces to `padded_size` bytes (ValueError if it is longer)."""
     _check_scheme(url)
     headers = dict(headers or {})
     data = None
     if json_body is not None:
-        data = json.dumps(json_body).encode()
+        data = padded(json_bytes(json_body), padded_size)
         headers["Content-Type"] = "application/json"
     for attempt in range(retries + 1):
         # S310: the scheme was checked above
@@ -68,6 +70,28 @@ def request(method: str, url: str, *, json_body: Any = None, headers: dict[str, 
                 raise _network_error(url, exc) from None
             time.sleep(backoff * 2**attempt)
     raise AssertionError("unreachable")
+
+
+BODY_SIZE_CLASS = 256  # padded bodies are a whole number of these many bytes
+
+
+def json_bytes(value: Any) -> bytes:
+    """A request's JSON body as sent (before padding)."""
+    return json.dumps(value).encode()
+
+
+def size_class(length: int) -> int:
+    """`length` rounded up to a whole BODY_SIZE_CLASS."""
+    return -(-length // BODY_SIZE_CLASS) * BODY_SIZE_CLASS
+
+
+def padded(data: bytes, size: int) -> bytes:
+    """`data` followed by spaces up to `size` bytes: JSON allows whitespace after its value, so
+    the server reads the same document, while the size on the wire is the same for every body
+    padded to `size`. ValueError if `data` is longer (its size would tell it apart)."""
+    if len(data) > size > 0:
+        raise ValueError(f"a body of {len(data)} bytes does not fit the padded size {size}")
+    return data.ljust(size, b" ")
 
 
 @contextmanager

@@ -4,7 +4,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ldpsurvey.shared import Question
+from ldpsurvey.shared import Question, Survey
 from ldpsurvey.shared.randomizer import Draw, randomize, secure_draw
 
 from . import http, ledger
@@ -25,6 +25,16 @@ class Submission:
 
     def body(self) -> dict:
         return {"answers": self.answers}
+
+
+def body_size(survey: Survey) -> int:
+    """The size every response body to `survey` is padded to: the largest possible body (every
+    answer its highest option index; the indices are the only part whose length varies)
+    rounded up to a whole http.BODY_SIZE_CLASS. So every response to one survey has one size
+    on the wire, and surveys of similar size share it."""
+    largest = Submission(survey.survey_id, {q.id: len(q.options) - 1 for q in survey.questions},
+                         "", False)
+    return http.size_class(len(http.json_bytes(largest.body())))
 
 
 def unanswered(verified: VerifiedSurvey, state: LocalState) -> list[str]:
@@ -101,7 +111,7 @@ def submit(verified: VerifiedSurvey, submission: Submission, state: LocalState,
         headers["Survey-Token"] = token
     url = f"{verified.aggregator}/api/surveys/{submission.survey_id}/responses"
     result = http.request("POST", url, json_body=submission.body(), headers=headers,
-                          retries=retries).json()
+                          retries=retries, padded_size=body_size(verified.survey)).json()
     with state.transaction():
         record = state.record(verified.key_id, submission.survey_id)
         record["submitted"] = True

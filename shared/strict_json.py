@@ -1,11 +1,19 @@
 """JSON parsing that refuses what Python's json module lets through silently."""
 
 import json
+import re
 from typing import Any
+
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class StrictJSONError(ValueError):
     """The text is not strict JSON (syntax, duplicate keys, NaN or Infinity)."""
+
+
+class InvalidUnicode(StrictJSONError):
+    """A string escapes half of a UTF-16 surrogate pair alone (\\ud800): valid JSON syntax,
+    but no Unicode text (RFC 8259 section 8.2), which no database can store."""
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -22,13 +30,33 @@ def _no_constant(name: str) -> Any:
 
 
 def loads(text: str | bytes) -> Any:
-    """Parse JSON, refusing duplicate object keys and the non-standard NaN/Infinity."""
+    """Parse JSON, refusing duplicate object keys, the non-standard NaN/Infinity and (as
+    InvalidUnicode) strings with a lone surrogate."""
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except StrictJSONError:
         raise
     except (ValueError, RecursionError) as exc:  # syntax, encoding, over-long integers
         raise StrictJSONError(f"not valid JSON: {exc}") from None
+    _check_unicode(value)
+    return value
+
+
+def _check_unicode(value: Any) -> None:
+    """InvalidUnicode if a string in `value`, key or value, holds a surrogate (an iterative
+    walk: a document as deep as the parser allows must not overflow the stack here)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and (found := SURROGATE.search(item)):
+            raise InvalidUnicode(f"the string {item[:40]!a} holds the lone surrogate "
+                                 f"U+{ord(found.group()):04X}: half of a UTF-16 pair is no "
+                                 "Unicode text")
 
 
 def dumps(value: Any) -> bytes:

@@ -1,6 +1,10 @@
 """Helpers the test modules share (fixtures live in conftest.py)."""
 
+import contextlib
 import os
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -101,3 +105,17 @@ def release_due(app) -> int:
 
     with connection_to(app.extensions["ldp_database"]) as connection:
         return releases.release_due(connection)
+
+
+@contextlib.contextmanager
+def serving(handler: type) -> Iterator[str]:
+    """A stand-in server answering with `handler` on a loopback port, in a thread; its URL.
+    (Polled every 10 ms, so shutdown() returns at once: the default polls every 0.5 s.)"""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join()

@@ -848,3 +848,42 @@ def test_a_survey_that_changed_since_it_was_answered_is_refused(page, live_serve
         "#refused-text").inner_text()
     assert not [r for r in requests if r.method != "GET"]
     assert count(client, auth, survey_id) == 1
+
+
+# Option indices from 0 to 11 (one digit or two), a yes/no question, three options; within
+# the form's default ceilings.
+SIZES = {"title": "Sizes", "release_batch": 1, "questions": [
+    {"id": "many", "text": "Which month?", "type": "choice",
+     "options": [f"month {i}" for i in range(12)], "epsilon": 1.0},
+    {"id": "yn", "text": "Yes?", "type": "yes_no", "epsilon": 1.0},
+    {"id": "three", "text": "Which?", "type": "choice", "options": ["a", "b", "c"],
+     "epsilon": 1.0}]}
+
+
+def test_every_response_the_form_sends_has_one_size(browser, live_server, client, auth):
+    """Randomized answers with every index of a 12-option question (the JSON of 10 is a byte
+    longer than that of 9), each kept unsent by another browser with its own key: every body
+    sent has one length, padded with spaces after the same document."""
+    survey_id = create(client, auth, SIZES)
+    bodies = []
+    for many in range(12):
+        answers = {"many": many, "yn": many % 2, "three": many % 3}
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{live_server}/healthz")
+        kept = {"answers": answers, "idempotencyKey": f"key-{many:02d}-" + "k" * 17,
+                "submitted": False}
+        page.evaluate("([k, v]) => localStorage.setItem(k, v)",
+                      [f"ldp-survey/{survey_id}", json.dumps(kept)])
+        requests = record(page)
+        page.goto(f"{live_server}/s/{survey_id}")
+        page.wait_for_selector("#confirm:not([hidden])")
+        page.click("#send")
+        page.wait_for_selector("#thanks:not([hidden])")
+        [post] = [r for r in requests if r.method == "POST"]
+        bodies.append((answers, post.post_data_buffer))
+        context.close()
+    assert {len(body) for _, body in bodies} == {256}
+    for answers, body in bodies:
+        assert json.loads(body.rstrip(b" ")) == {"answers": answers}
+    assert count(client, auth, survey_id) == 12

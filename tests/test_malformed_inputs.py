@@ -158,3 +158,71 @@ def test_an_api_key_id_of_no_valid_form_is_an_unknown_key(app):
         for api_key_id in ("key-\x00", "key-" + "0" * 16 + "\x00", ""):
             with pytest.raises(DomainError, match="no API key with id"):
                 accounts.revoke(get_db(), api_key_id)
+
+
+# Every endpoint that takes JSON, with a body that holds `{text}` where a string goes.
+LONE_SURROGATE_BODIES = [
+    ("@/surveys", '{"title": "Habits {text}", "questions": [{"id": "q", "text": "?", '
+                  '"type": "yes_no", "alpha": 0.5}]}'),
+    ("@/surveys", '{"title": "Habits", "questions": [{"id": "q", "text": "?", '
+                  '"type": "choice", "options": ["a{text}", "b"], "alpha": 0.5}]}'),
+    ("responses", '{"answers": {"smoked": 1, "drove": 0, "sleep": 2, "{text}": 0}}'),
+    ("responses", '{"answers": {"smoked": 1, "drove": 0, "sleep": 2}, "x": "{text}"}'),
+    ("responses/batch", '{"responses": [{"answers": {"smoked": 1, "drove": 0, "sleep": 2, '
+                        '"q{text}": 1}}]}'),
+    ("@{invited}/tokens", '{"count": 1, "note": "{text}"}'),
+]
+
+
+@pytest.mark.parametrize("text", ["\\ud800", "\\udfff", "\\uDBFF x", "\\ud800\\ud800",
+                                  "\\ude00\\ud83d"])
+@pytest.mark.parametrize("path, body", LONE_SURROGATE_BODIES)
+def test_a_lone_surrogate_is_refused_on_every_json_endpoint(app, client, auth, survey_id, path,
+                                                            body, text):
+    """A JSON string escape of half a UTF-16 pair is valid JSON syntax but no Unicode text: a
+    422 naming it, before anything is stored (it once failed to encode: a 500)."""
+    invited = client.post("/api/surveys", json={**SURVEY, "invitation_only": True},
+                          headers=auth).json["survey_id"]
+    before = snapshot(app)
+    url = ("/api" + path[1:] if path.startswith("@/") else
+           "/api/surveys/" + path[1:].format(invited=invited) if path.startswith("@") else
+           f"/api/surveys/{survey_id}/{path}")
+    response = client.post(url, data=body.replace("{text}", text), headers={
+        "Content-Type": "application/json", **auth})
+    assert response.status_code == 422, response.get_data(as_text=True)[:300]
+    assert response.json["error"] == "invalid_unicode"
+    assert "lone surrogate" in response.json["detail"]
+    assert snapshot(app) == before
+
+
+def test_a_surrogate_pair_is_one_character(client, auth):
+    """The escape of a character beyond the BMP, as JSON.stringify and json.dumps write it."""
+    response = client.post("/api/surveys", data='{"title": "Habits \\ud83d\\ude00", "questions": '
+                           '[{"id": "q", "text": "?", "type": "yes_no", "alpha": 0.5}]}',
+                           headers={"Content-Type": "application/json", **auth})
+    assert response.status_code == 201, response.json
+    manifest = json.loads(client.get(f"/api/surveys/{response.json['survey_id']}").data)
+    assert manifest["title"] == "Habits \U0001f600"
+
+
+def test_a_lone_surrogate_is_found_at_any_depth_and_in_keys():
+    from ldpsurvey.shared import strict_json
+
+    deepest = 0
+    for depth in range(100, 100_000, 100):  # as deep as the parser goes
+        try:
+            strict_json.loads("[" * depth + "]" * depth)
+        except strict_json.StrictJSONError:
+            break
+        deepest = depth
+    with pytest.raises(strict_json.InvalidUnicode, match=r"U\+DC00"):
+        strict_json.loads("[" * deepest + '"\\udc00"' + "]" * deepest)
+    with pytest.raises(strict_json.InvalidUnicode, match=r"U\+D800"):
+        strict_json.loads('{"a": {"\\ud800": 1}}')
+
+
+def test_a_manifest_with_a_lone_surrogate_is_refused_by_the_client():
+    from ldpsurvey.shared import SurveyError, parse_manifest
+
+    with pytest.raises(SurveyError, match="lone surrogate"):
+        parse_manifest(b'{"title": "\\ud800"}')

@@ -151,6 +151,29 @@ function chargeFor(entry, record, manifest, epsilons) {
   return total;
 }
 
+// Padded bodies are a whole number of these many bytes: the same as the Python client's
+// BODY_SIZE_CLASS (ldpsurvey/client/http.py).
+const BODY_SIZE_CLASS = 256;
+const utf8Length = (text) => new TextEncoder().encode(text).length;
+
+// The size every response body to this survey is padded to: the largest possible body (every
+// answer its highest option index; the indices are the only part whose length varies) rounded
+// up to a whole BODY_SIZE_CLASS, so the size on the wire tells no answer apart.
+function bodySize(manifest) {
+  const largest = { answers: {} };
+  for (const question of manifest.questions) {
+    largest.answers[question.id] = question.options.length - 1;
+  }
+  return Math.ceil(utf8Length(JSON.stringify(largest)) / BODY_SIZE_CLASS) * BODY_SIZE_CLASS;
+}
+
+// `body` followed by spaces up to `size` bytes (JSON allows whitespace after its value).
+function padded(body, size) {
+  const length = utf8Length(body);
+  if (length > size) throw new Error(`a body of ${length} bytes does not fit ${size}`);
+  return body + " ".repeat(size - length);
+}
+
 function newIdempotencyKey() {
   const bytes = new Uint8Array(18);
   crypto.getRandomValues(bytes);
@@ -501,7 +524,8 @@ class Answering {
     $("send-error").textContent = "";
     try {
       const response = await fetch(`/api/surveys/${encodeURIComponent(surveyId)}/responses`, {
-        method: "POST", headers, body: $("payload").textContent, credentials: "omit",
+        method: "POST", headers, body: padded($("payload").textContent, bodySize(this.manifest)),
+        credentials: "omit",
       });
       if (response.status === 201) {
         await this.update(() => { this.record.submitted = true; });
