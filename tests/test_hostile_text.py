@@ -27,7 +27,7 @@ from ldpsurvey.client.respondent import Submission
 from ldpsurvey.shared import parse_definition
 from ldpsurvey.shared.manifest import key_id
 
-from helpers import SURVEY, serving
+from helpers import SURVEY, release_due, serving
 
 # Clears the screen, paints in red, a hyperlink whose text hides its target, a right-to-left
 # override, an 8-bit CSI, a zero-width space, a line separator, an invisible tag character,
@@ -275,6 +275,7 @@ def test_the_aggregator_takes_padding_of_whitespace_only(client, auth, survey_id
         response = client.post(url, data=body + padding,
                                headers={"Content-Type": "application/json"})
         assert response.status_code == status, response.json
+    assert release_due(client.application) == 1
     estimates = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
     assert estimates["questions"][0]["n"] == 1  # the padded one, stored once
 
