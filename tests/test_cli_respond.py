@@ -316,7 +316,7 @@ def test_why_an_answer_may_differ_is_on_the_review_screen(runner, live_server, h
     assert WHY_IT_MAY_DIFFER in review
 
 
-def test_survey_texts_are_shown_escaped(runner, live_server, client, auth):
+def test_survey_texts_are_shown_without_invisible_characters(runner, live_server, client, auth):
     """What publishing allows but a terminal would not show is left out (a zero-width space)
     or shown as a space (a line separator)."""
     definition = {"title": "Sneaky\u200b title", "release_batch": 1, "questions": [
