@@ -34,8 +34,9 @@ def _label(x: float, y: float, lines: list[str], full: str) -> str:
 
 
 def estimate_chart(question: dict) -> Markup:
-    """One bar per option: p_hat_clipped, with a whisker from ci_low to ci_high, the value at
-    the right of the option's name. Scale 0 to 100 %, gridlines every 25 %."""
+    """One bar per option: p_mle (the maximum-likelihood estimate, in [0, 1] and inside its
+    interval), with a whisker from ci_low to ci_high, the value at the right of the option's
+    name. Scale 0 to 100 %, gridlines every 25 %."""
     plot = WIDTH - 2 * PAD
 
     def x(p: float) -> float:
@@ -52,9 +53,9 @@ def estimate_chart(question: dict) -> Markup:
              f"{tick:.0%}</text>" for tick in TICKS]
     for option, lines, top in rows:
         parts.append(_label(PAD, top + FONT, lines, option["option"]))
-        if option["p_hat_clipped"] is None:
+        if option["p_mle"] is None:
             continue
-        share = f'{option["p_hat_clipped"]:.1%}'.replace("%", " %")
+        share = f'{option["p_mle"]:.1%}'.replace("%", " %")
         bar_y = top + LINE * len(lines) + 4
         # Gridlines beside the bar only, never through the option's name.
         parts.extend(f'<line class="grid" x1="{x(tick):.1f}" x2="{x(tick):.1f}" y1="{bar_y - 3}" '
@@ -62,7 +63,7 @@ def estimate_chart(question: dict) -> Markup:
         parts.append(f'<text class="value" x="{WIDTH - PAD}" y="{top + FONT}" fill="{TEXT}" '
                      f'text-anchor="end">{share}</text>'
                      f'<rect class="bar" x="{PAD}" y="{bar_y}" height="{BAR}" '
-                     f'width="{plot * option["p_hat_clipped"]:.1f}" fill="{BAR_FILL}"><title>'
+                     f'width="{plot * option["p_mle"]:.1f}" fill="{BAR_FILL}"><title>'
                      f'{escape(option["option"])}: {share}</title></rect>')
         low, high, mid = x(option["ci_low"]), x(option["ci_high"]), bar_y + BAR / 2
         parts.append(f'<path class="whisker" stroke="{TEXT}" stroke-width="2" fill="none" '

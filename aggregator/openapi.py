@@ -79,13 +79,35 @@ def field_schema(annotation: Any, nullable: bool) -> dict:
     return schema
 
 
+# What each point and interval field of an option, cross-tab cell or conditional means: the
+# point shown to people lies in [0, 1] and inside [ci_low, ci_high]; p_hat stays unbiased.
+POINTS = {
+    "p_hat": "The unbiased estimate; it may leave [0, 1] (and its interval) when few respond",
+    "standard_error": "p_hat's standard error",
+    "p_hat_clipped": "p_hat projected onto the probability simplex",
+    "p_mle": "The constrained maximum-likelihood estimate: in [0, 1], inside [ci_low, ci_high]; "
+             "the point the results page and the CLI show",
+    "p_constrained": "The point shown: from the joint table projected onto the probability "
+                     "simplex, in [0, 1] and inside [ci_low, ci_high] (null for a conditional "
+                     "whose row has a projected share of 0)",
+    "ci_low": "Lower end of the confidence interval, in [0, 1]; it contains the point shown",
+    "ci_high": "Upper end of the confidence interval, in [0, 1]; it contains the point shown",
+}
+
+
+def described(name: str, schema: dict) -> dict:
+    """The schema with POINTS' description of the field `name`, if it has one."""
+    return {**schema, "description": POINTS[name]} if name in POINTS else schema
+
+
 def option_estimate() -> dict:
     """An option of the estimates document: its index and text, and every field of
     shared.Estimate (nullable where it is null before the question's first answer)."""
     before = empty_estimate(1.0, 0.95, "wilson")
     properties = {"index": {"type": "integer"}, "option": {"type": "string"}}
     for field in fields(Estimate):
-        properties[field.name] = field_schema(field.type, before[field.name] is None)
+        properties[field.name] = described(field.name, field_schema(field.type,
+                                                                    before[field.name] is None))
     return {"type": "object", "required": list(properties), "properties": properties}
 
 
@@ -97,7 +119,8 @@ def matrix(description: str) -> dict:
 
 def dataclass_schema(cls: type) -> dict:
     """An object with exactly the fields of a shared dataclass (Cell, Conditional)."""
-    properties = {field.name: field_schema(field.type, False) for field in fields(cls)}
+    properties = {field.name: described(field.name, field_schema(field.type, False))
+                  for field in fields(cls)}
     return {"type": "object", "required": list(properties), "additionalProperties": False,
             "properties": properties}
 

@@ -7,6 +7,7 @@ from urllib.parse import quote
 import click
 
 from ldpsurvey.shared import (
+    Difference,
     Mechanism,
     Survey,
     SurveyError,
@@ -20,7 +21,7 @@ from ldpsurvey.shared.protocol import MAX_TOKENS_PER_REQUEST
 from . import check
 from .api import Api, can_prompt, pass_api, url_option
 from .options import confidence_option, method_option
-from .output import emit, emit_json, interval, note, release_lines, table
+from .output import emit_json, interval, note, release_lines, table
 from .terminal import clean_pieces
 
 
@@ -193,7 +194,7 @@ def results(api: Api, survey_id: str, confidence: float, method: str, simultaneo
     body = api.get(f"/api/surveys/{survey_id}/estimates?confidence={confidence}&method={method}"
                    f"&simultaneous={str(simultaneous).lower()}", auth=None).json()
     if difference:
-        emit(_difference(body, difference).as_dict(), as_json)
+        _print_difference(_difference(body, difference), as_json)
     elif as_json:
         emit_json(body)
     else:
@@ -221,16 +222,18 @@ def _export(api: Api, survey_id: str, kind: str, output: str | None) -> None:
 
 
 def _print_estimates(body: dict) -> None:
+    """The estimates for people: each option's constrained maximum-likelihood estimate (p_mle,
+    in [0, 1]) inside its interval; the unbiased estimates and their standard errors, which
+    may leave [0, 1], only in --json."""
     together = "simultaneous " if body["simultaneous"] else ""
     click.echo(f"{body['title']} ({body['status']}); epsilon per respondent "
                f"{body['total_epsilon']:.4g}; {body['confidence']:.0%} {together}"
-               f"{body['ci_method']} CIs. SE belongs to the unbiased estimate; clipped and MLE "
-               "have none of their own.")
-    rows = [(q["id"], o["option"], o["n"], o["p_hat"], o["standard_error"], o["p_hat_clipped"],
-             o["p_mle"], interval(o), q["epsilon"], note(o))
+               f"{body['ci_method']} CIs. MLE: the maximum-likelihood estimate, in [0, 1] "
+               "and inside its CI; the unbiased estimates (p_hat) and their standard errors "
+               "are in --json.")
+    rows = [(q["id"], o["option"], o["n"], o["p_mle"], interval(o), q["epsilon"], note(o))
             for q in body["questions"] for o in q["options"]]
-    click.echo(table(rows, ["question", "option", "n", "unbiased", "SE", "clipped", "MLE", "CI",
-                            "eps", "note"]))
+    click.echo(table(rows, ["question", "option", "n", "MLE", "CI", "eps", "note"]))
     for line in release_lines(body):
         click.echo(line)
 
@@ -256,6 +259,17 @@ def _difference(body: dict, spec: str):
         raise click.BadParameter(str(exc), param_hint="'--difference'") from None
 
 
+def _print_difference(found: Difference, as_json: bool) -> None:
+    """shared.Difference: every field in --json; for people the constrained point
+    (estimate_mle, in [-1, 1] and inside its interval) and the interval."""
+    if as_json:
+        emit_json(found.as_dict())
+        return
+    click.echo(table([("options", f"{found.first} - {found.second}"),
+                      ("estimate", found.estimate_mle), ("CI", interval(found.as_dict())),
+                      ("confidence", found.confidence)]))
+
+
 def _crosstab(api: Api, survey_id: str, spec: str, confidence: float, as_json: bool) -> None:
     rows, _, cols = spec.partition(",")
     body = api.get(f"/api/surveys/{quote(survey_id, safe='')}/crosstab?rows={quote(rows)}"
@@ -266,11 +280,13 @@ def _crosstab(api: Api, survey_id: str, spec: str, confidence: float, as_json: b
     survey = parse_manifest(api.get(f"/api/surveys/{quote(survey_id, safe='')}", auth=False).body)
     labels = [survey.question(q).options for q in (rows, cols)]
     click.echo(f"{rows} (rows) by {cols} (columns), n = {body['n']}; {body['confidence']:.0%} "
-               f"intervals; conditional = P({cols} | {rows})")
-    click.echo(table([(labels[0][c["row"]], labels[1][c["col"]], c["p_hat"], c["standard_error"],
-                       interval(c), d["p_hat"], interval(d))
+               f"intervals; conditional = P({cols} | {rows}). Joint and conditional: the points "
+               "of the joint projected onto the simplex, in [0, 1] and inside their intervals; "
+               "the unbiased ones (p_hat) are in --json.")
+    click.echo(table([(labels[0][c["row"]], labels[1][c["col"]], c["p_constrained"], interval(c),
+                       d["p_constrained"], interval(d))
                       for c, d in zip(body["cells"], body["conditional"], strict=True)],
-                     [rows, cols, "joint", "SE", "CI", "conditional", "CI"]))
+                     [rows, cols, "joint", "CI", "conditional", "CI"]))
 
 
 COMMANDS = (survey, results)

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from .estimate import DEFAULT_CONFIDENCE, clip_unit, project_to_simplex, total_reports
+from .estimate import DEFAULT_CONFIDENCE, clip_unit, cover, project_to_simplex, total_reports
 from .intervals import z_value
 from .likelihood import floors
 from .mechanism import Mechanism
@@ -33,11 +33,14 @@ ENTRY_BYTES = 16 + 6 * 20 + 2 * 6 + 4 * NUMBER_BYTES
 
 @dataclass(frozen=True)
 class Cell:
-    """The joint proportion P(A = row, B = col): unbiased estimate, standard error, interval."""
+    """The joint proportion P(A = row, B = col): p_hat the unbiased estimate (it may leave
+    [0, 1]) and its standard error; p_constrained the point shown to people (the cell of the
+    joint projected onto the simplex, in [0, 1]); the interval contains p_constrained."""
 
     row: int
     col: int
     p_hat: float
+    p_constrained: float
     standard_error: float
     ci_low: float
     ci_high: float
@@ -45,13 +48,16 @@ class Cell:
 
 @dataclass(frozen=True)
 class Conditional:
-    """P(B = col | A = row) = pi_row,col / pi_row: estimate, delta-method standard error and
-    interval. p_hat and standard_error are None (and the interval [0, 1]) when the estimated
-    share of A = row is not positive."""
+    """P(B = col | A = row) = pi_row,col / pi_row.: p_hat the unbiased joint's ratio (it may
+    leave [0, 1]) and its delta-method standard error, both None (and the interval [0, 1]) when
+    the unbiased share of A = row is not positive; p_constrained the point shown to people, the
+    same ratio of the projected joint (in [0, 1]; None when the projected share of A = row is
+    0); the interval contains p_constrained."""
 
     row: int
     col: int
     p_hat: float | None
+    p_constrained: float | None
     standard_error: float | None
     ci_low: float
     ci_high: float
@@ -149,6 +155,11 @@ def crosstab(rows: Mechanism, cols: Mechanism, joint_counts: Sequence[Sequence[i
     delta-method (Agresti 2013, Categorical Data Analysis, 3rd ed., 16.1) variance
     g^T Sigma_a g over row a's cells, g_b' = ([b' = b] - r) / pi_a., and r -+ z se clipped
     to [0, 1].
+
+    The constrained points (p_constrained) come from Pi~: its cells, and its rows' ratios
+    Pi~_ab / Pi~_a.. The projection moves every cell by the same theta before clipping at 0,
+    so a cell with a small se can leave its Wald interval; each interval is then widened to
+    the nearest one that contains its constrained point (`cover`).
     """
     n = _check_joint(rows, cols, joint_counts)
     z = z_value(confidence)  # checks the level
@@ -160,27 +171,31 @@ def crosstab(rows: Mechanism, cols: Mechanism, joint_counts: Sequence[Sequence[i
     cells = []
     for a in range(ka):
         for b in range(kb):
-            p, se = joint[a][b], math.sqrt(cov[a * kb + b][a * kb + b])
-            cells.append(Cell(a, b, p, se, clip_unit(p - z * se), clip_unit(p + z * se)))
+            p, se, point = joint[a][b], math.sqrt(cov[a * kb + b][a * kb + b]), projected[a * kb + b]
+            cells.append(Cell(a, b, p, point, se,
+                              *cover(clip_unit(p - z * se), clip_unit(p + z * se), point)))
     shares = [math.fsum(row) for row in joint]
-    conditional = [_conditional(joint, cov, shares[a], a, b, z)
+    conditional = [_conditional(joint, cov, shares[a], projected[a * kb:(a + 1) * kb], a, b, z)
                    for a in range(ka) for b in range(kb)]
     return CrossTab(n=n, confidence=confidence, joint=joint, covariance=cov, cells=tuple(cells),
                     conditional=tuple(conditional))
 
 
-def _conditional(joint: Matrix, cov: Matrix, share: float, a: int, b: int,
-                 z: float) -> Conditional:
-    """P(B = b | A = a) by the delta method (see crosstab); share = pi_a., row a's total."""
+def _conditional(joint: Matrix, cov: Matrix, share: float, projected_row: Sequence[float],
+                 a: int, b: int, z: float) -> Conditional:
+    """P(B = b | A = a) by the delta method (see crosstab); share = pi_a., row a's unbiased
+    total; projected_row = row a of Pi~, whose ratio is the constrained point."""
     kb = len(joint[0])
+    projected_share = math.fsum(projected_row)
+    point = projected_row[b] / projected_share if projected_share > 0.0 else None
     if share <= 0.0:
-        return Conditional(a, b, None, None, 0.0, 1.0)
+        return Conditional(a, b, None, point, None, 0.0, 1.0)
     r = joint[a][b] / share
     g = [((j == b) - r) / share for j in range(kb)]
     base = a * kb
     variance = math.fsum(g[j] * g[jj] * cov[base + j][base + jj] for j in range(kb) for jj in range(kb))
     se = math.sqrt(max(variance, 0.0))
-    return Conditional(a, b, r, se, clip_unit(r - z * se), clip_unit(r + z * se))
+    return Conditional(a, b, r, point, se, *cover(clip_unit(r - z * se), clip_unit(r + z * se), point))
 
 
 def _check_joint(rows: Mechanism, cols: Mechanism, joint_counts: Sequence[Sequence[int]]) -> int:

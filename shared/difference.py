@@ -4,20 +4,23 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from .estimate import DEFAULT_CONFIDENCE, check_counts, covariance
+from .estimate import DEFAULT_CONFIDENCE, check_counts, covariance, cover
 from .intervals import z_value
-from .likelihood import floors
+from .likelihood import floors, maximum_likelihood
 from .mechanism import Mechanism
 
 
 @dataclass(frozen=True)
 class Difference:
-    """pi_first - pi_second: the unbiased estimate, its standard error (from the question's
-    covariance, so never 0) and a confidence interval clipped to [-1, 1]."""
+    """pi_first - pi_second: the unbiased estimate (it may leave [-1, 1]) and its standard error
+    (from the question's covariance, so never 0); estimate_mle, the difference of the
+    constrained maximum-likelihood estimates p_mle (in [-1, 1], the point shown to people); a
+    confidence interval clipped to [-1, 1] that contains estimate_mle."""
 
     first: int
     second: int
     estimate: float
+    estimate_mle: float
     standard_error: float
     ci_low: float
     ci_high: float
@@ -38,7 +41,8 @@ def difference(mechanism: Mechanism, counts: Sequence[int], first: int, second: 
     confidence intervals for comparing matched proportions", Statistics in Medicine 24: "Wald+2",
     half a report added to each of the two cells and one to the rest),
     d~ = (c_i - c_j) / (n + 2) -+ z sqrt((c_i + c_j + 1) - (c_i - c_j)^2 / (n + 2)) / (n + 2),
-    mapped through (d - (f_i - f_j)) / alpha and clipped to [-1, 1].
+    mapped through (d - (f_i - f_j)) / alpha and clipped to [-1, 1], then widened to contain
+    estimate_mle if it does not (`cover`: the Wald+2 centre is not the MLE).
     """
     n = check_counts(mechanism, counts)
     k = mechanism.k
@@ -51,12 +55,17 @@ def difference(mechanism: Mechanism, counts: Sequence[int], first: int, second: 
     ci, cj = counts[first], counts[second]
     centre = (ci - cj) / (n + 2)
     half = z_value(confidence) * math.sqrt((ci + cj + 1) - (ci - cj) ** 2 / (n + 2)) / (n + 2)
+    mle = maximum_likelihood(mechanism, counts)
+    point = mle[first] - mle[second]
+    low, high = cover(max(-1.0, (centre - half - offset) / alpha),
+                      min(1.0, (centre + half - offset) / alpha), point)
     return Difference(
         first=first,
         second=second,
         estimate=((ci - cj) / n - offset) / alpha,
+        estimate_mle=point,
         standard_error=math.sqrt(cov[first][first] + cov[second][second] - 2 * cov[first][second]),
-        ci_low=max(-1.0, (centre - half - offset) / alpha),
-        ci_high=min(1.0, (centre + half - offset) / alpha),
+        ci_low=low,
+        ci_high=high,
         confidence=confidence,
     )

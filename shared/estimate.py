@@ -22,9 +22,10 @@ class Estimate:
 
     p_hat is the unbiased estimate (it may leave [0, 1]); standard_error is p_hat's, evaluated
     at the constrained fit's reported rates (so never 0). p_hat_clipped (p_hat projected onto
-    the simplex, for display) and p_mle (the constrained maximum-likelihood estimate) have no
-    standard error of their own. ci_low/ci_high: the interval for the reported rate mapped to
-    the true proportion and clipped to [0, 1] (possibly degenerate, never None). fit_p_value
+    the simplex) and p_mle (the constrained maximum-likelihood estimate, the point shown to
+    people) have no standard error of their own. ci_low/ci_high: the interval for the reported
+    rate mapped to the true proportion and clipped to [0, 1] (possibly degenerate, never None),
+    widened to contain p_mle (see estimate). fit_p_value
     tests the stated design on the whole question (the same for each of its options);
     design_consistent is fit_p_value >= FIT_LEVEL. warning: None, or why to read with care.
     """
@@ -135,7 +136,10 @@ def estimate(mechanism: Mechanism, counts: Sequence[int], *,
     """Estimates for every option from the counts c_j of reports of option j (n = sum c_j).
 
     The confidence interval is the chosen interval for the reported rate, mapped through
-    (x - (1 - alpha)*beta_j) / alpha and clipped to [0, 1]. With simultaneous=True every
+    (x - (1 - alpha)*beta_j) / alpha and clipped to [0, 1]; it contains p_hat clipped to [0, 1]
+    but not always p_mle: when options are held at their floor the fit scales the others'
+    rates down (feasible_rates), possibly below the lower end of a narrow interval, which is
+    then widened to reach p_mle (`cover`). With simultaneous=True every
     interval is at the level simultaneous_confidence(confidence, k), so that all k cover
     together with probability >= confidence (the Estimate still states `confidence`).
     """
@@ -155,7 +159,9 @@ def estimate(mechanism: Mechanism, counts: Sequence[int], *,
     eps = mechanism.epsilon
     estimates = []
     for j, (count, b) in enumerate(zip(counts, mechanism.beta, strict=True)):
-        low, high = interval(count, n, level)
+        low_rate, high_rate = interval(count, n, level)
+        low, high = cover(clip_unit(unbiased_estimate(low_rate, alpha, b)),
+                          clip_unit(unbiased_estimate(high_rate, alpha, b)), mle[j])
         estimates.append(Estimate(
             n=n,
             reported_count=count,
@@ -164,8 +170,8 @@ def estimate(mechanism: Mechanism, counts: Sequence[int], *,
             p_hat_clipped=clipped[j],
             p_mle=mle[j],
             standard_error=standard_error(fitted[j], n, alpha),
-            ci_low=clip_unit(unbiased_estimate(low, alpha, b)),
-            ci_high=clip_unit(unbiased_estimate(high, alpha, b)),
+            ci_low=low,
+            ci_high=high,
             ci_method=method,
             confidence=confidence,
             fit_p_value=fit,
@@ -179,3 +185,12 @@ def estimate(mechanism: Mechanism, counts: Sequence[int], *,
 def clip_unit(x: float) -> float:
     """x clipped to [0, 1], where every proportion lies."""
     return min(1.0, max(0.0, x))
+
+
+def cover(low: float, high: float, point: float | None) -> tuple[float, float]:
+    """The interval [low, high] widened just enough to contain point (unchanged if it does or
+    point is None). Any set containing a confidence set covers at least as often (Casella and
+    Berger 2002, Statistical Inference, 2nd ed., 9.2), so the stated level still holds."""
+    if point is None:
+        return low, high
+    return min(low, point), max(high, point)

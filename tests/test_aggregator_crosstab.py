@@ -60,7 +60,8 @@ def test_crosstab_equals_the_shared_crosstab_on_the_joint_counts(client, auth, r
         for key, value in expected.items()}
     assert len(body["cells"]) == len(body["conditional"]) == len(body["joint"]) * len(
         body["joint"][0])
-    assert set(body["cells"][0]) == {"row", "col", "p_hat", "standard_error", "ci_low", "ci_high"}
+    assert set(body["cells"][0]) == {"row", "col", "p_hat", "p_constrained", "standard_error",
+                                     "ci_low", "ci_high"}
 
 
 def test_declared_counters_move_at_release_and_match_the_responses(client, auth):

@@ -69,7 +69,8 @@ def test_an_empty_row_has_no_conditional_and_zero_cells_keep_an_error():
     assert all(cell.standard_error > 0 for cell in table.cells)
     body = table.as_dict()
     assert set(body) == {"n", "confidence", "joint", "covariance", "cells", "conditional"}
-    assert set(body["cells"][0]) == {"row", "col", "p_hat", "standard_error", "ci_low", "ci_high"}
+    assert set(body["cells"][0]) == {"row", "col", "p_hat", "p_constrained", "standard_error",
+                                     "ci_low", "ci_high"}
 
 
 @pytest.mark.parametrize("counts, message", [

@@ -15,7 +15,7 @@ from ldpsurvey.shared import read_definition
 KEYS = {"question", "option", "index", "true_proportion", "p_hat", "p_hat_clipped", "p_mle",
         "standard_error", "ci_low", "ci_high", "ci_method", "fit_p_value", "design_consistent",
         "warning", "epsilon", "covered"}
-CELL_KEYS = {"row", "col", "row_option", "col_option", "true_proportion", "p_hat",
+CELL_KEYS = {"row", "col", "row_option", "col_option", "true_proportion", "p_hat", "p_constrained",
              "standard_error", "ci_low", "ci_high", "covered"}
 
 

@@ -25,7 +25,7 @@ def test_warnings_stand_beside_the_numbers(client, auth):
     status, text = page(client, published(client, auth))
     assert status == 200
     assert text.count("small sample: n = 20 < 30") == 7  # every option of the three questions
-    assert "Estimate (MLE)" in text and "Unbiased ± SE" in text
+    assert "Estimate (MLE)" in text and "±" not in text
 
 
 def test_the_declared_crosstab_by_default_and_any_chosen_pair(client, auth):
@@ -34,7 +34,7 @@ def test_the_declared_crosstab_by_default_and_any_chosen_pair(client, auth):
     _, text = page(client, survey_id)
     first = crosstab["cells"][0]
     assert "P(sleep | smoked)" in text
-    assert f"{first['p_hat'] * 100:.1f} ± {first['standard_error'] * 100:.1f} %" in text
+    assert f'Joint" class="nowrap">{first["p_constrained"] * 100:.1f} %' in text
     _, chosen = page(client, survey_id, "?rows=drove&cols=smoked")
     assert "P(smoked | drove)" in chosen and 'value="drove" selected' in chosen
     status, bad = page(client, survey_id, "?rows=drove&cols=nope")
