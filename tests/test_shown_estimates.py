@@ -13,6 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from ldpsurvey.cli import main
+from ldpsurvey.shared import Mechanism, crosstab, difference, estimate
+from ldpsurvey.shared.intervals import METHODS, z_value
 
 from helpers import SURVEY, release_due
 
@@ -157,3 +159,34 @@ def test_the_cli_shows_the_unbiased_value_when_it_is_in_range(live_server, clien
     cell = table["cells"][0]
     first = cli(live_server, survey_id, "--crosstab", "smoked,sleep").splitlines()[3]
     assert f"{cell['p_hat']:.4f}  [{cell['ci_low']:.4f}" in first
+
+
+def test_an_interval_is_widened_to_the_mle_the_fit_moves_outside_it():
+    """Option 0 is reported below its floor 1/6, so the fit holds it there and scales the
+    others' rates down: p_mle = 0.5 falls below the mapped Clopper-Pearson interval's lower end
+    0.5044 (before: shown outside its interval). The interval now reaches down to it, its upper
+    end unchanged."""
+    mechanism = Mechanism(0.5, (1 / 3, 1 / 3, 1 / 3))
+    second = estimate(mechanism, [100, 450, 450])[1]
+    low, high = METHODS["clopper-pearson"](450, 1000, 0.95)
+    assert (low - 1 / 6) / 0.5 > 0.504 and second.p_mle == pytest.approx(0.5)
+    assert second.ci_low == second.p_mle and second.ci_high == pytest.approx((high - 1 / 6) / 0.5)
+    assert second.p_hat == pytest.approx(0.5667, abs=1e-4)  # the unbiased one, kept
+
+
+def test_a_cell_interval_is_widened_to_the_projected_point():
+    """The projection of a joint table with a cell above 1 subtracts the same theta from every
+    cell: P(No, Yes) goes from 0.060 (Wald interval 0.018 to 0.102) to 0, now inside."""
+    mechanism = Mechanism(0.8, 0.5)
+    cell = crosstab(mechanism, mechanism, [[300, 50], [0, 0]]).cells[1]
+    assert cell.p_hat - z_value(0.95) * cell.standard_error > 0.018
+    assert cell.p_constrained == 0.0 and cell.ci_low == 0.0
+    assert cell.ci_high == pytest.approx(cell.p_hat + z_value(0.95) * cell.standard_error)
+
+
+def test_a_difference_in_range_is_shown_as_is():
+    """The other side: options inside the simplex give estimate_mle = estimate."""
+    mechanism = Mechanism(0.5, (1 / 3, 1 / 3, 1 / 3))
+    found = difference(mechanism, [300, 400, 300], 1, 0)
+    assert found.estimate_mle == pytest.approx(found.estimate, abs=1e-12)
+    assert found.ci_low < found.estimate < found.ci_high
