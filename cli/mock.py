@@ -166,7 +166,10 @@ def beside(truth: float | None, entry: dict) -> dict:
     truth is rounded to 12 significant digits: sums of the scenario's shares (0.8200000000000001)
     carry float noise nobody wrote."""
     truth = None if truth is None else float(f"{truth:.12g}")
-    covered = truth is not None and entry["ci_low"] <= truth <= entry["ci_high"]
+    if entry["ci_low"] is None:  # nothing released yet (--keep-open): no interval to cover it
+        covered = None
+    else:
+        covered = truth is not None and entry["ci_low"] <= truth <= entry["ci_high"]
     return {"true_proportion": truth, **entry, "covered": covered}
 
 
@@ -205,8 +208,14 @@ class MockResult:
                     p[c["row"]][c["col"]] / sum(p[c["row"]]) if sum(p[c["row"]]) else None, c))
                     for c in body["conditional"]]}
 
+    @property
+    def released(self) -> int:
+        """How many of the responses sent the aggregator has released (all, once closed)."""
+        return self.estimates["questions"][0]["options"][0]["n"]
+
     def as_json(self) -> dict:
         return {"survey_id": self.survey.survey_id, "respondents": self.respondents,
+                "released": self.released, "release_every": self.estimates["release_every"],
                 "seed": self.seed, "total_epsilon": self.estimates["total_epsilon"],
                 "release_batch": self.estimates["release_batch"],
                 "central": self.estimates["central"],
@@ -270,8 +279,8 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
 @click.option("--batch-size", type=click.IntRange(1, MAX_BATCH_RESPONSES), default=5_000,
               show_default=True)
 @click.option("--keep-open", is_flag=True,
-              help="Leave the survey open at the end (--url): responses still pooled below its "
-                   "release batch are then not counted.")
+              help="Leave the survey open at the end (--url): only what the aggregator has "
+                   "released at its scheduled instants is counted (often nothing yet).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 def mock(respondents: int, seed: int | None, survey_file: str | None, truth_file: str | None,
          url: str | None, batch_size: int, keep_open: bool, as_json: bool) -> None:
@@ -296,6 +305,9 @@ def mock(respondents: int, seed: int | None, survey_file: str | None, truth_file
     print_report(result)
 
 
+COVERED = {True: "yes", False: "NO", None: "-"}  # None: nothing released to cover it
+
+
 def print_report(result: MockResult) -> None:
     survey, body = result.survey, result.estimates
     click.echo(f"\n{survey.title}: {result.respondents:,} simulated respondents (seed "
@@ -303,14 +315,20 @@ def print_report(result: MockResult) -> None:
     results = result.rows()
     rows = [(r["question"], r["option"], r["true_proportion"],
              "-" if r["p_hat"] is None else f"{r['p_hat']:.4f} ± {r['standard_error']:.4f}",
-             r["p_mle"], interval(r), "yes" if r["covered"] else "NO", r["epsilon"], note(r))
+             r["p_mle"], interval(r), COVERED[r["covered"]], r["epsilon"], note(r))
             for r in results]
     click.echo(table(rows, ["question", "option", "truth", "unbiased ± SE", "MLE",
                             f"{body['confidence']:.0%} CI ({body['ci_method']})", "covers",
                             "eps", "note"]))
-    covered = sum(r["covered"] for r in results)
-    click.echo(f"\n{covered} of {len(results)} intervals cover the truth. Epsilon per "
-               f"respondent (sum over questions): {body['total_epsilon']:.4f}.")
+    if result.released == 0:
+        click.echo(f"\nNothing is released yet: the aggregator releases pooled responses at its "
+                   f"next scheduled instant (every {body['release_every']:g} seconds) once "
+                   f"{body['release_batch']} are pooled, or when the survey closes.")
+    else:
+        covered = sum(r["covered"] for r in results)
+        click.echo(f"\n{covered} of {len(results)} intervals cover the truth ({result.released:,} "
+                   "released).")
+    click.echo(f"Epsilon per respondent (sum over questions): {body['total_epsilon']:.4f}.")
     crosstab = result.crosstab_rows()
     if crosstab:
         click.echo(f"\nCross-tab of {crosstab['rows']} (rows) and {crosstab['cols']} (columns), "

@@ -15,7 +15,7 @@ import pytest
 from ldpsurvey.shared import Mechanism, read_definition
 from ldpsurvey.shared.mechanism import compose
 
-from helpers import require
+from helpers import released_n, require
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -89,8 +89,7 @@ def screenshot(page, name):
 
 
 def count(client, auth, survey_id):
-    return client.get(f"/api/surveys/{survey_id}/estimates",
-                      headers=auth).json["questions"][0]["n"]
+    return released_n(client, auth, survey_id)
 
 
 def test_form_sends_only_the_randomized_payload(page, live_server, client, auth):

@@ -11,6 +11,8 @@ from click.testing import CliRunner
 from ldpsurvey.cli import main
 from ldpsurvey.shared import read_definition
 
+from helpers import released_n
+
 
 @pytest.fixture
 def health_id(client, auth):
@@ -29,8 +31,7 @@ def runner(tmp_path, monkeypatch):
 
 
 def responses(client, auth, survey_id):
-    return client.get(f"/api/surveys/{survey_id}/estimates",
-                      headers=auth).json["questions"][0]["n"]
+    return released_n(client, auth, survey_id)
 
 
 ANSWERS = "smoked=yes,drank_and_drove=no,cannabis=n,sleep=6 to 8"

@@ -24,7 +24,7 @@ from ldpsurvey.client.verify import check_ceilings, fetch_survey
 from ldpsurvey.shared import parse_definition
 from ldpsurvey.shared.manifest import key_id
 
-from helpers import SURVEY, serving
+from helpers import SURVEY, released_n, serving
 
 ROOMY = Ceilings(per_question=5.0, total=10.0, lifetime=100.0)
 LN3 = math.log(3)
@@ -73,7 +73,7 @@ def finish(run):
 
 
 def counted(client, auth, survey_id):
-    return client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json["questions"][0]["n"]
+    return released_n(client, auth, survey_id)
 
 
 def test_two_processes_answering_one_survey_send_one_body(live_server, client, auth,
