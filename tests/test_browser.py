@@ -15,7 +15,7 @@ import pytest
 from ldpsurvey.shared import Mechanism, read_definition
 from ldpsurvey.shared.mechanism import compose
 
-from helpers import released_n, require
+from helpers import release_due, released_n, require
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -256,6 +256,7 @@ def test_results_page_with_login(page, live_server, client, auth, researcher_key
                               "cannabis": int(i % 3 == 0), "sleep": i % 3}} for i in range(400)]
     client.post(f"/api/surveys/{survey_id}/responses/batch", json={"responses": responses},
                 headers=auth)
+    assert release_due(client.application) == 400
     page.goto(f"{live_server}/s/{survey_id}/results")
     page.fill("#key", "wrong-key")
     page.click("button[type=submit]")
@@ -611,6 +612,7 @@ def released_survey(client, auth) -> str:
                               "cannabis": int(i % 3 == 0), "sleep": i % 3}} for i in range(400)]
     client.post(f"/api/surveys/{survey_id}/responses/batch", json={"responses": responses},
                 headers=auth)
+    assert release_due(client.application) == 400
     return survey_id
 
 
