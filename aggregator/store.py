@@ -145,10 +145,10 @@ def lock_survey(db: Connection, survey_id: str, *, exclusive: bool = False) -> s
     return status[0][0]
 
 
-def lock_open_survey(db: Connection, survey_id: str, *, exclusive: bool = False) -> None:
-    """Check the survey is open and hold that (as lock_survey) until the transaction ends.
-    SurveyNotFound, SurveyClosed."""
-    if lock_survey(db, survey_id, exclusive=exclusive) != "open":
+def lock_open_survey(db: Connection, survey_id: str) -> None:
+    """Check the survey is open and hold that, shared (as lock_survey), until the transaction
+    ends. SurveyNotFound, SurveyClosed."""
+    if lock_survey(db, survey_id) != "open":
         raise SurveyClosed()
 
 
