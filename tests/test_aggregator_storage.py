@@ -221,11 +221,16 @@ def test_row_locks_let_intake_share_a_survey_and_keep_releases_and_revokes_apart
         return False
 
     try:
-        for lock, row in ((store.lock_survey, survey_id), (store.lock_open_survey, survey_id),
-                          (store.lock_key, api_key_id)):
+        for lock, row in ((store.lock_survey, survey_id), (store.lock_key, api_key_id)):
             assert not waits(lock, False, lock, False, row), lock
             assert waits(lock, False, lock, True, row), lock
             assert waits(lock, True, lock, False, row), lock
+        # intakes (lock_open_survey, always shared) share the survey, a release or close waits
+        # for them, and they wait for a release or close
+        intake, survey_lock = store.lock_open_survey, store.lock_survey
+        assert not waits(intake, False, intake, False, survey_id)
+        assert waits(intake, False, survey_lock, True, survey_id)
+        assert waits(survey_lock, True, intake, False, survey_id)
         assert waits(store.lock_key, False, store.delete_key, False, api_key_id)  # a login
         with connection_to(database) as db:
             survey = store.get_survey(db, survey_id).survey
