@@ -14,6 +14,7 @@ from typing import Any
 from flask import Config
 
 from ldpsurvey.shared import protocol
+from ldpsurvey.shared.manifest import web_origin
 
 from .exceptions import ConfigurationError
 
@@ -36,9 +37,13 @@ DEFAULTS: dict[str, Any] = {
     "SERVED_BY": None,                  # this replica's name, sent as a Served-By header
     "CENTRAL_DELTA": 1e-6,              # delta of the shuffle-amplified central epsilon
     "SESSION_HOURS": protocol.SESSION_HOURS,  # a results-page login ends after this long
+    # Where respondents reach this service (https://survey.example.org): its origin is signed
+    # into every new manifest. Production requires it; development, when unset, signs the
+    # origin of the request that creates the survey.
+    "PUBLIC_URL": None,
 }
 PREFIX = "LDP_SURVEY"
-TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "SERVED_BY")
+TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "SERVED_BY", "PUBLIC_URL")
 LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
           "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS")
 MIN_SECRET_BYTES = 32
@@ -85,6 +90,11 @@ def validate(config: Config) -> None:
     for name in TEXT:
         if config[name] is not None and not isinstance(config[name], str):
             _refuse(name, type(config[name]).__name__, "text")
+    if config["PUBLIC_URL"] is not None:
+        try:
+            web_origin(config["PUBLIC_URL"])
+        except ValueError:
+            _refuse("PUBLIC_URL", config["PUBLIC_URL"], "an http:// or https:// address")
     if config["DEPLOYMENT"] == "production":
         if not (config["KEY_FILE"] and config["SECRET_KEY"]):
             raise ConfigurationError(
@@ -93,6 +103,16 @@ def validate(config: Config) -> None:
         if len(config["SECRET_KEY"].encode()) < MIN_SECRET_BYTES:
             raise ConfigurationError(f"{PREFIX}_SECRET_KEY must be at least {MIN_SECRET_BYTES} "
                                      "bytes in production (e.g. 64 random hex digits)")
+        if not config["PUBLIC_URL"]:
+            raise ConfigurationError(
+                f"production needs {PREFIX}_PUBLIC_URL, the address respondents reach this "
+                "service at (e.g. https://survey.example.org): it is signed into each survey")
+
+
+def public_origin(config: Config, request_url: str) -> str:
+    """The origin signed into a new survey's manifest: PUBLIC_URL's, else (development only;
+    production requires PUBLIC_URL) that of the request creating it."""
+    return web_origin(config["PUBLIC_URL"] or request_url)
 
 
 def _is_int(value: Any) -> bool:

@@ -27,6 +27,9 @@ def start(tmp_path, **config):
     ({"SESSION_HOURS": 0}, "SESSION_HOURS"),
     ({"SESSION_HOURS": 10**8}, "SESSION_HOURS"),  # would overflow a date at login
     ({"DATABASE_URL": 5}, "DATABASE_URL"),
+    ({"PUBLIC_URL": "survey.example.org"}, "PUBLIC_URL"),
+    ({"PUBLIC_URL": "ftp://survey.example.org"}, "PUBLIC_URL"),
+    ({"PUBLIC_URL": "https://survey.example.org:99999"}, "PUBLIC_URL"),
 ])
 def test_a_bad_value_is_a_start_up_error_naming_the_setting(tmp_path, config, named):
     with pytest.raises(ConfigurationError, match=f"setting {named} \\(LDP_SURVEY_{named}\\)"):
@@ -60,7 +63,8 @@ def test_production_needs_a_long_secret(tmp_path):
     from ldpsurvey.aggregator.signing import write_key_file
 
     write_key_file(tmp_path / "key.pem")
-    production = {"DEPLOYMENT": "production", "KEY_FILE": str(tmp_path / "key.pem")}
+    production = {"DEPLOYMENT": "production", "KEY_FILE": str(tmp_path / "key.pem"),
+                  "PUBLIC_URL": "https://survey.example.org"}
     with pytest.raises(ConfigurationError, match="SECRET_KEY must be at least 32 bytes"):
         start(tmp_path, **production, SECRET_KEY="s" * 31)
     assert start(tmp_path, **production, SECRET_KEY="s" * 32).config["DEPLOYMENT"] == "production"
@@ -78,7 +82,8 @@ def test_the_old_env_name_still_works_with_a_deprecation_warning(tmp_path, monke
     write_key_file(tmp_path / "key.pem")
     monkeypatch.setenv("LDP_SURVEY_ENV", "production")
     with pytest.warns(DeprecationWarning, match="LDP_SURVEY_DEPLOYMENT"):
-        app = start(tmp_path, KEY_FILE=str(tmp_path / "key.pem"), SECRET_KEY="s" * 64)
+        app = start(tmp_path, KEY_FILE=str(tmp_path / "key.pem"), SECRET_KEY="s" * 64,
+                    PUBLIC_URL="https://survey.example.org")
     assert app.config["DEPLOYMENT"] == "production" and "ENV" not in app.config
     with pytest.warns(DeprecationWarning), pytest.raises(ConfigurationError, match="KEY_FILE"):
         start(tmp_path)  # production without a key file: the alias is really obeyed
@@ -91,3 +96,15 @@ def test_the_old_key_in_code_still_selects_production(tmp_path):
     """create_app({"ENV": "production"}) must not fall back to development silently."""
     with pytest.warns(DeprecationWarning), pytest.raises(ConfigurationError, match="KEY_FILE"):
         start(tmp_path, ENV="production")
+
+
+def test_production_needs_the_public_url_development_does_not(tmp_path):
+    from ldpsurvey.aggregator.signing import write_key_file
+
+    write_key_file(tmp_path / "key.pem")
+    production = {"DEPLOYMENT": "production", "KEY_FILE": str(tmp_path / "key.pem"),
+                  "SECRET_KEY": "s" * 64}
+    with pytest.raises(ConfigurationError, match="production needs LDP_SURVEY_PUBLIC_URL"):
+        start(tmp_path, **production)
+    assert start(tmp_path, **production, PUBLIC_URL="https://survey.example.org")
+    assert start(tmp_path).config["PUBLIC_URL"] is None  # development: the request's origin
