@@ -1,6 +1,10 @@
 """Helpers the test modules share (fixtures live in conftest.py)."""
 
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -75,3 +79,18 @@ def recording_client_class():
             return response
 
     return RecordingClient
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """`handler` served on a loopback port in a thread; yields its http:// address."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    # polled every 10 ms, so shutdown() returns at once (the default polls every 0.5 s)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()

@@ -9,7 +9,7 @@ import math
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from click.testing import CliRunner
@@ -24,7 +24,7 @@ from ldpsurvey.client.verify import check_ceilings, fetch_survey
 from ldpsurvey.shared import parse_definition
 from ldpsurvey.shared.manifest import key_id
 
-from helpers import SURVEY
+from helpers import SURVEY, serving
 
 ROOMY = Ceilings(per_question=5.0, total=10.0, lifetime=100.0)
 LN3 = math.log(3)
@@ -186,14 +186,8 @@ class Aggregator:
 @pytest.fixture
 def evil():
     aggregator = Aggregator()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), aggregator.handler())
-    # polled every 10 ms, so shutdown() returns at once (the default polls every 0.5 s)
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    aggregator.url = f"http://127.0.0.1:{server.server_port}"
-    yield aggregator
-    server.shutdown()
-    thread.join()
+    with serving(aggregator.handler()) as aggregator.url:
+        yield aggregator
 
 
 @pytest.fixture

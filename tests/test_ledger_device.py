@@ -9,8 +9,8 @@ import dataclasses
 import json
 import math
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,8 @@ from ldpsurvey.client import Ceilings, LocalState, fetch_survey, ledger, prepare
 from ldpsurvey.shared import parse_definition
 from ldpsurvey.shared.manifest import key_id
 from ldpsurvey.shared.randomizer import N
+
+from helpers import serving
 
 LN3 = math.log(3)
 LIFETIME = 8 * LN3
@@ -93,18 +95,11 @@ class Aggregator:
 @pytest.fixture
 def aggregators():
     """Three aggregators, three signing keys, one researcher."""
-    started = []
-    for seed in (1, 2, 3):
-        aggregator = Aggregator(seed)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), aggregator.handler())
-        thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-        thread.start()
-        aggregator.url = f"http://127.0.0.1:{server.server_port}"
-        started.append((aggregator, server, thread))
-    yield [aggregator for aggregator, _, _ in started]
-    for _, server, thread in started:
-        server.shutdown()
-        thread.join()
+    started = [Aggregator(seed) for seed in (1, 2, 3)]
+    with ExitStack() as stack:
+        for aggregator in started:
+            aggregator.url = stack.enter_context(serving(aggregator.handler()))
+        yield started
 
 
 @pytest.fixture
