@@ -49,9 +49,9 @@ def empty_estimate(epsilon: float, confidence: float, method: str) -> dict:
 
 
 def publish(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
-            epsilon_cap: float) -> Survey:
-    """Validate a survey definition, give it a new id, sign its manifest, store it open and
-    owned by the caller's researcher."""
+            epsilon_cap: float, origin: str) -> Survey:
+    """Validate a survey definition, give it a new id, sign its manifest (with the web
+    `origin` respondents reach it at), store it open and owned by the caller's researcher."""
     try:
         survey = parse_definition(definition)
     except SurveyError as exc:
@@ -61,7 +61,7 @@ def publish(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
         if exceeds(epsilon, epsilon_cap):
             raise EpsilonAboveCap(f"question {question.id!r}: epsilon {epsilon:.10g} is above "
                                   f"this server's cap {epsilon_cap:g}")
-    survey = replace(survey, survey_id=new_survey_id(), key_id=key.key_id)
+    survey = replace(survey, survey_id=new_survey_id(), key_id=key.key_id, origin=origin)
     store.create_survey(db, survey, key.sign(survey.manifest_bytes()), caller.researcher_id)
     return survey
 

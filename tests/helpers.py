@@ -127,3 +127,4 @@ def serving(handler: type) -> Iterator[str]:
     finally:
         server.shutdown()
         thread.join()
+        server.server_close()

@@ -34,7 +34,8 @@ def production(tmp_path: Path, database_url: str):
     env = {"LDP_SURVEY_KEY_FILE": str(tmp_path / "signing-key.pem"),
            "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
            "LDP_SURVEY_STORAGE_KEY": secrets.token_hex(32),
-           "LDP_SURVEY_DATABASE_URL": database_url, "LDP_SURVEY_INSTANCE": str(tmp_path)}
+           "LDP_SURVEY_DATABASE_URL": database_url, "LDP_SURVEY_INSTANCE": str(tmp_path),
+           "LDP_SURVEY_PUBLIC_URL": "https://survey.example.org"}
     app = create_app({"DATABASE_URL": database_url, "STORAGE_KEY": env["LDP_SURVEY_STORAGE_KEY"]},
                      instance_path=tmp_path / "checker")
     return env, create_api_key(app).key, app

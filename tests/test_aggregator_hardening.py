@@ -57,7 +57,8 @@ def production_app(tmp_path, database_url, **extra):
     write_key_file(key_file)
     return create_app({"DEPLOYMENT": "production", "KEY_FILE": str(key_file),
                        "SECRET_KEY": "s" * 64, "STORAGE_KEY": "k" * 64,
-                       "DATABASE_URL": database_url, **extra},
+                       "DATABASE_URL": database_url, "PUBLIC_URL": "https://survey.example.org",
+                       **extra},
                       instance_path=tmp_path / "i")
 
 
@@ -102,6 +103,7 @@ def test_gunicorn_production_config_logs_no_address_or_query(tmp_path):
     env = {**os.environ, "LDP_SURVEY_KEY_FILE": str(key_file), "LDP_SURVEY_SECRET_KEY": "x" * 64,
            "LDP_SURVEY_STORAGE_KEY": "k" * 64,
            "LDP_SURVEY_DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+           "LDP_SURVEY_PUBLIC_URL": "https://survey.example.org",
            "LDP_SURVEY_BIND": f"127.0.0.1:{port}", "LDP_SURVEY_WORKERS": "1"}
     log = tmp_path / "gunicorn.log"
     with open(log, "wb") as out:
@@ -149,6 +151,7 @@ def test_gunicorn_logs_no_client_address_and_opens_no_control_socket(tmp_path):
     env = {**os.environ, "LDP_SURVEY_KEY_FILE": str(key_file), "LDP_SURVEY_SECRET_KEY": "x" * 64,
            "LDP_SURVEY_STORAGE_KEY": "k" * 64,
            "LDP_SURVEY_DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+           "LDP_SURVEY_PUBLIC_URL": "https://survey.example.org",
            "LDP_SURVEY_BIND": f"127.0.0.1:{port}", "LDP_SURVEY_WORKERS": "1",
            "XDG_RUNTIME_DIR": str(tmp_path / "run"), "HOME": str(tmp_path / "home")}
     log = tmp_path / "gunicorn.log"

@@ -144,7 +144,8 @@ def test_a_key_file_others_can_read_is_refused_in_production(tmp_path):
     key.write_bytes(new_key_pem())
     key.chmod(0o644)
     config = {"KEY_FILE": str(key), "SECRET_KEY": "s" * 64, "STORAGE_KEY": "k" * 64,
-              "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"}
+              "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+              "PUBLIC_URL": "https://survey.example.org"}
     with pytest.raises(ConfigurationError, match="chmod 600"):
         create_app({**config, "DEPLOYMENT": "production"}, instance_path=tmp_path / "i")
     with pytest.warns(UserWarning, match="chmod 600"):

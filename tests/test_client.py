@@ -65,7 +65,8 @@ def test_store_is_private_and_holds_only_what_is_sent(live_server, survey_id, st
     stored = json.loads(state.path.read_text())
     memo = stored["keys"][verified.key_id]["surveys"][survey_id]
     assert memo == {"answers": submission.answers, "idempotency_key": submission.idempotency_key,
-                    "submitted": False, "title": "Habits", "charged": None, "estimated": False,
+                    "submitted": False, "title": "Habits", "charged": None, "disclosed": None,
+                    "estimated": False,
                     "parameters": parameters(verified.survey)}  # no answer: alpha, beta, ids
 
 

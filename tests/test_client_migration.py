@@ -85,7 +85,7 @@ def test_answered_surveys_are_never_randomized_again(runner, live_server, client
     state = LocalState(tmp_path / "respondent" / "state.json")  # migrated and written
     written = json.loads(state.path.read_text())
     fixture_key = next(iter(old["pinned_keys"].values()))
-    assert written["version"] == 2 and written["pins"] == {
+    assert written["version"] == 3 and written["pins"] == {
         "http://127.0.0.1:39235": fixture_key, "http://localhost:39235": fixture_key}
     sent_id, declined_id = published["sent"], published["declined"]
     kid = key_id(base64.b64decode(fixture_key))

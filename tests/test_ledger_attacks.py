@@ -243,7 +243,7 @@ def test_a_legacy_charge_is_not_lowered_by_serving_a_smaller_survey(evil, tmp_pa
     kid = key_id(evil.public)
     state.remember(kid, "S", {"answers": {"w1q0": 1, "w1q1": 0}, "idempotency_key": "k" * 24,
                               "submitted": True, "title": None, "charged": LEGACY_CHARGE,
-                              "estimated": True})
+                              "disclosed": LEGACY_CHARGE, "estimated": True})
     evil.questions = yes_no("w1q0", epsilon=0.01)
     with pytest.raises(TrustError, match="other questions"):
         fetch_survey(evil.url, "S", state, ROOMY)
@@ -261,7 +261,7 @@ def test_a_settled_legacy_survey_is_refused_when_randomized_otherwise(evil, tmp_
     state.pin_key(evil.url, evil.public)
     state.remember(key_id(evil.public), "S", {
         "answers": {"w1q0": 1, "w1q1": 0}, "idempotency_key": "k" * 24, "submitted": True,
-        "title": None, "charged": LEGACY_CHARGE, "estimated": True})
+        "title": None, "charged": LEGACY_CHARGE, "disclosed": LEGACY_CHARGE, "estimated": True})
     fetch_survey(evil.url, "S", state, ROOMY)  # settled at 2 ln 3
     evil.questions = yes_no("w1q0", "w1q1", epsilon=1.0)
     with pytest.raises(TrustError) as refused:
@@ -335,7 +335,7 @@ RECORD = ('{"answers": {}, "idempotency_key": null, "submitted": false, "title":
      ' "concepts": {}}}}', "keys['k'].surveys['s'] has no 'idempotency_key'"),
     ('{"version": 2, "pins": {}, "unkeyed": {}, "keys": {"k": {"surveys": {}, "concepts": '
      '{"c": {"answer": 1}}}}}', "keys['k'].concepts['c'] has no 'charged_by'"),
-    ('{"version": 3}', "it was written by a newer ldp-survey (store version 3); upgrade to use it, as "
+    ('{"version": 4}', "it was written by a newer ldp-survey (store version 4); upgrade to use it, as "
      "this release would lose what it holds"),
     ('{"pinned_keys": []}', "'pinned_keys' is not an object"),
     ('{"pinned_keys": {"http://a": 5}}', "'pinned_keys'.http://a is 5"),
