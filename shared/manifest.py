@@ -84,7 +84,11 @@ def web_origin(url: str) -> str:
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS or not parts.hostname:
         raise ValueError(f"{url!r} is not an http:// or https:// address with a host")
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    try:
+        host = parts.hostname.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise ValueError(f"{parts.hostname!r} is not a valid host name") from None
+    host = f"[{host}]" if ":" in host else host
     port = parts.port  # ValueError when it is not a number in range
     return f"{scheme}://{host}" + ("" if port in (None, DEFAULT_PORTS[scheme]) else f":{port}")
 

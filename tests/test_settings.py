@@ -126,4 +126,5 @@ def test_production_needs_the_public_url_development_does_not(tmp_path):
     with pytest.raises(ConfigurationError, match="production needs LDP_SURVEY_PUBLIC_URL"):
         start(tmp_path, **production)
     assert start(tmp_path, **production, PUBLIC_URL="https://survey.example.org")
-    assert start(tmp_path).config["PUBLIC_URL"] is None  # development: the request's origin
+    development = start(tmp_path, STORAGE_KEY="k" * 64)  # the same database, so its key
+    assert development.config["PUBLIC_URL"] is None  # development: the request's origin
