@@ -141,10 +141,13 @@ def aggregator_env(folder: Path, database_url: str) -> tuple[dict, str]:
            "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
            "LDP_SURVEY_STORAGE_KEY": secrets.token_hex(32),
            "LDP_SURVEY_DATABASE_URL": database_url,
-           "LDP_SURVEY_RELEASE_EVERY": str(RELEASE_EVERY)}
+           "LDP_SURVEY_RELEASE_EVERY": str(RELEASE_EVERY),
+           "LDP_SURVEY_PUBLIC_URL": "http://127.0.0.1",  # signed into surveys; benches send raw
+           "LDP_SURVEY_RATE_LIMITS_ENABLED": "false"}  # one client floods on purpose
     app = create_app({"DEPLOYMENT": "production", "KEY_FILE": env["LDP_SURVEY_KEY_FILE"],
                       "SECRET_KEY": env["LDP_SURVEY_SECRET_KEY"],
-                      "STORAGE_KEY": env["LDP_SURVEY_STORAGE_KEY"], "DATABASE_URL": database_url},
+                      "STORAGE_KEY": env["LDP_SURVEY_STORAGE_KEY"], "DATABASE_URL": database_url,
+                      "PUBLIC_URL": env["LDP_SURVEY_PUBLIC_URL"]},
                      instance_path=folder)
     key = create_api_key(app).key
     close_app(app)
