@@ -226,8 +226,10 @@ def main() -> None:
             backends = [("SQLite", f"sqlite:///{folder}/bench.sqlite3"),
                         ("PostgreSQL", stack.enter_context(postgres_schema(args.postgres)))]
             for name, database_url in backends:
-                env, key = aggregator_env(folder, database_url)
-                with gunicorn("ldpsurvey.aggregator:create_app()", env, folder, args.workers,
+                home = folder / name  # a key file and instance folder of its own per backend
+                home.mkdir()
+                env, key = aggregator_env(home, database_url)
+                with gunicorn("ldpsurvey.aggregator:create_app()", env, home, args.workers,
                               args.threads) as server:
                     url = server.url
                     survey_id = new_survey(url, key)
