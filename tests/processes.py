@@ -151,6 +151,19 @@ def request(method: str, url: str, body=None, headers=None, timeout: float = 10)
     return status, parsed
 
 
+def released_all(base: str, survey_id: str, key: str, n: int, seconds: float = 60) -> int:
+    """Wait (at most `seconds`) for the server's release clocks to have released at least n
+    responses of the survey; return how many its estimates count then."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        _, estimates = request("GET", f"{base}/api/surveys/{survey_id}/estimates",
+                               headers={"Authorization": f"Bearer {key}"})
+        if (released := estimates["questions"][0]["n"]) >= n:
+            return released
+        time.sleep(0.1)
+    raise AssertionError(f"the release clocks did not release {n} responses within {seconds} s")
+
+
 def exchange(method: str, url: str, body=None, headers=None, timeout: float = 10):
     """(status, parsed JSON or None, response headers)."""
     data = None if body is None else json.dumps(body).encode()
