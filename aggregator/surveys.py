@@ -22,6 +22,7 @@ from ldpsurvey.shared import (
 )
 from ldpsurvey.shared.budget import exceeds
 from ldpsurvey.shared.crosstab import size_problem
+from ldpsurvey.shared.protocol import schedule_words
 from ldpsurvey.shared.shuffle import central_epsilon
 
 from . import access, exports, releases, store
@@ -110,7 +111,7 @@ def exposure(survey: Survey, release_every: float) -> Exposure:
                   else "anyone who can open this survey")
     guesses = {q.id: best_guess_accuracy(q.reported_mechanism.alpha, q.reported_mechanism.beta)
                for q in survey.questions}
-    return Exposure(releases.schedule_words(release_every), survey.release_batch, controller,
+    return Exposure(schedule_words(release_every), survey.release_batch, controller,
                     guesses)
 
 

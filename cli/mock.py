@@ -12,9 +12,11 @@ import secrets
 import sys
 import tempfile
 import threading
+import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
@@ -23,7 +25,7 @@ import click
 from ldpsurvey.client.verify import verify_manifest
 from ldpsurvey.shared import Survey, SurveyError, read_definition
 from ldpsurvey.shared.mechanism import BETA_SUM_TOLERANCE
-from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES
+from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES, next_instant, schedule_words
 from ldpsurvey.shared.randomizer import thresholds
 
 from .api import Api, check_url
@@ -181,6 +183,7 @@ class MockResult:
     estimates: dict
     truth: Truth
     crosstab: dict | None  # the cross-tab of the scenario's first [[joint]] table
+    read_at: float  # when the estimates were read: seconds since the epoch, by this machine
 
     def rows(self) -> list[dict]:
         """Per question and option: the estimate keys, the truth, and whether the CI covers it."""
@@ -213,9 +216,20 @@ class MockResult:
         """How many of the responses sent the aggregator has released (all, once closed)."""
         return self.estimates["questions"][0]["options"][0]["n"]
 
+    @property
+    def next_release(self) -> str | None:
+        """While responses wait (--keep-open), the aggregator's next scheduled release instant
+        after the estimates were read (the next multiple of its release_every since the epoch,
+        by this machine's clock), in ISO 8601 UTC; None once all are released."""
+        if self.released == self.respondents:
+            return None
+        instant = next_instant(self.read_at, self.estimates["release_every"])
+        return datetime.fromtimestamp(instant, UTC).isoformat(timespec="seconds")
+
     def as_json(self) -> dict:
         return {"survey_id": self.survey.survey_id, "respondents": self.respondents,
                 "released": self.released, "release_every": self.estimates["release_every"],
+                "next_release": self.next_release,
                 "seed": self.seed, "total_epsilon": self.estimates["total_epsilon"],
                 "release_batch": self.estimates["release_batch"],
                 "central": self.estimates["central"],
@@ -258,13 +272,14 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
     # Closing releases the last pool (smaller than a batch), so every response is counted.
     if not keep_open:
         api.post(f"/api/surveys/{survey_id}/close")
+    read_at = time.time()
     estimates = api.get(f"/api/surveys/{survey_id}/estimates").json()
     crosstab = None
     if truth.joints:
         pair = truth.joints[0]
         crosstab = api.get(f"/api/surveys/{survey_id}/crosstab?rows={pair.rows}&cols={pair.cols}"
                            ).json()
-    return MockResult(survey, respondents, seed, estimates, truth, crosstab)
+    return MockResult(survey, respondents, seed, estimates, truth, crosstab, read_at)
 
 
 @click.command()
@@ -321,9 +336,11 @@ def print_report(result: MockResult) -> None:
                             f"{body['confidence']:.0%} CI ({body['ci_method']})", "covers",
                             "eps", "note"]))
     if result.released == 0:
-        click.echo(f"\nNothing is released yet: the aggregator releases pooled responses at its "
-                   f"next scheduled instant (every {body['release_every']:g} seconds) once "
-                   f"{body['release_batch']} are pooled, or when the survey closes.")
+        click.echo(f"\nNothing is released yet: the aggregator releases a survey's pooled "
+                   f"responses at its scheduled instants, {schedule_words(body['release_every'])}"
+                   f", when at least {body['release_batch']} are pooled, and all of them when "
+                   f"the survey closes. Its next instant: {result.next_release} (by this "
+                   "machine's clock).")
     else:
         covered = sum(r["covered"] for r in results)
         click.echo(f"\n{covered} of {len(results)} intervals cover the truth ({result.released:,} "
