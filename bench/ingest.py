@@ -195,7 +195,7 @@ def sqlite_commits_per_second(folder: Path, synchronous: str, seconds: float = 3
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2 * (os.cpu_count() or 1) + 1)
     parser.add_argument("--threads", type=int, default=4)
