@@ -279,3 +279,24 @@ def test_systemd_unit_keeps_its_sandbox():
     }
     for key, value in expected.items():
         assert service.get(key) == [value], (key, service.get(key))
+
+
+@pytest.mark.parametrize("name", ["ldp-survey.service", "docker-compose.yml", "gunicorn.conf.py"])
+def test_each_deploy_file_names_every_setting_production_requires(name, tmp_path):
+    """Production refuses to start without these (settings.validate); a deploy file that left
+    one out would ship a service that cannot start. Checked against the real refusal: each
+    setting left out of an otherwise complete production configuration stops the app."""
+    from ldpsurvey.aggregator import ConfigurationError, create_app
+    from ldpsurvey.aggregator.signing import write_key_file
+
+    write_key_file(tmp_path / "key.pem")
+    required = {"KEY_FILE": str(tmp_path / "key.pem"), "SECRET_KEY": "s" * 64,
+                "STORAGE_KEY": "k" * 64, "PUBLIC_URL": "https://survey.example.org"}
+    for setting in required:
+        with pytest.raises(ConfigurationError, match=setting):
+            create_app({"DEPLOYMENT": "production",
+                        "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+                        **{k: v for k, v in required.items() if k != setting}},
+                       instance_path=tmp_path / "i")
+    text = (ROOT / "deploy" / name).read_text()
+    assert [s for s in required if f"LDP_SURVEY_{s}" not in text] == []
