@@ -68,5 +68,5 @@ def _store(db: Connection, survey: Survey, responses: list[Answers],
                 return Accepted(survey_id, earlier, replayed=True)
         if token is not None:
             store.spend_token(db, survey_id, token)
-        store.insert_pending(db, survey_id, rows)
+        store.insert_pending(db, survey, rows)
     return Accepted(survey_id, len(rows), replayed=False)

@@ -39,6 +39,8 @@ ERRORS = {
     "413": "Body or batch too large",
     "415": "Body is not application/json",
     "422": "The content is invalid; detail says what",
+    "429": "Too many requests from this client for this class of endpoint (limits.py); the "
+           "Retry-After header says in how many seconds to retry",
 }
 
 
@@ -47,6 +49,16 @@ def error_description(status: str) -> str:
     table in errors.py)."""
     codes = sorted(a.code for a in ANSWERS.values() if str(a.status) == status)
     return f"{ERRORS[status]}. error: {', '.join(codes)}"
+
+
+def _error_response(status: str) -> dict:
+    """The shared response of an error status; a 429 also names its Retry-After header."""
+    response = _json(_ref("Error"), error_description(status))
+    if status == "429":
+        response["headers"] = {"Retry-After": {
+            "description": "Seconds until this client may send again",
+            "schema": {"type": "integer", "minimum": 0}}}
+    return response
 
 
 def _errors(*codes: str) -> dict:
@@ -281,7 +293,11 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
 
 
 def _operation(summary: str, responses: dict, *, security: list | None = None,
-               parameters: list | None = None, body: str | None = None) -> dict:
+               parameters: list | None = None, body: str | None = None,
+               rate_limited: bool = True) -> dict:
+    """One operation; every one but the health check is rate-limited per client (429)."""
+    if rate_limited:
+        responses = {**responses, **_errors("429")}
     operation: dict[str, Any] = {"summary": summary, "responses": responses}
     if security is not None:
         operation["security"] = security
@@ -309,7 +325,8 @@ EXPORT = {"description": "One row per response, random order",
 
 PATHS = {
     "/healthz": {"get": _operation("Health check", {"200": _json(
-        {"type": "object", "properties": {"status": {"type": "string"}}}, "Healthy")})},
+        {"type": "object", "properties": {"status": {"type": "string"}}}, "Healthy")},
+        rate_limited=False)},
     "/api/openapi.json": {"get": _operation("This description", {"200": _json(
         {"type": "object"}, "OpenAPI document")})},
     "/api/key": {"get": _operation("The aggregator's Ed25519 public key",
@@ -411,8 +428,7 @@ def document(max_batch: int, max_tokens: int) -> dict:
         "paths": PATHS,
         "components": {
             "schemas": schemas(max_batch, max_tokens),
-            "responses": {f"Error{status}": _json(_ref("Error"), error_description(status))
-                          for status in ERRORS},
+            "responses": {f"Error{status}": _error_response(status) for status in ERRORS},
             "securitySchemes": {
                 scheme(role): {"type": "http", "scheme": "bearer",
                                "description": f"A {role} key from `ldp-survey admin create-key "

@@ -168,9 +168,13 @@ def dashboard_tokens(survey_id: str):
 
 
 def _token_count() -> dict:
-    """The minting form's count, as the API's body; the service checks it."""
+    """The minting form's count, as the API's body; the service checks it. Only ASCII digits
+    make a number, and at most 9 of them: str.isdigit() also takes '²', which int() refuses,
+    and int() refuses more than 4,300 digits (each was a 500). Anything else stays text, which
+    the service refuses as the API does."""
     count = request.form.get("count", "")
-    return {"count": int(count) if count.isdigit() else count}
+    return {"count": int(count) if count.isascii() and count.isdigit() and len(count) <= 9
+            else count}
 
 
 @bp.post("/s/<survey_id>/login")

@@ -13,7 +13,6 @@ leave in the database's files is scrubbed (`Connection.scrub`).
 
 import json
 import logging
-import math
 import secrets
 import threading
 import time
@@ -21,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from ldpsurvey.shared import Survey
+from ldpsurvey.shared.protocol import next_instant
 
 from . import store
 from .database import Connection, Database, connection_to
@@ -92,22 +92,6 @@ def release_due(db: Connection) -> int:
         survey = store.get_survey(db, survey_id).survey
         released += release(db, survey, survey.release_batch)
     return released
-
-
-def next_instant(now: float, every: float) -> float:
-    """The first scheduled instant after `now` (seconds since the Unix epoch): the next
-    multiple of `every`."""
-    return (math.floor(now / every) + 1) * every
-
-
-def schedule_words(every: float) -> str:
-    """How often releases may happen, in words: "once an hour", "once every 10 minutes"."""
-    for unit, seconds in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
-        if every >= seconds and every % seconds == 0:
-            count = int(every // seconds)
-            return f"once {'an' if unit == 'hour' else 'a'} {unit}" if count == 1 else (
-                f"once every {count} {unit}s")
-    return f"once every {every:g} seconds"
 
 
 class ReleaseClock:

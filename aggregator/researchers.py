@@ -12,7 +12,7 @@ from flask import (
     url_for,
 )
 
-from . import access, intake, surveys
+from . import access, intake, settings, surveys
 from .auth import PEOPLE, request_caller, require_key
 from .db import get_db, release_on_close
 from .http import created, idempotency_key, json_body
@@ -27,7 +27,8 @@ def create_survey(caller: KeyRecord):
     """Validate a survey definition, publish its signed manifest, open it; the caller owns it."""
     survey = surveys.publish(get_db(), caller, json_body(),
                              current_app.extensions["ldp_signing_key"],
-                             float(current_app.config["EPSILON_CAP"]))
+                             float(current_app.config["EPSILON_CAP"]),
+                             settings.public_origin(current_app.config, request.host_url))
     manifest_url = url_for("respondents.manifest", survey_id=survey.survey_id)
     response = jsonify(survey_id=survey.survey_id, status="open",
                        total_epsilon=survey.total_epsilon, manifest_url=manifest_url)

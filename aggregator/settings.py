@@ -15,6 +15,7 @@ from flask import Config
 from limits import parse_many
 
 from ldpsurvey.shared import protocol
+from ldpsurvey.shared.manifest import web_origin
 
 from . import limits
 from .exceptions import ConfigurationError
@@ -55,11 +56,15 @@ DEFAULTS: dict[str, Any] = {
     "RATE_LIMIT_RESEARCHER": "600 per minute",
     "RATE_LIMIT_LOGIN": "10 per minute",
     "RATE_LIMIT_OTHER": "600 per minute",
+    # Where respondents reach this service (https://survey.example.org): its origin is signed
+    # into every new manifest. Production requires it; development, when unset, signs the
+    # origin of the request that creates the survey.
+    "PUBLIC_URL": None,
 }
 PREFIX = "LDP_SURVEY"
 RATE_LIMITS = tuple(limits.SETTINGS.values())
-TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "STORAGE_KEY", "SERVED_BY", "RATE_LIMIT_STORAGE",
-        *RATE_LIMITS)
+TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "STORAGE_KEY", "SERVED_BY", "PUBLIC_URL",
+        "RATE_LIMIT_STORAGE", *RATE_LIMITS)
 LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
           "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS")
 MIN_SECRET_BYTES = 32
@@ -110,6 +115,11 @@ def validate(config: Config) -> None:
         if config[name] is not None and not isinstance(config[name], str):
             _refuse(name, type(config[name]).__name__, "text")
     _validate_rate_limits(config)
+    if config["PUBLIC_URL"] is not None:
+        try:
+            web_origin(config["PUBLIC_URL"])
+        except ValueError:
+            _refuse("PUBLIC_URL", config["PUBLIC_URL"], "an http:// or https:// address")
     if config["DEPLOYMENT"] == "production":
         if not (config["KEY_FILE"] and config["SECRET_KEY"]):
             raise ConfigurationError(
@@ -123,6 +133,16 @@ def validate(config: Config) -> None:
             if len(config[name].encode()) < MIN_SECRET_BYTES:
                 raise ConfigurationError(f"{PREFIX}_{name} must be at least {MIN_SECRET_BYTES} "
                                          "bytes in production (e.g. 64 random hex digits)")
+        if not config["PUBLIC_URL"]:
+            raise ConfigurationError(
+                f"production needs {PREFIX}_PUBLIC_URL, the address respondents reach this "
+                "service at (e.g. https://survey.example.org): it is signed into each survey")
+
+
+def public_origin(config: Config, request_url: str) -> str:
+    """The origin signed into a new survey's manifest: PUBLIC_URL's, else (development only;
+    production requires PUBLIC_URL) that of the request creating it."""
+    return web_origin(config["PUBLIC_URL"] or request_url)
 
 
 def _validate_rate_limits(config: Config) -> None:

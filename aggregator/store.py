@@ -47,6 +47,11 @@ def answers_json(survey: Survey, responses: list[Answers]) -> list[str]:
     return [template % tuple(values[i] for i in order) for values in responses]
 
 
+def longest_row(survey: Survey) -> int:
+    """The length of the survey's longest canonical row: every answer its highest option."""
+    return len(answers_json(survey, [tuple(len(q.options) - 1 for q in survey.questions)])[0])
+
+
 def today() -> str:
     """The UTC day, the only time stored with a response."""
     return datetime.now(UTC).date().isoformat()
@@ -140,10 +145,10 @@ def lock_survey(db: Connection, survey_id: str, *, exclusive: bool = False) -> s
     return status[0][0]
 
 
-def lock_open_survey(db: Connection, survey_id: str, *, exclusive: bool = False) -> None:
-    """Check the survey is open and hold that (as lock_survey) until the transaction ends.
-    SurveyNotFound, SurveyClosed."""
-    if lock_survey(db, survey_id, exclusive=exclusive) != "open":
+def lock_open_survey(db: Connection, survey_id: str) -> None:
+    """Check the survey is open and hold that, shared (as lock_survey), until the transaction
+    ends. SurveyNotFound, SurveyClosed."""
+    if lock_survey(db, survey_id) != "open":
         raise SurveyClosed()
 
 
@@ -183,13 +188,15 @@ def spend_token(db: Connection, survey_id: str, token: str) -> None:
         raise TokenRejected()
 
 
-def insert_pending(db: Connection, survey_id: str, rows: list[str]) -> int:
-    """Keep accepted responses (their canonical JSON, sealed under the storage key) until
-    release, under random keys; return how many of the survey's responses are now pending."""
+def insert_pending(db: Connection, survey: Survey, rows: list[str]) -> None:
+    """Keep accepted responses until release, under random keys: each row's canonical JSON
+    padded with spaces to the survey's longest row, then sealed under the storage key, so the
+    sealed length is the same whatever the answers (an option index of 10 or more is one
+    character longer)."""
+    size = longest_row(survey)
     db.insert_rows("pending", ("survey_id", "pending_id", "answers"),
-                   [(survey_id, pending_id, db.keys.seal(survey_id, row))
+                   [(survey.survey_id, pending_id, db.keys.seal(survey.survey_id, row.ljust(size)))
                     for pending_id, row in zip(new_ids(len(rows)), rows, strict=True)])
-    return pending_count(db, survey_id)
 
 
 # --- release: the steps of one release, inside the caller's transaction -------------------------
@@ -204,7 +211,7 @@ def surveys_with_pending(db: Connection) -> list[str]:
 
 def take_pending(db: Connection, survey_id: str) -> list[str]:
     """Remove and return every pending response of the survey (opened: canonical JSON)."""
-    rows = [db.keys.open(survey_id, sealed) for (sealed,) in db.query(
+    rows = [db.keys.open(survey_id, sealed).rstrip(" ") for (sealed,) in db.query(
         "SELECT answers FROM pending WHERE survey_id = ?", (survey_id,))]
     db.execute("DELETE FROM pending WHERE survey_id = ?", (survey_id,))
     return rows

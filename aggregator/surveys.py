@@ -22,6 +22,7 @@ from ldpsurvey.shared import (
 )
 from ldpsurvey.shared.budget import exceeds
 from ldpsurvey.shared.crosstab import size_problem
+from ldpsurvey.shared.protocol import schedule_words
 from ldpsurvey.shared.shuffle import central_epsilon
 
 from . import access, exports, releases, store
@@ -49,9 +50,9 @@ def empty_estimate(epsilon: float, confidence: float, method: str) -> dict:
 
 
 def publish(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
-            epsilon_cap: float) -> Survey:
-    """Validate a survey definition, give it a new id, sign its manifest, store it open and
-    owned by the caller's researcher."""
+            epsilon_cap: float, origin: str) -> Survey:
+    """Validate a survey definition, give it a new id, sign its manifest (with the web
+    `origin` respondents reach it at), store it open and owned by the caller's researcher."""
     try:
         survey = parse_definition(definition)
     except SurveyError as exc:
@@ -61,7 +62,7 @@ def publish(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
         if exceeds(epsilon, epsilon_cap):
             raise EpsilonAboveCap(f"question {question.id!r}: epsilon {epsilon:.10g} is above "
                                   f"this server's cap {epsilon_cap:g}")
-    survey = replace(survey, survey_id=new_survey_id(), key_id=key.key_id)
+    survey = replace(survey, survey_id=new_survey_id(), key_id=key.key_id, origin=origin)
     store.create_survey(db, survey, key.sign(survey.manifest_bytes()), caller.researcher_id)
     return survey
 
@@ -110,7 +111,7 @@ def exposure(survey: Survey, release_every: float) -> Exposure:
                   else "anyone who can open this survey")
     guesses = {q.id: best_guess_accuracy(q.reported_mechanism.alpha, q.reported_mechanism.beta)
                for q in survey.questions}
-    return Exposure(releases.schedule_words(release_every), survey.release_batch, controller,
+    return Exposure(schedule_words(release_every), survey.release_batch, controller,
                     guesses)
 
 

@@ -7,8 +7,8 @@ side with a do-nothing Flask endpoint in the same run.
 
 Reports: requests/s of a do-nothing endpoint; single-response intake responses/s (durable
 commits) on SQLite and PostgreSQL; batch intake responses/s; estimates latency at 10^3 and
-10^6 stored responses. The survey is the bundled example (release batch 100): single responses
-go through the pending pool, each 5,000-response batch is released at once.
+10^6 stored responses. The survey is the bundled example (release batch 100): every response
+goes through the pending pool, which the server's release clock releases every second.
 """
 
 import argparse
@@ -108,6 +108,20 @@ def call(method: str, url: str, key: str | None = None, body=None) -> dict:
         return json.loads(response.read())
 
 
+RELEASE_EVERY = 1  # seconds: the benches' servers release full pools at every second
+
+
+def released(estimates: str, key: str, count: int, timeout: float = 900) -> int:
+    """Wait until the survey (its estimates URL) counts at least `count` released responses,
+    which its server's release clock releases at the next scheduled instant; return n."""
+    deadline = time.monotonic() + timeout
+    while (n := call("GET", estimates, key)["questions"][0]["n"]) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {n:,} of {count:,} responses released in {timeout:g} s")
+        time.sleep(0.2)
+    return n
+
+
 def median_ms(url: str, key: str, repeats: int = 50) -> float:
     times = []
     for _ in range(repeats):
@@ -126,10 +140,14 @@ def aggregator_env(folder: Path, database_url: str) -> tuple[dict, str]:
     env = {"LDP_SURVEY_KEY_FILE": str(folder / "key.pem"),
            "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
            "LDP_SURVEY_STORAGE_KEY": secrets.token_hex(32),
-           "LDP_SURVEY_DATABASE_URL": database_url}
+           "LDP_SURVEY_DATABASE_URL": database_url,
+           "LDP_SURVEY_RELEASE_EVERY": str(RELEASE_EVERY),
+           "LDP_SURVEY_PUBLIC_URL": "http://127.0.0.1",  # signed into surveys; benches send raw
+           "LDP_SURVEY_RATE_LIMITS_ENABLED": "false"}  # one client floods on purpose
     app = create_app({"DEPLOYMENT": "production", "KEY_FILE": env["LDP_SURVEY_KEY_FILE"],
                       "SECRET_KEY": env["LDP_SURVEY_SECRET_KEY"],
-                      "STORAGE_KEY": env["LDP_SURVEY_STORAGE_KEY"], "DATABASE_URL": database_url},
+                      "STORAGE_KEY": env["LDP_SURVEY_STORAGE_KEY"], "DATABASE_URL": database_url,
+                      "PUBLIC_URL": env["LDP_SURVEY_PUBLIC_URL"]},
                      instance_path=folder)
     key = create_api_key(app).key
     close_app(app)
@@ -177,7 +195,7 @@ def sqlite_commits_per_second(folder: Path, synchronous: str, seconds: float = 3
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2 * (os.cpu_count() or 1) + 1)
     parser.add_argument("--threads", type=int, default=4)
@@ -208,8 +226,10 @@ def main() -> None:
             backends = [("SQLite", f"sqlite:///{folder}/bench.sqlite3"),
                         ("PostgreSQL", stack.enter_context(postgres_schema(args.postgres)))]
             for name, database_url in backends:
-                env, key = aggregator_env(folder, database_url)
-                with gunicorn("ldpsurvey.aggregator:create_app()", env, folder, args.workers,
+                home = folder / name  # a key file and instance folder of its own per backend
+                home.mkdir()
+                env, key = aggregator_env(home, database_url)
+                with gunicorn("ldpsurvey.aggregator:create_app()", env, home, args.workers,
                               args.threads) as server:
                     url = server.url
                     survey_id = new_survey(url, key)
@@ -226,11 +246,13 @@ def main() -> None:
                     call("POST", f"{url}/api/surveys/{fresh}/responses/batch", key,
                          {"responses": [{"answers": ANSWERS}] * 1000})
                     estimates = f"{url}/api/surveys/{fresh}/estimates"
+                    released(estimates, key, 1000)
                     small = median_ms(estimates, key)
-                    for _ in range((args.fill - 1000) // 5000):
+                    fills = (args.fill - 1000) // 5000
+                    for _ in range(fills):
                         call("POST", f"{url}/api/surveys/{fresh}/responses/batch", key,
                              batch_body)
-                    n = call("GET", estimates, key)["questions"][0]["n"]
+                    n = released(estimates, key, 1000 + 5000 * fills)
                     large = median_ms(estimates, key)
                     report(f"estimates latency, {name}, median ms at 10^3 / {n:,}",
                            f"{small:.2f} / {large:.2f} ({large / small:.2f}x)")

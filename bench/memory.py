@@ -23,10 +23,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ingest import aggregator_env, call, gunicorn
+from ingest import aggregator_env, call, gunicorn, released
 
-from ldpsurvey.aggregator.database import STREAM_CHUNK
 from ldpsurvey.aggregator.limits import SETTINGS
+from ldpsurvey.aggregator.store import ANSWERS_CHUNK
 from ldpsurvey.shared.crosstab import MAX_CELLS, NUMBER_BYTES, reply_bound
 from ldpsurvey.shared.manifest import MAX_OPTIONS, MAX_QUESTIONS
 
@@ -53,8 +53,8 @@ def estimates_bound() -> int:
 
 
 def stream_bound() -> int:
-    """Bytes of released responses one streaming read holds: STREAM_CHUNK rows at once."""
-    return STREAM_CHUNK * MAX_QUESTIONS * ANSWER_BYTES
+    """Bytes of released responses one streaming read holds: ANSWERS_CHUNK rows at once."""
+    return ANSWERS_CHUNK * MAX_QUESTIONS * ANSWER_BYTES
 
 
 def header_bound() -> int:
@@ -87,7 +87,7 @@ def fetch(url: str, key: str) -> tuple[int, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--responses", type=int, default=20_000)
     parser.add_argument("--arenas", default="2", help="MALLOC_ARENA_MAX, as deploy/ sets it "
@@ -120,6 +120,7 @@ def run(server, key: str, args) -> None:
                  for _ in range(min(2000, args.responses - start))]
         call("POST", f"{url}/api/surveys/{survey_id}/responses/batch", key, {"responses": batch})
     base = f"{url}/api/surveys/{survey_id}"
+    released(f"{base}/estimates", key, args.responses)  # at the server's next release instant
     levels = (f"{0.5 + i / 2e6:.7f}" for i in itertools.count(1))  # never the same: no cache
     work = {
         "cross-tab (declared, 256 cells)": lambda: fetch(f"{base}/crosstab?rows=q00&cols=narrow", key),
@@ -161,7 +162,7 @@ def run(server, key: str, args) -> None:
           f"estimates document {estimates / MIB:.2f} MiB (seen "
           f"{largest['estimates (clopper-pearson, simultaneous)'] / MIB:.2f}); an export's "
           f"header {header_bound() / MIB:.2f} MiB; a streaming read (export, tallied cross-tab) "
-          f"{STREAM_CHUNK:,} rows, {stream / MIB:.2f} MiB. Before this change one "
+          f"{ANSWERS_CHUNK:,} rows, {stream / MIB:.2f} MiB. Before this change one "
           f"{MAX_OPTIONS} x {MAX_OPTIONS} cross-tab reply alone was 367 MiB.")
 
 

@@ -72,7 +72,7 @@ def multi_freq_ldpy(data: np.ndarray) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10**6, 10**7])
     parser.add_argument("--skip-peers-above", type=int, default=10**7,
                         help="run the (per-answer Python loop) peers only up to this n")

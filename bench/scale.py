@@ -9,7 +9,7 @@ gunicorn parses and validates the same batches without storing them (a bench-onl
 the write-ahead log written per response in each tenth; estimates latency at 10^3 and at each
 power of ten reached; the export's time, rows/s and the workers' peak resident memory before
 and during it; the close's time; the database's size on disk per response. The survey has four
-yes/no questions and releases each 10,000-response batch at once.
+yes/no questions; its server's release clock releases the pool every second.
 """
 
 import argparse
@@ -20,7 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ingest import aggregator_env, call, gunicorn, median_ms, postgres_schema
+from ingest import aggregator_env, call, gunicorn, median_ms, postgres_schema, released
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 10_000
@@ -132,7 +132,7 @@ def database_bytes(database_url: str) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", type=int, default=10**7, help="responses to store")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--workers", type=int, default=3)
@@ -158,6 +158,7 @@ def main() -> None:
             small = call("POST", f"{url}/api/surveys", key, {**SURVEY, "release_batch": 1000})
             call("POST", f"{url}/api/surveys/{small['survey_id']}/responses/batch", key,
                  {"responses": [{"answers": {f"q{i}": 1 for i in range(4)}}] * 1000})
+            released(f"{url}/api/surveys/{small['survey_id']}/estimates", key, 1000)
             latency = {1000: median_ms(f"{url}/api/surveys/{small['survey_id']}/estimates",
                                        key)}
             survey_id = call("POST", f"{url}/api/surveys", key, SURVEY)["survey_id"]
@@ -174,8 +175,10 @@ def main() -> None:
                       f"{got:,.0f} ({got / validated:.0%} of parse-and-validate), "
                       f"{wal:,.0f} WAL bytes per response", flush=True)
                 while stored >= milestone:
+                    released(estimates, key, milestone)
                     latency[milestone] = median_ms(estimates, key)
                     milestone *= 10
+            released(estimates, key, stored)
             latency[stored] = median_ms(estimates, key)
             print("estimates latency, median ms: " + ", ".join(
                 f"{n:,}: {ms:.2f}" for n, ms in sorted(latency.items())))

@@ -12,9 +12,11 @@ import secrets
 import sys
 import tempfile
 import threading
+import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
@@ -23,7 +25,7 @@ import click
 from ldpsurvey.client.verify import verify_manifest
 from ldpsurvey.shared import Survey, SurveyError, read_definition
 from ldpsurvey.shared.mechanism import BETA_SUM_TOLERANCE
-from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES
+from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES, next_instant, schedule_words
 from ldpsurvey.shared.randomizer import thresholds
 
 from .api import Api, check_url
@@ -166,7 +168,10 @@ def beside(truth: float | None, entry: dict) -> dict:
     truth is rounded to 12 significant digits: sums of the scenario's shares (0.8200000000000001)
     carry float noise nobody wrote."""
     truth = None if truth is None else float(f"{truth:.12g}")
-    covered = truth is not None and entry["ci_low"] <= truth <= entry["ci_high"]
+    if entry["ci_low"] is None:  # nothing released yet (--keep-open): no interval to cover it
+        covered = None
+    else:
+        covered = truth is not None and entry["ci_low"] <= truth <= entry["ci_high"]
     return {"true_proportion": truth, **entry, "covered": covered}
 
 
@@ -178,6 +183,7 @@ class MockResult:
     estimates: dict
     truth: Truth
     crosstab: dict | None  # the cross-tab of the scenario's first [[joint]] table
+    read_at: float  # when the estimates were read: seconds since the epoch, by this machine
 
     def rows(self) -> list[dict]:
         """Per question and option: the estimate keys, the truth, and whether the CI covers it."""
@@ -205,8 +211,25 @@ class MockResult:
                     p[c["row"]][c["col"]] / sum(p[c["row"]]) if sum(p[c["row"]]) else None, c))
                     for c in body["conditional"]]}
 
+    @property
+    def released(self) -> int:
+        """How many of the responses sent the aggregator has released (all, once closed)."""
+        return self.estimates["questions"][0]["options"][0]["n"]
+
+    @property
+    def next_release(self) -> str | None:
+        """While responses wait (--keep-open), the aggregator's next scheduled release instant
+        after the estimates were read (the next multiple of its release_every since the epoch,
+        by this machine's clock), in ISO 8601 UTC; None once all are released."""
+        if self.released == self.respondents:
+            return None
+        instant = next_instant(self.read_at, self.estimates["release_every"])
+        return datetime.fromtimestamp(instant, UTC).isoformat(timespec="seconds")
+
     def as_json(self) -> dict:
         return {"survey_id": self.survey.survey_id, "respondents": self.respondents,
+                "released": self.released, "release_every": self.estimates["release_every"],
+                "next_release": self.next_release,
                 "seed": self.seed, "total_epsilon": self.estimates["total_epsilon"],
                 "release_batch": self.estimates["release_batch"],
                 "central": self.estimates["central"],
@@ -249,13 +272,14 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
     # Closing releases the last pool (smaller than a batch), so every response is counted.
     if not keep_open:
         api.post(f"/api/surveys/{survey_id}/close")
+    read_at = time.time()
     estimates = api.get(f"/api/surveys/{survey_id}/estimates").json()
     crosstab = None
     if truth.joints:
         pair = truth.joints[0]
         crosstab = api.get(f"/api/surveys/{survey_id}/crosstab?rows={pair.rows}&cols={pair.cols}"
                            ).json()
-    return MockResult(survey, respondents, seed, estimates, truth, crosstab)
+    return MockResult(survey, respondents, seed, estimates, truth, crosstab, read_at)
 
 
 @click.command()
@@ -270,8 +294,8 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
 @click.option("--batch-size", type=click.IntRange(1, MAX_BATCH_RESPONSES), default=5_000,
               show_default=True)
 @click.option("--keep-open", is_flag=True,
-              help="Leave the survey open at the end (--url): responses still pooled below its "
-                   "release batch are then not counted.")
+              help="Leave the survey open at the end (--url): only what the aggregator has "
+                   "released at its scheduled instants is counted (often nothing yet).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 def mock(respondents: int, seed: int | None, survey_file: str | None, truth_file: str | None,
          url: str | None, batch_size: int, keep_open: bool, as_json: bool) -> None:
@@ -296,6 +320,9 @@ def mock(respondents: int, seed: int | None, survey_file: str | None, truth_file
     print_report(result)
 
 
+COVERED = {True: "yes", False: "NO", None: "-"}  # None: nothing released to cover it
+
+
 def print_report(result: MockResult) -> None:
     survey, body = result.survey, result.estimates
     click.echo(f"\n{survey.title}: {result.respondents:,} simulated respondents (seed "
@@ -303,14 +330,22 @@ def print_report(result: MockResult) -> None:
     results = result.rows()
     rows = [(r["question"], r["option"], r["true_proportion"],
              "-" if r["p_hat"] is None else f"{r['p_hat']:.4f} ± {r['standard_error']:.4f}",
-             r["p_mle"], interval(r), "yes" if r["covered"] else "NO", r["epsilon"], note(r))
+             r["p_mle"], interval(r), COVERED[r["covered"]], r["epsilon"], note(r))
             for r in results]
     click.echo(table(rows, ["question", "option", "truth", "unbiased ± SE", "MLE",
                             f"{body['confidence']:.0%} CI ({body['ci_method']})", "covers",
                             "eps", "note"]))
-    covered = sum(r["covered"] for r in results)
-    click.echo(f"\n{covered} of {len(results)} intervals cover the truth. Epsilon per "
-               f"respondent (sum over questions): {body['total_epsilon']:.4f}.")
+    if result.released == 0:
+        click.echo(f"\nNothing is released yet: the aggregator releases a survey's pooled "
+                   f"responses at its scheduled instants, {schedule_words(body['release_every'])}"
+                   f", when at least {body['release_batch']} are pooled, and all of them when "
+                   f"the survey closes. Its next instant: {result.next_release} (by this "
+                   "machine's clock).")
+    else:
+        covered = sum(r["covered"] for r in results)
+        click.echo(f"\n{covered} of {len(results)} intervals cover the truth ({result.released:,} "
+                   "released).")
+    click.echo(f"Epsilon per respondent (sum over questions): {body['total_epsilon']:.4f}.")
     crosstab = result.crosstab_rows()
     if crosstab:
         click.echo(f"\nCross-tab of {crosstab['rows']} (rows) and {crosstab['cols']} (columns), "

@@ -6,6 +6,8 @@ from typing import Any
 
 import click
 
+from ldpsurvey.shared.protocol import schedule_words
+
 from .terminal import clean
 
 
@@ -67,8 +69,8 @@ def note(option: dict) -> str:
 
 def release_lines(document: dict) -> list[str]:
     """What an estimates document says about release batches and shuffling, in words."""
-    lines = [f"Responses are released at scheduled instants, every "
-             f"{document['release_every']:g} seconds, in groups of at least "
+    lines = [f"Responses are released at scheduled instants, "
+             f"{schedule_words(document['release_every'])}, in groups of at least "
              f"{document['release_batch']} (the last, at close, can be smaller): results "
              "change only then."]
     central, local = document["central"], document["total_epsilon"]

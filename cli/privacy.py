@@ -1,4 +1,5 @@
-"""`ldp-survey privacy`: what this device has disclosed to each aggregator, and forgetting it."""
+"""`ldp-survey privacy`: what this device has disclosed, in all and to each aggregator, and
+forgetting an aggregator (which never gives budget back)."""
 
 import click
 
@@ -6,33 +7,41 @@ from ldpsurvey.client import LocalState, ledger
 
 from .options import json_option
 from .output import emit_json, table
-from .respond import lifetime_option, open_state
+from .respond import aggregator_option, lifetime_option, open_state
 from .terminal import clean
 
 
 @click.command()
 @json_option
 @click.option("--forget", "forget_key", metavar="KEY_ID",
-              help="Delete what this device keeps for this aggregator key, after confirming.")
+              help="Delete what this device keeps for this aggregator key, after confirming. "
+                   "What it was charged stays in this device's total.")
 @lifetime_option
-def privacy(as_json: bool, forget_key: str | None, max_lifetime_epsilon: float) -> None:
-    """Per aggregator signing key: its addresses, every survey sent to it with the epsilon it
-    charged, the total spent and what remains of the lifetime budget."""
+@aggregator_option
+def privacy(as_json: bool, forget_key: str | None, max_lifetime_epsilon: float,
+            max_aggregator_epsilon: float | None) -> None:
+    """The device's total against its lifetime budget; per aggregator signing key: its
+    addresses, every survey sent to it with the epsilon it charged, and what it received."""
     state = open_state()
     if forget_key:
         forget(state, forget_key)
         return
-    document = ledger.summary(state, max_lifetime_epsilon)
+    document = ledger.summary(state, max_lifetime_epsilon, max_aggregator_epsilon)
     if as_json:
         emit_json(document)
         return
+    device = document["device"]
+    click.echo(f"This device has disclosed epsilon {device['epsilon_spent']:.3g} to all "
+               f"aggregators together ({device['forgotten']:.3g} of it to aggregators since "
+               f"forgotten): {device['epsilon_remaining']:.3g} of its lifetime budget of "
+               f"{max_lifetime_epsilon:.3g} left.")
     if not document["aggregators"]:
-        click.echo("This device has sent no survey yet.")
+        click.echo("It keeps no survey sent to an aggregator.")
     for aggregator in document["aggregators"]:
         click.echo(f"\nAggregator key {aggregator['key_id']} at "
-                   f"{', '.join(aggregator['urls']) or '(no address pinned)'}: epsilon "
-                   f"{aggregator['epsilon_spent']:.3g} spent, "
-                   f"{aggregator['epsilon_remaining']:.3g} of {max_lifetime_epsilon:.3g} left")
+                   f"{', '.join(aggregator['urls']) or '(no address pinned)'}: received epsilon "
+                   f"{aggregator['epsilon_spent']:.3g}; "
+                   f"{aggregator['epsilon_remaining']:.3g} more may go to it")
         rows = [(s["survey_id"], clean(s["title"] or "(sent before the ledger existed; "
                                                        "charged at most)"),
                  s["epsilon"], s["sent"]) for s in aggregator["surveys"]]
@@ -51,10 +60,11 @@ def forget(state: LocalState, kid: str) -> None:
     surveys = state.surveys(kid)
     click.echo(f"This deletes what this device keeps for aggregator key {kid} "
                f"({', '.join(state.urls(kid)) or 'no address pinned'}): the randomized answers "
-               f"of {len(surveys)} surveys, {len(state.concepts(kid))} permanent answers, the "
-               f"record of epsilon {ledger.spent(state, kid):.3g} spent, and its pins. Answering "
-               "any of those surveys again would randomize afresh and spend budget again, and "
-               "the server could then hold two different answers from you.")
+               f"of {len(surveys)} surveys and its pins. The epsilon it was charged stays in "
+               "this device's total (forgetting gives no budget back), and the permanent "
+               "answers of concepts stay this device's. Answering any of those surveys again "
+               "would randomize afresh and spend budget again, and the server could then hold "
+               "two different answers from you.")
     click.confirm("Forget it?", abort=True)
     state.forget(kid)
     click.echo(f"Forgotten: key {kid}. The next survey from its addresses pins the key it "

@@ -44,8 +44,13 @@ NOT_ANSWERING = (TrustError, SurveyUnavailable, OverBudget, ApiError, NetworkErr
 lifetime_option = click.option(
     "--max-lifetime-epsilon", type=click.FloatRange(0, min_open=True),
     default=DEFAULT_MAX_LIFETIME_EPSILON, show_default="8 ln 3",
-    help="Refuse a survey that would take what one aggregator (signing key) has received from "
-         "this device above this epsilon.")
+    help="Refuse a survey that would take what this device has disclosed, to every aggregator "
+         "and signing key together (forgotten ones included), above this epsilon.")
+aggregator_option = click.option(
+    "--max-aggregator-epsilon", type=click.FloatRange(0, min_open=True), default=None,
+    show_default="the lifetime limit",
+    help="Also refuse a survey that would take what one aggregator (signing key) has received "
+         "from this device above this epsilon.")
 
 
 def parse_choice(question: Question, text: str) -> int:
@@ -120,6 +125,7 @@ def read_link(url: str | None, ask: bool, insecure_http: bool) -> Link:
               default=DEFAULT_MAX_TOTAL_EPSILON, show_default="4 ln 3",
               help="Refuse a survey whose answers together exceed this epsilon.")
 @lifetime_option
+@aggregator_option
 @click.option("--answers", "answers_text", metavar="Q=A,...",
               help="Answers without prompting, e.g. smoked=yes,sleep=2.")
 @click.option("--yes", "assume_yes", is_flag=True, help="Send without asking to confirm.")
@@ -128,8 +134,8 @@ def read_link(url: str | None, ask: bool, insecure_http: bool) -> Link:
               "pinned before moves to it.")
 def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str | None,
             token: str | None, max_epsilon: float, max_total_epsilon: float,
-            max_lifetime_epsilon: float, answers_text: str | None, assume_yes: bool,
-            public_key: str | None) -> None:
+            max_lifetime_epsilon: float, max_aggregator_epsilon: float | None,
+            answers_text: str | None, assume_yes: bool, public_key: str | None) -> None:
     """Answer a survey. Your answers are randomized here; only the randomized ones are sent."""
     link = read_link(url, ask_link, insecure_http)
     if survey_id and link.survey_id and survey_id != link.survey_id:
@@ -138,7 +144,8 @@ def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str
     if not survey_id:
         raise click.UsageError("give --survey, or the survey link with --url or --link")
     state = open_state()
-    ceilings = Ceilings(max_epsilon, max_total_epsilon, max_lifetime_epsilon)
+    ceilings = Ceilings(max_epsilon, max_total_epsilon, max_lifetime_epsilon,
+                        max_aggregator_epsilon)
     verified = verify(link.base, survey_id, state, ceilings, public_key, token or link.token)
     given = parse_answers_option(answers_text)
     true_answers = collect_answers(verified, state, given)
@@ -173,12 +180,15 @@ def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
                    f"device kept for key {key_id(before)} moved to it.")
     survey = verified.survey
     click.echo(f"\n{clean(survey.title)}\n{clean(survey.description, keep_newlines=True)}\n")
-    spent = ledger.spent(state, verified.key_id)
+    cost = ledger.charge_for(verified, state)
     click.echo(f"Privacy: epsilon {verified.total_epsilon:.3g} for the whole submission "
                f"(your ceilings: {ceilings.per_question:.3g} per question, "
-               f"{ceilings.total:.3g} in all). Sending it adds "
-               f"{ledger.charge_for(verified, state):.3g} to the {spent:.3g} this aggregator "
-               f"has received from this device (your lifetime budget: {ceilings.lifetime:.3g}).")
+               f"{ceilings.total:.3g} in all). Sending it adds {cost.device:.3g} to the "
+               f"{ledger.device_spent(state):.3g} this device has disclosed to all aggregators "
+               f"(your lifetime budget for this device: {ceilings.lifetime:.3g}); this "
+               f"aggregator has received {ledger.spent(state, verified.key_id):.3g} of it"
+               + (f" (your limit per aggregator: {ceilings.aggregator:.3g})."
+                  if ceilings.aggregator is not None else "."))
     return verified
 
 
@@ -274,9 +284,10 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
                 "already used. Each invitation answers once; if you answered with it before, "
                 "on another device or in a browser, that answer was counted.") from None
         raise click.ClickException(clean(f"not sent: {exc}")) from None
-    click.echo(f"Sent. Thank you. This aggregator has now received epsilon "
-               f"{ledger.spent(state, verified.key_id):.3g} from this device, of your lifetime "
-               f"budget of {verified.ceilings.lifetime:.3g}.")
+    click.echo(f"Sent. Thank you. This device has now disclosed epsilon "
+               f"{ledger.device_spent(state):.3g} to all aggregators, of your lifetime budget "
+               f"of {verified.ceilings.lifetime:.3g}; this aggregator has received "
+               f"{ledger.spent(state, verified.key_id):.3g} of it.")
 
 
 COMMANDS = (respond,)

@@ -1,6 +1,7 @@
 """The respondent client: verifies a survey's signed parameters, randomizes on this device with
 a CSPRNG, remembers the randomized answers per aggregator signing key, keeps a lifetime ledger
-of the epsilon each key received, and sends only randomized answers.
+of the epsilon this device disclosed (to every key together, and to each), and sends only
+randomized answers.
 
     state = LocalState()
     verified = fetch_survey(url, survey_id, state)          # TrustError if not trustworthy

@@ -1,4 +1,5 @@
-"""The respondent's limits: what one question, one submission and one aggregator may get.
+"""The respondent's limits: what one question, one submission, this device over its lifetime
+and (optionally) one aggregator signing key may get.
 
 Epsilon bounds how much likelier any guess about the respondent can become: an answer at
 epsilon e makes it at most e^e times likelier. ln 3 per question means at most 3 times.
@@ -9,14 +10,19 @@ from dataclasses import dataclass
 
 DEFAULT_MAX_EPSILON = math.log(3)                # per question: at most 3x likelier either way
 DEFAULT_MAX_TOTAL_EPSILON = 4 * math.log(3)      # per submission: four such questions
-DEFAULT_MAX_LIFETIME_EPSILON = 8 * math.log(3)   # per aggregator signing key, over all surveys
+DEFAULT_MAX_LIFETIME_EPSILON = 8 * math.log(3)   # per device: every aggregator, key and survey
 
 
 @dataclass(frozen=True)
 class Ceilings:
+    """`lifetime` bounds everything this device sends, to every aggregator and signing key
+    together; `aggregator`, when set, bounds what one signing key receives (None: only the
+    device's limit applies)."""
+
     per_question: float = DEFAULT_MAX_EPSILON
     total: float = DEFAULT_MAX_TOTAL_EPSILON
     lifetime: float = DEFAULT_MAX_LIFETIME_EPSILON
+    aggregator: float | None = None
 
 
 DEFAULTS = Ceilings()

@@ -1,21 +1,26 @@
-"""The respondent's lifetime ledger: how much epsilon each aggregator signing key has received.
+"""The respondent's lifetime ledger: how much epsilon this device has disclosed, in all and to
+each aggregator signing key.
 
-Epsilon adds up over everything one person discloses to the same researchers (sequential
-composition), whatever the survey id or the spelling of the address, so the ledger is kept per
-signing key. A survey is charged immediately before its first send attempt (a send that is
-never acknowledged still counts), and never for a survey prepared but not sent. Sending it again
-costs nothing: the same randomized answers reveal nothing new.
+Epsilon adds up over everything one person discloses (sequential composition): researchers who
+run several aggregators, or rotate their signing key, or share what they collect, learn the sum.
+So the lifetime limit is the device's, over every key it answered (and every key it forgot:
+forgetting never gives budget back); a lower limit per key is optional. A survey is charged
+immediately before its first send attempt (a send that is never acknowledged still counts),
+and never for a survey prepared but not sent. Sending it again costs nothing: the same
+randomized answers reveal nothing new.
 
 Concepts (RAPPOR's permanent randomized response, for surveys): the first report of a concept
-under a key, for given options and (alpha, beta), draws a permanent randomized answer; each
-report is a fresh randomization of it (the question's irr_alpha, uniform beta). Every report is
-post-processing of the permanent answer, so the concept is charged the permanent layer's
-epsilon once, when the first survey reporting it is sent; other settings draw, and charge,
-afresh.
+on this device, for given options and (alpha, beta), draws a permanent randomized answer,
+whichever aggregator asks; each report is a fresh randomization of it (the question's
+irr_alpha, uniform beta). Every report is post-processing of the permanent answer, so the
+device is charged the permanent layer's epsilon once, when the first survey reporting it is
+sent; other settings draw, and charge, afresh. A key that had not received the concept before
+counts it in its own total too (what that aggregator learned), not in the device's again.
 """
 
 import json
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ldpsurvey.shared import Question, total_epsilon
@@ -28,8 +33,17 @@ if TYPE_CHECKING:
 
 
 class OverBudget(Exception):
-    """Sending this survey would take the key's total above the lifetime budget; nothing is
-    sent."""
+    """Sending this survey would take the device's total (or its key's, under a per-aggregator
+    limit) above the lifetime budget; nothing is sent."""
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What sending a survey adds: to the device's total, and to its key's (at least as much:
+    a concept paid for under another key is new to this one)."""
+
+    device: float
+    aggregator: float
 
 
 def concept_key(question: Question) -> str:
@@ -43,72 +57,100 @@ def concept_status(verified: "VerifiedSurvey", state: LocalState) -> dict[str, s
     """Per concept question: "new" (no answer kept for the concept: one is drawn and charged
     once), "reused" (one is kept with these settings: its reports cost nothing more), or
     "redrawn" (kept only with other settings: a new one is drawn and charged)."""
-    kept = state.concepts(verified.key_id)
+    kept = state.concepts()
     named = {json.loads(key)[0] for key in kept}
     return {q.id: "reused" if concept_key(q) in kept else
             "redrawn" if q.concept in named else "new"
             for q in verified.survey.questions if q.concept is not None}
 
 
-def charge_for(verified: "VerifiedSurvey", state: LocalState) -> float:
-    """What sending this survey adds to its key's ledger: nothing if it was charged before;
-    else each question's epsilon, except a concept whose permanent answer was charged already
-    (or earlier in this survey)."""
+def charge_for(verified: "VerifiedSurvey", state: LocalState) -> Charge:
+    """What sending this survey adds: nothing if it was charged before; else each question's
+    epsilon, except that a concept whose permanent answer was charged already (or earlier in
+    this survey) adds nothing to the device, and to the key only if no survey sent to it
+    reported the concept before."""
     if state.record(verified.key_id, verified.survey.survey_id)["charged"] is not None:
-        return 0.0
-    charged, seen = [], set()
+        return Charge(0.0, 0.0)
+    kid = state.resolve(verified.key_id)
+    device, aggregator, seen = [], [], set()
     for question in verified.survey.questions:
+        epsilon = verified.epsilon[question.id]
         if question.concept is not None:
             key = concept_key(question)
-            permanent = state.permanent(verified.key_id, key)
-            if key in seen or (permanent and permanent["charged_by"] is not None):
+            if key in seen:
                 continue
             seen.add(key)
-        charged.append(verified.epsilon[question.id])
-    return total_epsilon(charged)
+            permanent = state.permanent(key)
+            if permanent and permanent["charged_by"] is not None:
+                if kid not in permanent["keys"]:
+                    aggregator.append(epsilon)
+                continue
+        device.append(epsilon)
+        aggregator.append(epsilon)
+    return Charge(total_epsilon(device), total_epsilon(aggregator))
 
 
 def spent(state: LocalState, kid: str) -> float:
-    """The total charged to this key."""
-    return total_epsilon(record["charged"] for record in state.surveys(kid).values()
-                         if record["charged"] is not None)
+    """What this key has learned from this device: the epsilon disclosed to it."""
+    return total_epsilon(record["disclosed"] or 0.0 for record in state.surveys(kid).values())
 
 
-def check_lifetime(verified: "VerifiedSurvey", state: LocalState) -> float:
+def device_spent(state: LocalState) -> float:
+    """The device's total: every key's charges, those of migrated records waiting for their
+    key, and those of forgotten keys."""
+    charged = [record["charged"] or 0.0 for kid in state.key_ids()
+               for record in state.surveys(kid).values()]
+    charged += [record["charged"] or 0.0 for at in state.unkeyed_origins()
+                for record in state.unkeyed(at).values()]
+    return total_epsilon([*charged, state.forgotten()])
+
+
+def check_lifetime(verified: "VerifiedSurvey", state: LocalState) -> Charge:
     """What sending this survey would charge; OverBudget, in plain words, if that would take
-    its key's total above the respondent's lifetime budget."""
-    cost, before = charge_for(verified, state), spent(state, verified.key_id)
+    the device's total above the lifetime budget, or its key's above a per-aggregator limit."""
+    cost, before = charge_for(verified, state), device_spent(state)
     limit = verified.ceilings.lifetime
-    if cost and exceeds(before + cost, limit):
-        count = sum(r["charged"] is not None for r in state.surveys(verified.key_id).values())
+    if cost.device and exceeds(before + cost.device, limit):
         raise OverBudget(
-            f"this survey would add epsilon {cost:.3g} to the {before:.3g} your {count} earlier "
-            f"surveys there already disclosed to this aggregator (key {verified.key_id}), "
-            f"{before + cost:.3g} in all, above your lifetime budget of {limit:.3g} for it "
-            f"(--max-lifetime-epsilon): together your answers could make a guess about you up "
-            f"to {math.exp(before + cost):.3g} times likelier. Nothing was sent; "
-            "`ldp-survey privacy` lists what it has received.")
+            f"this survey would add epsilon {cost.device:.3g} to the {before:.3g} this device "
+            f"has already disclosed to every aggregator it answered (forgotten ones "
+            f"included), {before + cost.device:.3g} in all, above your lifetime budget of {limit:.3g} "
+            f"for this device, which counts every aggregator and key together "
+            f"(--max-lifetime-epsilon): together your answers could make a guess about you "
+            f"up to {math.exp(before + cost.device):.3g} times likelier. Nothing was sent; "
+            "`ldp-survey privacy` lists what each has received.")
+    bound, received = verified.ceilings.aggregator, spent(state, verified.key_id)
+    if bound is not None and cost.aggregator and exceeds(received + cost.aggregator, bound):
+        raise OverBudget(
+            f"this survey would add epsilon {cost.aggregator:.3g} to the {received:.3g} this "
+            f"aggregator (key {verified.key_id}) has already received from this device, "
+            f"{received + cost.aggregator:.3g} in all, above your limit of {bound:.3g} per "
+            f"aggregator (--max-aggregator-epsilon). Nothing was sent; `ldp-survey privacy` "
+            "lists what it has received.")
     return cost
 
 
 def charge(verified: "VerifiedSurvey", state: LocalState) -> None:
-    """Charge the survey (once) before its first send attempt, and mark the concepts it pays
-    for. OverBudget if that would exceed the lifetime budget."""
+    """Charge the survey (once) before its first send attempt, and mark the concepts it
+    reports: paid for (if not yet) and known to its key. OverBudget if that would exceed a
+    lifetime budget."""
     survey = verified.survey
     with state.transaction():  # what another run charged meanwhile counts
         cost = check_lifetime(verified, state)
         record = state.record(verified.key_id, survey.survey_id)
         if record["charged"] is not None:
             return
-        record.update(charged=cost, title=survey.title)
+        record.update(charged=cost.device, disclosed=cost.aggregator, title=survey.title)
+        kid = state.resolve(verified.key_id)
         for question in survey.questions:
-            if question.concept is None:
+            permanent = state.permanent(concept_key(question)) if question.concept else None
+            if permanent is None:
                 continue
-            key = concept_key(question)
-            permanent = state.permanent(verified.key_id, key)
-            if permanent and permanent["charged_by"] is None:
-                state.keep_permanent(verified.key_id, key, {**permanent,
-                                                             "charged_by": survey.survey_id})
+            if permanent["charged_by"] is None:
+                permanent["charged_by"] = survey.survey_id
+            if kid not in permanent["keys"]:
+                permanent["keys"].append(kid)
+            state.keep_permanent(concept_key(question), permanent)
         state.remember(verified.key_id, survey.survey_id, record)
 
 
@@ -120,22 +162,30 @@ def settle(verified: "VerifiedSurvey", state: LocalState, parameters: str) -> No
     with state.transaction():
         record = state.record(verified.key_id, verified.survey.survey_id)
         if record["estimated"]:
-            record.update(charged=verified.total_epsilon, estimated=False,
-                          title=verified.survey.title, parameters=parameters)
+            record.update(charged=verified.total_epsilon, disclosed=verified.total_epsilon,
+                          estimated=False, title=verified.survey.title, parameters=parameters)
             state.remember(verified.key_id, verified.survey.survey_id, record)
 
 
-def summary(state: LocalState, lifetime: float) -> dict:
-    """`ldp-survey privacy --json`: per key its id, the origins seen, each survey charged, the
-    total spent and what remains of `lifetime`."""
+def summary(state: LocalState, lifetime: float, aggregator: float | None = None) -> dict:
+    """`ldp-survey privacy --json`: the device's total (with what forgotten keys were charged)
+    and what remains of `lifetime`; per key its id, the origins seen, each survey charged, the
+    total it received and what remains for it (of the device's budget, and of `aggregator`
+    when given)."""
+    device = device_spent(state)
+    left = max(0.0, lifetime - device)
     aggregators = []
     for kid in state.key_ids():
         surveys = [{"survey_id": survey_id, "title": record["title"],
-                    "epsilon": record["charged"], "sent": record["submitted"]}
+                    "epsilon": record["charged"], "disclosed": record["disclosed"],
+                    "sent": record["submitted"]}
                    for survey_id, record in sorted(state.surveys(kid).items())
                    if record["charged"] is not None]
         total = spent(state, kid)
+        remaining = left if aggregator is None else min(left, max(0.0, aggregator - total))
         aggregators.append({"key_id": kid, "urls": state.urls(kid), "epsilon_spent": total,
-                            "epsilon_remaining": max(0.0, lifetime - total),
-                            "surveys": surveys})
-    return {"aggregators": aggregators}
+                            "epsilon_remaining": remaining, "surveys": surveys})
+    return {"device": {"epsilon_spent": device, "epsilon_remaining": left,
+                       "lifetime_limit": lifetime, "aggregator_limit": aggregator,
+                       "forgotten": state.forgotten()},
+            "aggregators": aggregators}

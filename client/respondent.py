@@ -85,15 +85,16 @@ def _true_answer(question: Question, true_answers: Mapping[str, int]) -> int:
 
 def permanent_answer(verified: VerifiedSurvey, question: Question,
                      true_answers: Mapping[str, int], state: LocalState, draw: Draw) -> int:
-    """The concept's permanent randomized answer for this key and these settings, drawn with
-    the question's own mechanism from the true answer the first time and kept."""
+    """The concept's permanent randomized answer on this device for these settings, whichever
+    aggregator asks: drawn with the question's own mechanism from the true answer the first
+    time and kept."""
     key = ledger.concept_key(question)
-    kept = state.permanent(verified.key_id, key)
+    kept = state.permanent(key)
     if kept is None:
         kept = {"answer": randomize(_true_answer(question, true_answers),
                                     verified.thresholds[question.id], draw),
-                "charged_by": None}
-        state.keep_permanent(verified.key_id, key, kept)
+                "charged_by": None, "keys": []}
+        state.keep_permanent(key, kept)
     return kept["answer"]
 
 

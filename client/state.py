@@ -1,26 +1,31 @@
-"""The respondent's small local store: the key pinned at each aggregator origin, and per
-aggregator signing key what this device sent it.
+"""The respondent's small local store: the key pinned at each aggregator origin, per
+aggregator signing key what this device sent it, and, for the whole device, the permanent
+answers of concepts and what forgotten keys were charged.
 
 One JSON file in the user data folder, mode 0600, replaced atomically on every write. It
 never holds a true answer: only randomized answers, which were or will be sent.
 
-Version 2 (this release):
+Version 3 (this release):
 
-    {"version": 2,
-     "pins":    {origin: base64 public key},       the key trusted at each origin (urls.origin)
-     "keys":    {key id: {"surveys": {survey id: record},
-                          "concepts": {concept key: {"answer": option, "charged_by": survey id
-                                                                              or null}}}
-                 | {"moved_to": key id}},          a key replaced by one the respondent accepted
-     "unkeyed": {origin: {survey id: record}}}     migrated answers whose key is not known yet
+    {"version": 3,
+     "pins":      {origin: base64 public key},       the key trusted at each origin (urls.origin)
+     "keys":      {key id: {"surveys": {survey id: record}}
+                   | {"moved_to": key id}},          a key replaced by one the respondent accepted
+     "concepts":  {concept key: {"answer": option, "charged_by": survey id or null,
+                                 "keys": [key id, ...]}},
+     "forgotten": epsilon,                           charged to keys since forgotten: still spent
+     "unkeyed":   {origin: {survey id: record}}}     migrated answers whose key is not known yet
 
 A record is {"answers": {question id: randomized option}, "idempotency_key", "submitted" (the
-server acknowledged it), "title", "charged" (the epsilon the ledger charged, null until the
-first send attempt), "estimated" (charged is an upper bound, for a survey sent before the
-ledger existed), and once randomized "parameters" (respondent.parameters: the digest of the
-signed questions' ids and mechanisms; a record kept before it existed gains it when next
-answered)}. Keying by signing key, not URL, makes every spelling of an aggregator's address,
-and every host serving its key, one memory.
+server acknowledged it), "title", "charged" (the epsilon the device's ledger charged, null until
+the first send attempt), "disclosed" (what its key learned, at least "charged": a concept
+paid for under another key counts again here), "estimated" (charged is an upper bound, for a
+survey sent before the ledger existed), and once randomized "parameters" (respondent.parameters:
+the digest of the signed questions' ids and mechanisms; a record kept before it existed gains
+it when next answered)}. Keying records by signing key, not URL, makes every spelling of an
+aggregator's address, and every host serving its key, one memory. A concept's permanent answer
+is the device's, whichever key asks: "charged_by" is the survey (under any key) that paid for
+it, "keys" the keys whose surveys reported it.
 
 Two runs at once (two terminals) must not randomize a survey twice or lose each other's records:
 every change is a `transaction`, which holds an exclusive lock (flock on the store's folder on
@@ -29,9 +34,11 @@ writes the result before releasing it. Reads outside a transaction read the file
 store is never written from a stale copy. A file that is not a store of a known version is
 refused in one line, never overwritten or silently emptied.
 
-Version 1 (release 0.2 and before) had {"pinned_keys": {URL as typed: key}, "surveys":
-{"<URL> <survey id>": {"answers", "idempotency_key", "submitted"}}}; it is migrated on load
-(see `migrate`), so a survey answered then is never randomized again.
+Version 2 (release 0.3 to 0.5) kept the concepts per key, each {"answer", "charged_by"}; version
+1 (release 0.2 and before) had {"pinned_keys": {URL as typed: key}, "surveys": {"<URL> <survey
+id>": {"answers", "idempotency_key", "submitted"}}}. Both are migrated on load (`migrate`,
+then `migrate_2`) and written back once as version 3, so a survey answered then is never
+randomized again.
 """
 
 import base64
@@ -54,7 +61,7 @@ from ldpsurvey.shared.manifest import key_id
 from .ceilings import DEFAULT_MAX_TOTAL_EPSILON
 from .urls import origin
 
-VERSION = 2
+VERSION = 3
 # What a survey sent before the ledger existed is charged until it is seen again: the most the
 # client sent without a raised --max-total-epsilon (the web form could not send more).
 LEGACY_CHARGE = DEFAULT_MAX_TOTAL_EPSILON
@@ -76,7 +83,7 @@ def default_path() -> Path:
 
 def new_record() -> dict[str, Any]:
     return {"answers": {}, "idempotency_key": None, "submitted": False, "title": None,
-            "charged": None, "estimated": False}
+            "charged": None, "disclosed": None, "estimated": False}
 
 
 def merge_records(kept: dict[str, Any] | None, other: dict[str, Any]) -> dict[str, Any]:
@@ -86,15 +93,18 @@ def merge_records(kept: dict[str, Any] | None, other: dict[str, Any]) -> dict[st
         return other
     if other["submitted"] and not kept["submitted"]:
         kept, other = other, kept
-    charges = [r["charged"] for r in (kept, other) if r["charged"] is not None]
-    return {**kept, "charged": sum(charges) if charges else None,
-            "estimated": kept["estimated"] or other["estimated"]}
+    summed = {}
+    for field in ("charged", "disclosed"):
+        charges = [r[field] for r in (kept, other) if r[field] is not None]
+        summed[field] = sum(charges) if charges else None
+    return {**kept, **summed, "estimated": kept["estimated"] or other["estimated"]}
 
 
 def migrate(old: dict[str, Any]) -> dict[str, Any]:
-    """Version 1 -> 2. Pins move to their normalized origin; each memo goes to the key that
-    was pinned for its URL (or for another spelling of the same origin), else waits under
-    "unkeyed" for the key its origin is next verified with. A memo the server acknowledged is
+    """Version 1 -> 3 (as through 2: version 1 kept no concepts). Pins move to their
+    normalized origin; each memo goes to the key that was pinned for its URL (or for another
+    spelling of the same origin), else waits under "unkeyed" for the key its origin is next
+    verified with. A memo the server acknowledged is
     charged LEGACY_CHARGE, marked estimated; the same survey answered through two spellings
     becomes one record charged for both sends."""
     state = empty()
@@ -106,7 +116,8 @@ def migrate(old: dict[str, Any]) -> dict[str, Any]:
         sent = bool(memo.get("submitted"))
         record = {**new_record(), "answers": dict(memo.get("answers", {})),
                   "idempotency_key": memo.get("idempotency_key"), "submitted": sent,
-                  "charged": LEGACY_CHARGE if sent else None, "estimated": sent}
+                  "charged": LEGACY_CHARGE if sent else None,
+                  "disclosed": LEGACY_CHARGE if sent else None, "estimated": sent}
         key = pinned.get(url) or state["pins"].get(origin(url))
         if key:
             bucket = key_entry(state, key_id(base64.b64decode(key)))["surveys"]
@@ -116,13 +127,44 @@ def migrate(old: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
+def migrate_2(old: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 -> 3. Records gain "disclosed" (= "charged": version 2 charged every survey
+    what its key learned). The concepts kept per key become the device's: where several keys
+    drew a permanent answer for one concept key, the one kept is the charged one of the
+    smallest key id (else that of the smallest key id); "keys" lists every key that charged
+    it. If any of those draws was never charged (randomized, not yet sent), the concept is
+    marked uncharged, so the next survey sending it is charged for it again: that survey may
+    report the dropped draw, and counting twice is the safe side."""
+    def upgraded(records: dict[str, Any]) -> dict[str, Any]:
+        return {survey_id: {**record, "disclosed": record["charged"]}
+                for survey_id, record in records.items()}
+
+    state = {**empty(), "pins": old["pins"],
+             "unkeyed": {at: upgraded(records) for at, records in old["unkeyed"].items()}}
+    drawn: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for kid, entry in sorted(old["keys"].items()):
+        if "moved_to" in entry:
+            state["keys"][kid] = entry
+            continue
+        state["keys"][kid] = {"surveys": upgraded(entry["surveys"])}
+        for concept, permanent in entry["concepts"].items():
+            drawn.setdefault(concept, []).append((kid, permanent))
+    for concept, draws in drawn.items():
+        charged = [kid for kid, permanent in draws if permanent["charged_by"] is not None]
+        _, kept = min(draws, key=lambda draw: (draw[1]["charged_by"] is None, draw[0]))
+        state["concepts"][concept] = {
+            "answer": kept["answer"], "keys": charged,
+            "charged_by": kept["charged_by"] if len(charged) == len(draws) else None}
+    return state
+
+
 class DamagedState(ValueError):
     """The store is not one this release can read; it is refused, never overwritten."""
 
 
 def parse(raw: str) -> dict[str, Any]:
     """The store's contents, checked and migrated to this version. DamagedState if its shape is
-    not a version 1 or 2 store, naming the first problem."""
+    not a version 1, 2 or 3 store, naming the first problem."""
     try:
         data = json.loads(raw)
     except ValueError:
@@ -139,9 +181,11 @@ def parse(raw: str) -> dict[str, Any]:
     if version > VERSION:
         raise ValueError(f"it was written by a newer ldp-survey (store version {version}); "
                          "upgrade to use it, as this release would lose what it holds")
+    if version == 2:
+        return migrate_2(_version_2(data))
     if version != VERSION:
         raise DamagedState(f"store version {version} never existed")
-    return _version_2(data)
+    return _version_3(data)
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:
@@ -165,20 +209,47 @@ def _answers(value: Any, where: str) -> None:
 
 
 NULLABLE_STR = (str, type(None))
-RECORD_FIELDS = {"idempotency_key": NULLABLE_STR, "submitted": (bool,), "title": NULLABLE_STR,
-                 "charged": (int, float, type(None)), "estimated": (bool,)}
+NUMBER = (int, float)
+NULLABLE_NUMBER = (int, float, type(None))
+RECORD_FIELDS_2 = {"idempotency_key": NULLABLE_STR, "submitted": (bool,), "title": NULLABLE_STR,
+                   "charged": NULLABLE_NUMBER, "estimated": (bool,)}
+RECORD_FIELDS = {**RECORD_FIELDS_2, "disclosed": NULLABLE_NUMBER}
 
 
-def _record(value: Any, where: str) -> None:
+def _record(value: Any, where: str, fields: dict[str, tuple[type, ...]] = RECORD_FIELDS) -> None:
     record = _object(value, where)
     _answers(record.get("answers"), f"{where}.answers")
-    for field, kinds in RECORD_FIELDS.items():
+    for field, kinds in fields.items():
         _field(record, field, kinds, where)
     if "parameters" in record:
         _field(record, "parameters", NULLABLE_STR, where)
 
 
 def _version_2(data: dict[str, Any]) -> dict[str, Any]:
+    _common(data, RECORD_FIELDS_2)
+    for kid, entry in data["keys"].items():
+        where = f"keys[{kid!r}]"
+        if "moved_to" not in entry:
+            for concept, permanent in _object(entry.get("concepts"), f"{where}.concepts").items():
+                _permanent(permanent, f"{where}.concepts[{concept!r}]")
+    return data
+
+
+def _version_3(data: dict[str, Any]) -> dict[str, Any]:
+    _common(data, RECORD_FIELDS)
+    _field(data, "forgotten", NUMBER, "the store")
+    for concept, permanent in _object(data.get("concepts"), "'concepts'").items():
+        at = f"concepts[{concept!r}]"
+        _permanent(permanent, at)
+        _field(permanent, "keys", (list,), at)
+        if not all(isinstance(kid, str) for kid in permanent["keys"]):
+            raise DamagedState(f"{at}.keys is {permanent['keys']!r}")
+    return data
+
+
+def _common(data: dict[str, Any], fields: dict[str, tuple[type, ...]]) -> None:
+    """Pins, keys with their survey records, and unkeyed records: as versions 2 and 3 hold them
+    (records with `fields`)."""
     for part in ("pins", "keys", "unkeyed"):
         _object(data.get(part), f"{part!r}")
     for at in data["pins"]:
@@ -189,15 +260,15 @@ def _version_2(data: dict[str, Any]) -> dict[str, Any]:
             _field(entry, "moved_to", (str,), where)
             continue
         for survey_id, record in _object(entry.get("surveys"), f"{where}.surveys").items():
-            _record(record, f"{where}.surveys[{survey_id!r}]")
-        for concept, permanent in _object(entry.get("concepts"), f"{where}.concepts").items():
-            at = f"{where}.concepts[{concept!r}]"
-            _field(_object(permanent, at), "answer", (int,), at)
-            _field(permanent, "charged_by", NULLABLE_STR, at)
+            _record(record, f"{where}.surveys[{survey_id!r}]", fields)
     for at, surveys in data["unkeyed"].items():
         for survey_id, record in _object(surveys, f"unkeyed[{at!r}]").items():
-            _record(record, f"unkeyed[{at!r}][{survey_id!r}]")
-    return data
+            _record(record, f"unkeyed[{at!r}][{survey_id!r}]", fields)
+
+
+def _permanent(value: Any, where: str) -> None:
+    _field(_object(value, where), "answer", (int,), where)
+    _field(value, "charged_by", NULLABLE_STR, where)
 
 
 def _version_1(data: dict[str, Any]) -> dict[str, Any]:
@@ -210,12 +281,13 @@ def _version_1(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def empty() -> dict[str, Any]:
-    return {"version": VERSION, "pins": {}, "keys": {}, "unkeyed": {}}
+    return {"version": VERSION, "pins": {}, "keys": {}, "concepts": {}, "forgotten": 0.0,
+            "unkeyed": {}}
 
 
 def new_entry() -> dict[str, Any]:
     """What is kept for a key with nothing kept yet."""
-    return {"surveys": {}, "concepts": {}}
+    return {"surveys": {}}
 
 
 def key_entry(state: dict[str, Any], kid: str) -> dict[str, Any]:
@@ -229,9 +301,10 @@ def merge_surveys(entry: dict[str, Any], records: dict[str, dict[str, Any]]) -> 
 
 
 class LocalState:
-    """Pins per origin; per signing key, the records of surveys and the permanent answers of
-    concepts. Every change is a transaction on the file (see the module's docstring). One
-    object serves one thread; processes and other objects share the file safely."""
+    """Pins per origin; per signing key, the records of surveys; for the device, the permanent
+    answers of concepts and the charges of forgotten keys. Every change is a transaction on the
+    file (see the module's docstring). One object serves one thread; processes and other
+    objects share the file safely."""
 
     def __init__(self, path: Path | None = None):
         self.path = Path(path) if path else default_path()
@@ -239,8 +312,8 @@ class LocalState:
         self._depth = 0  # nested transactions of this object
         raw = self._read()
         self._parse(raw)  # a damaged store is refused at once, without waiting for the lock
-        if raw is not None and "version" not in json.loads(raw):
-            with self.transaction():  # version 1, migrated: written once as version 2
+        if raw is not None and json.loads(raw).get("version") != VERSION:
+            with self.transaction():  # an older version, migrated: written once as this one
                 pass
 
     def _read(self) -> str | None:
@@ -315,8 +388,9 @@ class LocalState:
         old = self._data["keys"].pop(old_id, None) or new_entry()
         entry = key_entry(self._data, new_id)
         merge_surveys(entry, old["surveys"])
-        for concept, permanent in old["concepts"].items():
-            entry["concepts"].setdefault(concept, permanent)
+        for permanent in self._data["concepts"].values():
+            keys = [new_id if kid == old_id else kid for kid in permanent["keys"]]
+            permanent["keys"] = list(dict.fromkeys(keys))
         self._data["keys"][old_id] = {"moved_to": new_id}
 
     def resolve(self, kid: str) -> str:
@@ -345,18 +419,20 @@ class LocalState:
         with self.transaction():
             key_entry(self._data, self.resolve(kid))["surveys"][survey_id] = record
 
-    def permanent(self, kid: str, concept_key: str) -> dict[str, Any] | None:
-        """{"answer", "charged_by"} of this concept under this key, if drawn (a copy)."""
-        stored = self._entry(kid)["concepts"].get(concept_key)
-        return dict(stored) if stored else None
+    # --- the device's permanent answers ------------------------------------------------------
 
-    def concepts(self, kid: str) -> list[str]:
-        """The concept keys kept for this key."""
-        return list(self._entry(kid)["concepts"])
+    def permanent(self, concept_key: str) -> dict[str, Any] | None:
+        """{"answer", "charged_by", "keys"} of this concept on this device, if drawn (a copy)."""
+        stored = self._view()["concepts"].get(concept_key)
+        return json.loads(json.dumps(stored)) if stored else None
 
-    def keep_permanent(self, kid: str, concept_key: str, permanent: dict[str, Any]) -> None:
+    def concepts(self) -> list[str]:
+        """The concept keys kept on this device."""
+        return list(self._view()["concepts"])
+
+    def keep_permanent(self, concept_key: str, permanent: dict[str, Any]) -> None:
         with self.transaction():
-            key_entry(self._data, self.resolve(kid))["concepts"][concept_key] = permanent
+            self._data["concepts"][concept_key] = permanent
 
     # --- the ledger's view ------------------------------------------------------------------
 
@@ -376,19 +452,32 @@ class LocalState:
         return sorted(at for at, key in data["pins"].items()
                       if self._resolve_in(data, key_id(base64.b64decode(key))) == kid)
 
+    def forgotten(self) -> float:
+        """What keys since forgotten were charged: still part of the device's total."""
+        return self._view()["forgotten"]
+
     def forget(self, kid: str) -> None:
-        """Delete everything kept for this key: its records, permanent answers, the ids that
-        moved to it and the pins of origins that serve it."""
+        """Delete what is kept for this key: its records, the ids that moved to it and the pins
+        of origins that serve it. What it was charged moves to "forgotten" (forgetting never
+        gives budget back); the device's permanent answers stay, no longer listing the key."""
         with self.transaction():
             kid = self.resolve(kid)
             for at in self.urls(kid):
                 del self._data["pins"][at]
+            self._data["forgotten"] += sum(record["charged"] or 0.0
+                                           for record in self._entry(kid)["surveys"].values())
+            for permanent in self._data["concepts"].values():
+                permanent["keys"] = [k for k in permanent["keys"] if self.resolve(k) != kid]
             for other in [k for k in self._data["keys"] if self.resolve(k) == kid]:
                 del self._data["keys"][other]
 
     def unkeyed_origins(self) -> list[str]:
         """Origins with migrated records that wait for the origin's key."""
         return sorted(self._view()["unkeyed"])
+
+    def unkeyed(self, at: str) -> dict[str, dict[str, Any]]:
+        """survey id -> record, migrated for this origin and waiting for its key (copies)."""
+        return json.loads(json.dumps(self._view()["unkeyed"].get(at, {})))
 
     def _save(self, previous: str | None) -> None:
         """Unless the store would read back as `previous`, the text it holds: write a temporary

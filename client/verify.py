@@ -1,5 +1,5 @@
 """Fetching a survey the respondent can trust and answer: signed by the key pinned for the
-aggregator's origin, within the ceilings, open, and within the key's lifetime budget."""
+aggregator's origin, within the ceilings, open, and within the device's lifetime budget."""
 
 import base64
 import hashlib
@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ldpsurvey.shared import Survey, SurveyError, parse_manifest, total_epsilon
 from ldpsurvey.shared.budget import exceeds
-from ldpsurvey.shared.manifest import check_instantaneous, key_id
+from ldpsurvey.shared.manifest import check_instantaneous, key_id, web_origin
 from ldpsurvey.shared.randomizer import Thresholds, realized_epsilon, thresholds
 
 from . import http, ledger
@@ -87,6 +87,14 @@ def verify_manifest(raw: bytes, signature: bytes, public_key: bytes) -> Survey:
     return survey
 
 
+def check_origin(survey: Survey, aggregator: str) -> None:
+    """TrustError unless the survey was fetched from the origin its manifest is signed for (a
+    manifest before format /5 names none: nothing to check)."""
+    if survey.origin is not None and origin(survey.origin) != origin(web_origin(aggregator)):
+        raise TrustError(f"the survey is signed for {survey.origin} but was fetched from "
+                         f"{aggregator}: answer it at {survey.origin}; nothing was sent")
+
+
 def check_ceilings(aggregator: str, survey: Survey, ceilings: Ceilings) -> VerifiedSurvey:
     """Recompute each question's epsilon from its integer thresholds and refuse a survey above
     the respondent's per-question or total ceiling, explaining what was asked, or with a
@@ -140,6 +148,7 @@ def fetch_survey(aggregator: str, survey_id: str, state: LocalState,
     survey = verify_manifest(raw, signature, key)
     if survey.survey_id != survey_id:
         raise TrustError("the aggregator served a different survey than the one asked for")
+    check_origin(survey, aggregator)
     if new_pin:  # a key is pinned (and an accepted one takes over the old one's records) only
         state.pin_key(aggregator, key)  # once a manifest verified with it
     verified = check_ceilings(aggregator, survey, ceilings)

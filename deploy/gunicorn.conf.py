@@ -1,7 +1,7 @@
 """gunicorn settings for running the aggregator in production.
 
     LDP_SURVEY_KEY_FILE=/etc/ldp-survey/signing-key.pem LDP_SURVEY_SECRET_KEY=... \
-    LDP_SURVEY_STORAGE_KEY=... \
+    LDP_SURVEY_STORAGE_KEY=... LDP_SURVEY_PUBLIC_URL=https://survey.example.org \
     LDP_SURVEY_DATABASE_URL=postgresql://... gunicorn -c deploy/gunicorn.conf.py
 
 The app refuses to start without the key file and secret (every replica must serve the same

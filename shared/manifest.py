@@ -14,7 +14,12 @@ what the respondent reads.
 
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
-Client and aggregator both read it through parse_manifest. Format /4 added crosstabs (pairs
+Client and aggregator both read it through parse_manifest. Format /5 added origin, the web
+origin (scheme://host[:port]) the aggregator serves respondents at, signed so that a client or
+the web form refuses the survey reached at any other address (the browser keeps its memory and
+ledger per origin: one server reached at two origins would get two budgets); every survey
+published since is /5, with crosstabs always listed. A client reading an older manifest has no
+origin to check and behaves as before. Format /4 added crosstabs (pairs
 of question ids whose joint counts the aggregator keeps as it releases); a survey that declares
 none is written as /3, field for field as before, so clients of earlier releases keep reading
 every survey that uses nothing new. /3 added irr_alpha on
@@ -28,6 +33,7 @@ import hashlib
 import math
 import re
 import tomllib
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,7 +45,8 @@ from .crosstab import size_problem
 from .mechanism import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
 from .randomizer import realized_epsilon, thresholds
 
-MANIFEST_FORMAT = "ldp-survey-manifest/4"
+MANIFEST_FORMAT = "ldp-survey-manifest/5"
+FORMAT_4 = "ldp-survey-manifest/4"
 FORMAT_3 = "ldp-survey-manifest/3"
 FORMAT_2 = "ldp-survey-manifest/2"
 FORMAT_1 = "ldp-survey-manifest/1"
@@ -64,6 +71,26 @@ FORBIDDEN_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200
 def key_id(public_key: bytes) -> str:
     """A signing key's id: the first 16 hex digits of SHA-256 over the raw 32-byte public key."""
     return hashlib.sha256(public_key).hexdigest()[:16]
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def web_origin(url: str) -> str:
+    """The web origin of an http(s) URL as browsers serialize it (location.origin): scheme and
+    host in lower case, the default port dropped, no path. ValueError if it has no http(s)
+    scheme and host."""
+    parts = urllib.parse.urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http:// or https:// address with a host")
+    try:
+        host = parts.hostname.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise ValueError(f"{parts.hostname!r} is not a valid host name") from None
+    host = f"[{host}]" if ":" in host else host
+    port = parts.port  # ValueError when it is not a number in range
+    return f"{scheme}://{host}" + ("" if port in (None, DEFAULT_PORTS[scheme]) else f":{port}")
 
 
 class SurveyError(ValueError):
@@ -129,6 +156,7 @@ class Survey:
     crosstabs: tuple[tuple[str, str], ...] = ()  # (rows, cols) question ids
     survey_id: str | None = None
     key_id: str | None = None
+    origin: str | None = None  # the web origin respondents reach it at (format /5 on)
 
     @property
     def total_epsilon(self) -> float:
@@ -142,17 +170,21 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /4 with crosstabs if the survey declares any, else /3
-        without them (what every client since /3 reads)."""
-        fields = {"format": MANIFEST_FORMAT if self.crosstabs else FORMAT_3,
+        """The manifest's fields: format /5 with the origin (and crosstabs) when the survey has
+        one (every survey published since /5); else /4 with crosstabs if it declares any, else
+        /3 without them."""
+        version = MANIFEST_FORMAT if self.origin else FORMAT_4 if self.crosstabs else FORMAT_3
+        fields = {"format": version,
                   "survey_id": self.survey_id, "key_id": self.key_id,
                   "title": self.title, "description": self.description,
                   "max_epsilon": self.max_epsilon, "invitation_only": self.invitation_only,
                   "public_results": self.public_results, "release_batch": self.release_batch,
                   "questions": [q.as_dict() for q in self.questions],
                   "total_epsilon": self.total_epsilon}
-        if self.crosstabs:
+        if version != FORMAT_3:
             fields["crosstabs"] = [list(pair) for pair in self.crosstabs]
+        if self.origin:
+            fields["origin"] = self.origin
         return fields
 
     def manifest_bytes(self) -> bytes:
@@ -415,18 +447,20 @@ def parse_manifest(raw: bytes) -> Survey:
     fields = {"format", "survey_id", "key_id", "title", "description", "max_epsilon",
               "invitation_only", "public_results", "questions", "total_epsilon"}
     version = data.get("format") if isinstance(data, Mapping) else None
-    batched = version in (MANIFEST_FORMAT, FORMAT_3, FORMAT_2)
+    batched = version in (MANIFEST_FORMAT, FORMAT_4, FORMAT_3, FORMAT_2)
     fields |= {"release_batch"} if batched else set()
-    data = _keys(data, "manifest", fields | {"crosstabs"} if version == MANIFEST_FORMAT else fields,
-                 set())
-    if data["format"] not in (MANIFEST_FORMAT, FORMAT_3, FORMAT_2, FORMAT_1):
+    fields |= {"crosstabs"} if version in (MANIFEST_FORMAT, FORMAT_4) else set()
+    fields |= {"origin"} if version == MANIFEST_FORMAT else set()
+    data = _keys(data, "manifest", fields, set())
+    if data["format"] not in (MANIFEST_FORMAT, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1):
         raise _fail("manifest.format", f"unsupported format {data['format']!r}")
-    question_fields = {MANIFEST_FORMAT: {"concept", "irr_alpha"}, FORMAT_3: {"concept", "irr_alpha"},
+    question_fields = {MANIFEST_FORMAT: {"concept", "irr_alpha"},
+                       FORMAT_4: {"concept", "irr_alpha"}, FORMAT_3: {"concept", "irr_alpha"},
                        FORMAT_2: {"concept"}}
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
                                              "public_results")}
     definition["release_batch"] = data["release_batch"] if batched else 1
-    if version == MANIFEST_FORMAT:
+    if "crosstabs" in fields:
         definition["crosstabs"] = data["crosstabs"]
     if data["max_epsilon"] is not None:
         definition["max_epsilon"] = data["max_epsilon"]
@@ -448,7 +482,22 @@ def parse_manifest(raw: bytes) -> Survey:
         raise _fail("manifest.total_epsilon", "does not equal the sum of the questions' epsilon")
     for key in ("survey_id", "key_id"):
         _text(data[key], f"manifest.{key}")
-    return replace(survey, survey_id=data["survey_id"], key_id=data["key_id"])
+    return replace(survey, survey_id=data["survey_id"], key_id=data["key_id"],
+                   origin=_origin(data["origin"]) if "origin" in fields else None)
+
+
+def _origin(value: Any) -> str:
+    """A manifest's origin: exactly a web origin as web_origin writes it."""
+    where = "manifest.origin"
+    _text(value, where)
+    try:
+        canonical = web_origin(value)
+    except ValueError:
+        canonical = None
+    if canonical != value:
+        raise _fail(where, f"must be a web origin such as https://survey.example.org, got "
+                    f"{value!r}")
+    return value
 
 
 def _disagree(stated: float, realized: float, nominal: float) -> bool:

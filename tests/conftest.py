@@ -139,6 +139,8 @@ def live_server(app):
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
                               daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
+    url = f"http://127.0.0.1:{server.server_port}"
+    app.config["PUBLIC_URL"] = url  # where respondents reach it: signed into new surveys
+    yield url
     server.shutdown()
     thread.join()

@@ -96,6 +96,14 @@ def recording_client_class():
     return RecordingClient
 
 
+def released_n(client, auth, survey_id: str) -> int:
+    """How many responses the survey counts once the releases due now have run (release_due):
+    its first question's n, as a researcher reads it."""
+    release_due(client.application)
+    return client.get(f"/api/surveys/{survey_id}/estimates",
+                      headers=auth).json["questions"][0]["n"]
+
+
 def release_due(app) -> int:
     """Run the releases due at a scheduled instant now (releases.release_due), as the app's
     release clock would: for tests that read results right after posting, without waiting for
@@ -119,3 +127,4 @@ def serving(handler: type) -> Iterator[str]:
     finally:
         server.shutdown()
         thread.join()
+        server.server_close()

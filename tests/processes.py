@@ -34,7 +34,8 @@ def production(tmp_path: Path, database_url: str):
     env = {"LDP_SURVEY_KEY_FILE": str(tmp_path / "signing-key.pem"),
            "LDP_SURVEY_SECRET_KEY": secrets.token_hex(32),
            "LDP_SURVEY_STORAGE_KEY": secrets.token_hex(32),
-           "LDP_SURVEY_DATABASE_URL": database_url, "LDP_SURVEY_INSTANCE": str(tmp_path)}
+           "LDP_SURVEY_DATABASE_URL": database_url, "LDP_SURVEY_INSTANCE": str(tmp_path),
+           "LDP_SURVEY_PUBLIC_URL": "https://survey.example.org"}
     app = create_app({"DATABASE_URL": database_url, "STORAGE_KEY": env["LDP_SURVEY_STORAGE_KEY"]},
                      instance_path=tmp_path / "checker")
     return env, create_api_key(app).key, app
@@ -148,6 +149,19 @@ def request(method: str, url: str, body=None, headers=None, timeout: float = 10)
     """(status, parsed JSON or None). Raises OSError when the server cannot be reached."""
     status, parsed, _ = exchange(method, url, body, headers, timeout)
     return status, parsed
+
+
+def released_all(base: str, survey_id: str, key: str, n: int, seconds: float = 60) -> int:
+    """Wait (at most `seconds`) for the server's release clocks to have released at least n
+    responses of the survey; return how many its estimates count then."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        _, estimates = request("GET", f"{base}/api/surveys/{survey_id}/estimates",
+                               headers={"Authorization": f"Bearer {key}"})
+        if (released := estimates["questions"][0]["n"]) >= n:
+            return released
+        time.sleep(0.1)
+    raise AssertionError(f"the release clocks did not release {n} responses within {seconds} s")
 
 
 def exchange(method: str, url: str, body=None, headers=None, timeout: float = 10):

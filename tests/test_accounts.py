@@ -429,3 +429,22 @@ def test_sharing_twice_at_once_is_no_error(app, auth, survey_id):
             lambda _: app.test_client().put(f"/api/surveys/{survey_id}/shares/hana",
                                             headers=auth).status_code, range(16)))
     assert statuses == [200] * 16
+
+
+@pytest.mark.parametrize("count, status", [("2", 200), ("²", 422), ("٣", 422), ("9" * 5000, 422),
+                                           ("", 422), ("-1", 422)])
+def test_the_dashboards_token_count_is_checked_like_the_apis(app, client, auth, count, status):
+    """The minting form's count is a whole number in ASCII digits or the API's 422: a
+    superscript two or 5,000 digits (which int() refuses) used to be a 500."""
+    from test_owner_fill import dashboard_session
+
+    invited = client.post("/api/surveys", json={**SURVEY, "invitation_only": True},
+                          headers=auth).json["survey_id"]
+    dashboard_session(client, auth["Authorization"].removeprefix("Bearer "))
+    page = client.get("/researcher").get_data(as_text=True)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    response = client.post(f"/researcher/surveys/{invited}/tokens",
+                           data={"csrf": csrf, "count": count})
+    assert response.status_code == status
+    if status == 200:
+        assert response.get_data(as_text=True).count("#t=") == 2

@@ -137,10 +137,10 @@ def test_bad_declared_crosstabs_are_refused(client, auth, crosstabs, message):
     assert response.status_code == 422 and message in response.json["detail"]
 
 
-def test_declared_crosstabs_are_signed_as_format_4(client, auth):
+def test_declared_crosstabs_are_signed_in_the_manifest(client, auth):
     survey_id = publish(client, auth, DECLARED)
     manifest = client.get(f"/api/surveys/{survey_id}").json
-    assert manifest["format"] == "ldp-survey-manifest/4"
+    assert manifest["format"] == "ldp-survey-manifest/5"
     assert manifest["crosstabs"] == [["smoked", "sleep"]]
     assert parse_manifest(client.get(f"/api/surveys/{survey_id}").data).crosstabs == (
         ("smoked", "sleep"),)

@@ -57,7 +57,8 @@ def production_app(tmp_path, database_url, **extra):
     write_key_file(key_file)
     return create_app({"DEPLOYMENT": "production", "KEY_FILE": str(key_file),
                        "SECRET_KEY": "s" * 64, "STORAGE_KEY": "k" * 64,
-                       "DATABASE_URL": database_url, **extra},
+                       "DATABASE_URL": database_url, "PUBLIC_URL": "https://survey.example.org",
+                       **extra},
                       instance_path=tmp_path / "i")
 
 
@@ -102,6 +103,7 @@ def test_gunicorn_production_config_logs_no_address_or_query(tmp_path):
     env = {**os.environ, "LDP_SURVEY_KEY_FILE": str(key_file), "LDP_SURVEY_SECRET_KEY": "x" * 64,
            "LDP_SURVEY_STORAGE_KEY": "k" * 64,
            "LDP_SURVEY_DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+           "LDP_SURVEY_PUBLIC_URL": "https://survey.example.org",
            "LDP_SURVEY_BIND": f"127.0.0.1:{port}", "LDP_SURVEY_WORKERS": "1"}
     log = tmp_path / "gunicorn.log"
     with open(log, "wb") as out:
@@ -149,6 +151,7 @@ def test_gunicorn_logs_no_client_address_and_opens_no_control_socket(tmp_path):
     env = {**os.environ, "LDP_SURVEY_KEY_FILE": str(key_file), "LDP_SURVEY_SECRET_KEY": "x" * 64,
            "LDP_SURVEY_STORAGE_KEY": "k" * 64,
            "LDP_SURVEY_DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+           "LDP_SURVEY_PUBLIC_URL": "https://survey.example.org",
            "LDP_SURVEY_BIND": f"127.0.0.1:{port}", "LDP_SURVEY_WORKERS": "1",
            "XDG_RUNTIME_DIR": str(tmp_path / "run"), "HOME": str(tmp_path / "home")}
     log = tmp_path / "gunicorn.log"
@@ -276,3 +279,24 @@ def test_systemd_unit_keeps_its_sandbox():
     }
     for key, value in expected.items():
         assert service.get(key) == [value], (key, service.get(key))
+
+
+@pytest.mark.parametrize("name", ["ldp-survey.service", "docker-compose.yml", "gunicorn.conf.py"])
+def test_each_deploy_file_names_every_setting_production_requires(name, tmp_path):
+    """Production refuses to start without these (settings.validate); a deploy file that left
+    one out would ship a service that cannot start. Checked against the real refusal: each
+    setting left out of an otherwise complete production configuration stops the app."""
+    from ldpsurvey.aggregator import ConfigurationError, create_app
+    from ldpsurvey.aggregator.signing import write_key_file
+
+    write_key_file(tmp_path / "key.pem")
+    required = {"KEY_FILE": str(tmp_path / "key.pem"), "SECRET_KEY": "s" * 64,
+                "STORAGE_KEY": "k" * 64, "PUBLIC_URL": "https://survey.example.org"}
+    for setting in required:
+        with pytest.raises(ConfigurationError, match=setting):
+            create_app({"DEPLOYMENT": "production",
+                        "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+                        **{k: v for k, v in required.items() if k != setting}},
+                       instance_path=tmp_path / "i")
+    text = (ROOT / "deploy" / name).read_text()
+    assert [s for s in required if f"LDP_SURVEY_{s}" not in text] == []

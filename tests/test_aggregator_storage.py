@@ -144,7 +144,8 @@ def test_a_key_file_others_can_read_is_refused_in_production(tmp_path):
     key.write_bytes(new_key_pem())
     key.chmod(0o644)
     config = {"KEY_FILE": str(key), "SECRET_KEY": "s" * 64, "STORAGE_KEY": "k" * 64,
-              "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"}
+              "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+              "PUBLIC_URL": "https://survey.example.org"}
     with pytest.raises(ConfigurationError, match="chmod 600"):
         create_app({**config, "DEPLOYMENT": "production"}, instance_path=tmp_path / "i")
     with pytest.warns(UserWarning, match="chmod 600"):
@@ -221,11 +222,16 @@ def test_row_locks_let_intake_share_a_survey_and_keep_releases_and_revokes_apart
         return False
 
     try:
-        for lock, row in ((store.lock_survey, survey_id), (store.lock_open_survey, survey_id),
-                          (store.lock_key, api_key_id)):
+        for lock, row in ((store.lock_survey, survey_id), (store.lock_key, api_key_id)):
             assert not waits(lock, False, lock, False, row), lock
             assert waits(lock, False, lock, True, row), lock
             assert waits(lock, True, lock, False, row), lock
+        # intakes (lock_open_survey, always shared) share the survey, a release or close waits
+        # for them, and they wait for a release or close
+        intake, survey_lock = store.lock_open_survey, store.lock_survey
+        assert not waits(intake, False, intake, False, survey_id)
+        assert waits(intake, False, survey_lock, True, survey_id)
+        assert waits(survey_lock, True, intake, False, survey_id)
         assert waits(store.lock_key, False, store.delete_key, False, api_key_id)  # a login
         with connection_to(database) as db:
             survey = store.get_survey(db, survey_id).survey

@@ -15,7 +15,7 @@ import pytest
 from ldpsurvey.shared import Mechanism, read_definition
 from ldpsurvey.shared.mechanism import compose
 
-from helpers import release_due, require
+from helpers import release_due, released_n, require
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -89,8 +89,7 @@ def screenshot(page, name):
 
 
 def count(client, auth, survey_id):
-    return client.get(f"/api/surveys/{survey_id}/estimates",
-                      headers=auth).json["questions"][0]["n"]
+    return released_n(client, auth, survey_id)
 
 
 def test_form_sends_only_the_randomized_payload(page, live_server, client, auth):
@@ -257,6 +256,7 @@ def test_results_page_with_login(page, live_server, client, auth, researcher_key
                               "cannabis": int(i % 3 == 0), "sleep": i % 3}} for i in range(400)]
     client.post(f"/api/surveys/{survey_id}/responses/batch", json={"responses": responses},
                 headers=auth)
+    assert release_due(client.application) == 400
     page.goto(f"{live_server}/s/{survey_id}/results")
     page.fill("#key", "wrong-key")
     page.click("button[type=submit]")
@@ -381,11 +381,76 @@ def test_a_concept_is_reused_across_surveys_in_the_browser(page, live_server, cl
     [post] = [r for r in requests if r.method == "POST"]
     assert set(json.loads(post.post_data)["answers"]) == {"smoked", "slept"}
     [entry] = stored_ledger(page)["keys"].values()
-    [permanent] = entry["concepts"].values()
+    [permanent] = stored_ledger(page)["concepts"].values()  # this site's, not the key's
     assert permanent["chargedBy"] == first
     epsilon = {q.id: q.epsilon for q in survey.questions}
     assert entry["surveys"][first]["charged"] == pytest.approx(sum(epsilon.values()))
     assert entry["surveys"][second]["charged"] == pytest.approx(epsilon["slept"])
+
+
+def concept_wave(title):
+    return {"title": title, "release_batch": 1, "questions": [
+        {"id": "smoked", "text": "Have you ever smoked?", "type": "yes_no", "alpha": 0.5,
+         "concept": "smoking.ever"},
+        {"id": "slept", "text": "Slept well?", "type": "yes_no", "alpha": 0.25}]}
+
+
+@pytest.mark.parametrize("signed, opened", [("127.0.0.1", "localhost"),
+                                            ("localhost", "127.0.0.1")])
+def test_the_form_refuses_to_run_at_another_origin_than_the_signed_one(
+        page, app, live_server, client, auth, signed, opened):
+    """One server reached as localhost and as 127.0.0.1 is two origins, so two localStorage
+    memories and two budgets: the form refuses to run at the origin its manifest is not signed
+    for, before anything is asked, randomized, stored or sent; at the signed one it runs."""
+    port = live_server.rsplit(":", 1)[1]
+    app.config["PUBLIC_URL"] = f"http://{signed}:{port}"
+    survey_id = create(client, auth, concept_wave("Signed"))
+    assert client.get(f"/api/surveys/{survey_id}").json["origin"] == f"http://{signed}:{port}"
+    requests = record(page)
+    page.goto(f"http://{opened}:{port}/s/{survey_id}")
+    page.wait_for_selector("#refused:not([hidden])")
+    assert page.locator("#refused-text").inner_text() == (
+        f"This survey is signed for http://{signed}:{port}, but this page was opened at "
+        f"http://{opened}:{port}. This browser keeps its memory and privacy ledger per address, "
+        f"so answering here would start them afresh: open the survey at http://{signed}:{port}. "
+        "Nothing was randomized or sent.")
+    assert page.locator("#question-list input").count() == 0
+    assert page.evaluate("localStorage.length") == 0  # nothing kept at the wrong origin
+    assert not [r for r in requests if r.method != "GET"]
+    screenshot(page, f"wrong-origin-{opened}")
+    page.goto(f"http://{signed}:{port}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    assert page.locator("#question-list input").count() == 4
+
+
+def test_a_version_2_store_gives_this_site_one_permanent_answer_per_concept(page, live_server,
+                                                                            client, auth):
+    """A version 2 store kept a concept's permanent answer per key: two keys (rotated ones, or
+    two aggregators behind one site) each drew and were charged one. Migrated, the site keeps
+    the charged one of the smallest key id, and a third key's survey asks nothing for the
+    concept and charges only its other question."""
+    survey_id = create(client, auth, concept_wave("Wave 3"))
+    concept = json.dumps(["smoking.ever", ["No", "Yes"], 0.5, [0.5, 0.5]], separators=(",", ":"))
+    old = {"version": 2, "keys": {
+        "bbbbbbbbbbbbbbbb": {"surveys": {}, "concepts": {concept: {"answer": 0,
+                                                                   "chargedBy": "wave2"}}},
+        "aaaaaaaaaaaaaaaa": {"surveys": {}, "concepts": {concept: {"answer": 1,
+                                                                   "chargedBy": "wave1"}}}}}
+    page.goto(f"{live_server}/healthz")
+    page.evaluate("v => localStorage.setItem('ldp-survey/ledger', v)", json.dumps(old))
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    assert page.locator('fieldset[data-question="smoked"] input').count() == 0
+    answer_all(page, {"slept": "Yes"})
+    randomize(page)
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    stored = stored_ledger(page)
+    assert stored["version"] == 3
+    assert stored["concepts"] == {concept: {"answer": 1, "chargedBy": "wave1"}}
+    [record] = stored["keys"][client.get("/api/key").json["key_id"]]["surveys"].values()
+    slept = client.get(f"/api/surveys/{survey_id}").json["questions"][1]["epsilon"]
+    assert record["charged"] == pytest.approx(slept)
 
 
 def test_a_question_named_constructor_is_asked_and_sent(page, live_server, client, auth):
@@ -612,6 +677,7 @@ def released_survey(client, auth) -> str:
                               "cannabis": int(i % 3 == 0), "sleep": i % 3}} for i in range(400)]
     client.post(f"/api/surveys/{survey_id}/responses/batch", json={"responses": responses},
                 headers=auth)
+    assert release_due(client.application) == 400
     return survey_id
 
 

@@ -11,6 +11,8 @@ from click.testing import CliRunner
 from ldpsurvey.cli import main
 from ldpsurvey.shared import read_definition
 
+from helpers import released_n
+
 
 @pytest.fixture
 def health_id(client, auth):
@@ -29,8 +31,7 @@ def runner(tmp_path, monkeypatch):
 
 
 def responses(client, auth, survey_id):
-    return client.get(f"/api/surveys/{survey_id}/estimates",
-                      headers=auth).json["questions"][0]["n"]
+    return released_n(client, auth, survey_id)
 
 
 ANSWERS = "smoked=yes,drank_and_drove=no,cannabis=n,sleep=6 to 8"
@@ -133,11 +134,12 @@ def three_at_ln_3(client, auth) -> str:
 def test_averaging_through_url_spellings_sends_one_body_counted_once(runner, live_server, client,
                                                                      auth, health_id):
     """The attack: answer the same survey again and again, each time through another spelling
-    of the address (and changing the true answers), hoping each run randomizes afresh."""
+    of the address (and changing the true answers), hoping each run randomizes afresh. The
+    spellings of the signed origin send one body; another origin (localhost) is refused."""
     port = live_server.rsplit(":", 1)[1]
-    spellings = [live_server, f"http://LoCaLhost:{port}/", f"HTTP://localhost:{port}//",
-                 f"http://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54:{port}",
-                 f"http://127.0.0.1:{port}/s/{health_id}", f"http://LOCALHOST:{port}/s/{health_id}/"]
+    spellings = [live_server, f"HTTP://127.0.0.1:{port}//", f"http://127.1:{port}/",
+                 f"http://0x7f.0.0.1:{port}", f"http://2130706433:{port}",
+                 f"http://127.0.0.1:{port}/s/{health_id}"]
     bodies = []
     for run, url in enumerate(spellings):
         truth = "yes" if run % 2 else "no"
@@ -147,10 +149,17 @@ def test_averaging_through_url_spellings_sends_one_body_counted_once(runner, liv
         assert result.exit_code == 0, result.output
         bodies.append(sent_body(result.stdout))
     assert all(body == bodies[0] for body in bodies)
+    for url in (f"http://LoCaLhost:{port}/", f"http://LOCALHOST:{port}/s/{health_id}/"):
+        refused = runner.invoke(main, ["respond", "--url", url, "--survey", health_id,
+                                       "--answers", "smoked=yes,drank_and_drove=yes,"
+                                       "cannabis=yes,sleep=1", "--yes"])
+        assert refused.exit_code == 1
+        assert f"signed for {live_server} but was fetched from http://localhost:{port}" in \
+            refused.stderr
     assert responses(client, auth, health_id) == 1
     ledger = json.loads(runner.invoke(main, ["privacy", "--json"]).stdout)
     [aggregator] = ledger["aggregators"]
-    assert aggregator["urls"] == [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+    assert aggregator["urls"] == [f"http://127.0.0.1:{port}"]
     assert [s["survey_id"] for s in aggregator["surveys"]] == [health_id]  # charged once
 
 
@@ -184,14 +193,19 @@ def test_privacy_json_lists_each_key_its_urls_and_surveys(runner, live_server, c
     result = runner.invoke(main, ["privacy", "--json"])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
-    assert list(document) == ["aggregators"]
+    assert list(document) == ["device", "aggregators"]
+    total = client.get(f"/api/surveys/{health_id}").json["total_epsilon"]
+    assert document["device"] == {"epsilon_spent": pytest.approx(total),
+                                  "epsilon_remaining": pytest.approx(8 * math.log(3) - total),
+                                  "lifetime_limit": pytest.approx(8 * math.log(3)),
+                                  "aggregator_limit": None, "forgotten": 0.0}
     [aggregator] = document["aggregators"]
     assert list(aggregator) == ["key_id", "urls", "epsilon_spent", "epsilon_remaining", "surveys"]
     assert aggregator["key_id"] == client.get("/api/key").json["key_id"]
     assert aggregator["urls"] == [live_server]
-    total = client.get(f"/api/surveys/{health_id}").json["total_epsilon"]
     assert aggregator["surveys"] == [{"survey_id": health_id, "title": "Health and habits",
-                                      "epsilon": pytest.approx(total), "sent": True}]
+                                      "epsilon": pytest.approx(total),
+                                      "disclosed": pytest.approx(total), "sent": True}]
     assert aggregator["epsilon_spent"] == pytest.approx(total)
     assert aggregator["epsilon_remaining"] == pytest.approx(8 * math.log(3) - total)
     table = runner.invoke(main, ["privacy"]).stdout
@@ -208,7 +222,10 @@ def test_forget_says_what_is_lost_and_then_answers_randomize_afresh(runner, live
     assert json.loads(runner.invoke(main, ["privacy", "--json"]).stdout)["aggregators"]
     gone = runner.invoke(main, ["privacy", "--forget", kid], input="y\n")
     assert gone.exit_code == 0 and "Forgotten" in gone.stdout
-    assert json.loads(runner.invoke(main, ["privacy", "--json"]).stdout) == {"aggregators": []}
+    after = json.loads(runner.invoke(main, ["privacy", "--json"]).stdout)
+    total = client.get(f"/api/surveys/{health_id}").json["total_epsilon"]
+    assert after["aggregators"] == [] and after["device"]["forgotten"] == pytest.approx(total)
+    assert after["device"]["epsilon_spent"] == pytest.approx(total)  # no budget given back
     unknown = runner.invoke(main, ["privacy", "--forget", kid])
     assert unknown.exit_code == 2 and "keeps nothing for key" in unknown.stderr
     again = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id],

@@ -22,7 +22,7 @@ from ldpsurvey.client.verify import parameters, verify_manifest
 from ldpsurvey.shared.manifest import key_id
 from ldpsurvey.shared.randomizer import N
 
-from helpers import SURVEY
+from helpers import SURVEY, released_n
 
 TRUTH = {"smoked": 1, "drove": 0, "sleep": 2}
 ROOMY = Ceilings(per_question=5.0, total=10.0)  # the test survey has a question above ln 3
@@ -34,8 +34,7 @@ def state(tmp_path):
 
 
 def counted(client, survey_id, auth):
-    body = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
-    return body["questions"][0]["n"]
+    return released_n(client, auth, survey_id)
 
 
 def test_answer_end_to_end_and_again_after_a_restart(live_server, client, auth, survey_id,
@@ -66,7 +65,8 @@ def test_store_is_private_and_holds_only_what_is_sent(live_server, survey_id, st
     stored = json.loads(state.path.read_text())
     memo = stored["keys"][verified.key_id]["surveys"][survey_id]
     assert memo == {"answers": submission.answers, "idempotency_key": submission.idempotency_key,
-                    "submitted": False, "title": "Habits", "charged": None, "estimated": False,
+                    "submitted": False, "title": "Habits", "charged": None, "disclosed": None,
+                    "estimated": False,
                     "parameters": parameters(verified.survey)}  # no answer: alpha, beta, ids
 
 

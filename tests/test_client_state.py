@@ -78,20 +78,19 @@ def test_an_accepted_new_key_takes_over_records_and_concepts(state):
     state.pin_key(SITE, OLD_KEY)
     state.remember(OLD, "both", sent({"q": 1}, 0.5))
     state.remember(OLD, "old only", unsent({"q": 0}))
-    state.keep_permanent(OLD, "shared", {"answer": 1, "charged_by": "both"})
-    state.keep_permanent(OLD, "old concept", {"answer": 0, "charged_by": None})
+    state.keep_permanent("shared", {"answer": 1, "charged_by": "both", "keys": [OLD, NEW]})
+    state.keep_permanent("old concept", {"answer": 0, "charged_by": "both", "keys": [OLD]})
     state.pin_key(ELSEWHERE, NEW_KEY)  # the new key, already with records of its own
     state.remember(NEW, "both", unsent({"q": 0}, 0.25))
-    state.keep_permanent(NEW, "shared", {"answer": 0, "charged_by": "new"})
 
     assert state.pin_key(SITE, NEW_KEY) == OLD
     assert state.resolve(OLD) == NEW and state.key_ids() == [NEW]
     merged = state.record(OLD, "both")  # read through the old id
     assert merged["answers"] == {"q": 1} and merged["charged"] == 0.75
     assert state.record(NEW, "old only")["answers"] == {"q": 0}
-    assert sorted(state.concepts(NEW)) == ["old concept", "shared"]
-    assert state.permanent(NEW, "shared") == {"answer": 0, "charged_by": "new"}  # kept, not replaced
-    assert state.permanent(NEW, "old concept") == {"answer": 0, "charged_by": None}
+    assert sorted(state.concepts()) == ["old concept", "shared"]  # the device's, not a key's
+    assert state.permanent("shared") == {"answer": 1, "charged_by": "both", "keys": [NEW]}
+    assert state.permanent("old concept") == {"answer": 0, "charged_by": "both", "keys": [NEW]}
     assert state.urls(OLD) == state.urls(NEW) == [ELSEWHERE, SITE]
 
 
@@ -106,25 +105,28 @@ def test_a_key_pinned_before_anything_was_kept_can_be_replaced(tmp_path):
 
 
 def test_a_key_with_nothing_kept_reads_as_empty(state):
-    assert state.surveys(OTHER) == {} and state.concepts(OTHER) == []
-    assert state.permanent(OTHER, "c") is None and state.record(OTHER, "s") == new_record()
+    assert state.surveys(OTHER) == {} and state.concepts() == []
+    assert state.permanent("c") is None and state.record(OTHER, "s") == new_record()
     assert state.urls(OTHER) == [] and state.resolve(OTHER) == OTHER
 
 
 # --- forgetting ----------------------------------------------------------------------------------
 
-def test_forget_deletes_one_keys_memory_and_nothing_else(state):
+def test_forget_deletes_one_keys_memory_and_keeps_what_it_was_charged(state):
     state.pin_key(SITE, OLD_KEY)
     state.remember(OLD, "s", sent({"q": 1}, 0.5))
     state.pin_key(SITE, NEW_KEY)  # OLD now forwards to NEW
     state.pin_key(MIRROR, NEW_KEY)
-    state.keep_permanent(NEW, "c", {"answer": 1, "charged_by": "s"})
+    state.keep_permanent("c", {"answer": 1, "charged_by": "s", "keys": [NEW, OTHER]})
     state.pin_key(ELSEWHERE, OTHER_KEY)
     state.remember(OTHER, "t", sent({"q": 0}, 0.25))
+    assert state.forgotten() == 0.0
 
     state.forget(OLD)  # through the id that moved: the memory it moved to
     assert state.key_ids() == [OTHER] and state.resolve(OLD) == OLD
-    assert state.record(NEW, "s") == new_record() and state.concepts(NEW) == []
+    assert state.record(NEW, "s") == new_record()
+    assert state.forgotten() == 0.5  # still spent: forgetting gives no budget back
+    assert state.permanent("c") == {"answer": 1, "charged_by": "s", "keys": [OTHER]}
     assert state.pinned_key(SITE) is None and state.pinned_key(MIRROR) is None
     assert state.pinned_key(ELSEWHERE) == OTHER_KEY
     assert state.record(OTHER, "t")["answers"] == {"q": 0}

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from ldpsurvey.aggregator import close_app
+from ldpsurvey.aggregator.db import get_db
 from ldpsurvey.shared import read_definition
 
 from helpers import MEMCACHED, memcached_available, require
@@ -25,6 +26,7 @@ from processes import (
     free_port,
     kill,
     production,
+    released_all,
     request,
     start_gunicorn,
     start_nginx,
@@ -213,6 +215,47 @@ def test_two_replicas_behind_nginx_on_postgresql(tmp_path, database_url, nginx_a
         assert "/responses" not in access
         for port in ports:
             assert "/responses" not in (tmp_path / f"replica-{port}.log").read_text()
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_replicas_release_each_pool_once_at_their_scheduled_instants(tmp_path, database_url,
+                                                                      nginx_available):
+    """Two replicas of two workers: four release clocks firing at the same instants (every
+    0.2 s) while eight clients answer through nginx. Every response is released exactly once
+    (no close): the released rows are those sent, the counters recount them, every release
+    recorded took at least the survey's release_batch, and only a last pool below it waits."""
+    survey = {**HEALTH, "release_batch": 5}
+    with replicas_behind_nginx(tmp_path, database_url, rate="100000r/s",
+                               settings={"LDP_SURVEY_RELEASE_EVERY": "0.2"}) as (base, key,
+                                                                                 app, *_):
+        auth = {"Authorization": f"Bearer {key}"}
+        survey_id = request("POST", f"{base}/api/surveys", survey, auth)[1]["survey_id"]
+        per_client = 60
+        answers = [random_answers(random.Random(i)) for i in range(8 * per_client)]
+        statuses: Counter = Counter()
+
+        def client(number: int) -> None:
+            for index in range(number * per_client, (number + 1) * per_client):
+                statuses[request("POST", f"{base}/api/surveys/{survey_id}/responses",
+                                 answers[index], {"Idempotency-Key": f"clock-{index:06d}"})[0]] += 1
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert statuses == {201: len(answers)}
+        # Once all but a last pool below the batch of 5 is released, no release is left to
+        # come: the state is final.
+        released = released_all(base, survey_id, key, len(answers) - 4)
+        stored, consistent, _, _, pending = stored_state(app, survey_id)
+        assert consistent and stored == len(answers)
+        assert released == len(answers) - pending and pending < 5
+        with app.app_context():
+            sizes = [size for (size,) in get_db().query(
+                "SELECT size FROM releases WHERE survey_id = ?", (survey_id,))]
+        assert sum(sizes) == released and min(sizes) >= 5 and len(sizes) > 1, sizes
+        assert request("GET", f"{base}/api/surveys/{survey_id}/status")[1]["status"] == "open"
 
 
 def test_nginx_rate_limits_per_client(tmp_path, nginx_available):

@@ -24,7 +24,7 @@ from ldpsurvey.client.verify import check_ceilings, fetch_survey
 from ldpsurvey.shared import parse_definition
 from ldpsurvey.shared.manifest import key_id
 
-from helpers import SURVEY, serving
+from helpers import SURVEY, released_n, serving
 
 ROOMY = Ceilings(per_question=5.0, total=10.0, lifetime=100.0)
 LN3 = math.log(3)
@@ -73,7 +73,7 @@ def finish(run):
 
 
 def counted(client, auth, survey_id):
-    return client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json["questions"][0]["n"]
+    return released_n(client, auth, survey_id)
 
 
 def test_two_processes_answering_one_survey_send_one_body(live_server, client, auth,
@@ -243,7 +243,7 @@ def test_a_legacy_charge_is_not_lowered_by_serving_a_smaller_survey(evil, tmp_pa
     kid = key_id(evil.public)
     state.remember(kid, "S", {"answers": {"w1q0": 1, "w1q1": 0}, "idempotency_key": "k" * 24,
                               "submitted": True, "title": None, "charged": LEGACY_CHARGE,
-                              "estimated": True})
+                              "disclosed": LEGACY_CHARGE, "estimated": True})
     evil.questions = yes_no("w1q0", epsilon=0.01)
     with pytest.raises(TrustError, match="other questions"):
         fetch_survey(evil.url, "S", state, ROOMY)
@@ -261,7 +261,7 @@ def test_a_settled_legacy_survey_is_refused_when_randomized_otherwise(evil, tmp_
     state.pin_key(evil.url, evil.public)
     state.remember(key_id(evil.public), "S", {
         "answers": {"w1q0": 1, "w1q1": 0}, "idempotency_key": "k" * 24, "submitted": True,
-        "title": None, "charged": LEGACY_CHARGE, "estimated": True})
+        "title": None, "charged": LEGACY_CHARGE, "disclosed": LEGACY_CHARGE, "estimated": True})
     fetch_survey(evil.url, "S", state, ROOMY)  # settled at 2 ln 3
     evil.questions = yes_no("w1q0", "w1q1", epsilon=1.0)
     with pytest.raises(TrustError) as refused:
@@ -335,7 +335,7 @@ RECORD = ('{"answers": {}, "idempotency_key": null, "submitted": false, "title":
      ' "concepts": {}}}}', "keys['k'].surveys['s'] has no 'idempotency_key'"),
     ('{"version": 2, "pins": {}, "unkeyed": {}, "keys": {"k": {"surveys": {}, "concepts": '
      '{"c": {"answer": 1}}}}}', "keys['k'].concepts['c'] has no 'charged_by'"),
-    ('{"version": 3}', "it was written by a newer ldp-survey (store version 3); upgrade to use it, as "
+    ('{"version": 4}', "it was written by a newer ldp-survey (store version 4); upgrade to use it, as "
      "this release would lose what it holds"),
     ('{"pinned_keys": []}', "'pinned_keys' is not an object"),
     ('{"pinned_keys": {"http://a": 5}}', "'pinned_keys'.http://a is 5"),

@@ -2,6 +2,9 @@
 
 import io
 import json
+import re
+import time
+from datetime import datetime, timedelta
 from importlib import resources
 
 import pytest
@@ -11,6 +14,9 @@ from scipy import stats
 from ldpsurvey.cli import main
 from ldpsurvey.cli.mock import EXAMPLES, embedded_aggregator, run_mock
 from ldpsurvey.shared import read_definition
+from ldpsurvey.shared.protocol import next_instant
+
+from helpers import released_n
 
 KEYS = {"question", "option", "index", "true_proportion", "p_hat", "p_hat_clipped", "p_mle",
         "standard_error", "ci_low", "ci_high", "ci_method", "fit_p_value", "design_consistent",
@@ -144,16 +150,38 @@ def test_survey_and_truth_go_together():
 
 def test_a_mock_against_a_server_says_which_survey_and_can_leave_it_open(
         live_server, client, auth, researcher_key, monkeypatch):
+    """Without --keep-open the mock closes its survey, which releases every response; with it
+    the survey stays open and the mock counts only what the server has released at its
+    scheduled instants: nothing yet, said in words with the server's next instant (the next
+    multiple of its release_every since the epoch) and with no interval claiming to cover."""
     monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
     closed = CliRunner().invoke(main, ["mock", "--url", live_server, "--respondents", "150",
                                        "--seed", "4", "--json"])
-    survey_id = json.loads(closed.stdout)["survey_id"]
+    document = json.loads(closed.stdout)
+    survey_id = document["survey_id"]
     assert f"survey {survey_id} published on {live_server}" in closed.stderr
     assert client.get(f"/api/surveys/{survey_id}/status").json["status"] == "closed"
-    kept = CliRunner().invoke(main, ["mock", "--url", live_server, "--respondents", "150",
-                                     "--batch-size", "50", "--seed", "4", "--json",
-                                     "--keep-open"])
-    kept_id = json.loads(kept.stdout)["survey_id"]
+    assert document["released"] == 150 and document["release_every"] == 3600
+    assert document["next_release"] is None  # nothing waits
+    assert all(row["covered"] in (True, False) for row in document["results"])
+    arguments = ["mock", "--url", live_server, "--respondents", "150", "--batch-size", "50",
+                 "--seed", "4", "--keep-open"]
+    before = time.time()
+    kept = CliRunner().invoke(main, [*arguments, "--json"])
+    after = time.time()
+    kept_document = json.loads(kept.stdout)
+    kept_id = kept_document["survey_id"]
     assert client.get(f"/api/surveys/{kept_id}/status").json["status"] == "open"
-    pending = client.get(f"/api/surveys/{kept_id}/estimates", headers=auth).json["pending"]
-    assert pending == 50  # three batches of 50, release batch 100: one release, 50 pooled
+    assert kept_document["released"] == 0  # pooled until the server's next scheduled instant
+    assert {row["covered"] for row in kept_document["results"]} == {None}
+    instant = datetime.fromisoformat(kept_document["next_release"])
+    assert instant.utcoffset() == timedelta(0)
+    assert instant.timestamp() in {next_instant(before, 3600), next_instant(after, 3600)}
+    text = CliRunner().invoke(main, arguments)
+    assert text.exit_code == 0, text.output
+    assert "Nothing is released yet" in text.stdout and "intervals cover" not in text.stdout
+    assert "scheduled instants, once an hour, when at least 100 are pooled" in text.stdout
+    assert "released at scheduled instants, once an hour, in groups of at least 100" in text.stdout
+    assert re.search(r"Its next instant: \d{4}-\d\d-\d\dT\d\d:00:00\+00:00 ", text.stdout)
+    # The three batches of 50 wait in the pool: one release of 100 or more takes all of them.
+    assert released_n(client, auth, kept_id) == 150

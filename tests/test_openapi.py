@@ -156,3 +156,33 @@ def test_limits_patterns_roles_and_fields_come_from_the_code(database_url, tmp_p
     assert schemas["Conditional"]["required"] == [f.name for f in fields(Conditional)]
     parameters = document["paths"]["/api/surveys/{survey_id}/crosstab"]["get"]["parameters"]
     assert [p["name"] for p in parameters] == ["survey_id", "rows", "cols", "confidence"]
+
+
+def test_rate_limited_replies_conform_to_the_description(database_url, tmp_path):
+    """Every operation but the health check documents 429 with Retry-After, and real 429s from
+    a client over its limit (a submission, an estimates read) conform to it."""
+    from ldpsurvey.aggregator import close_app, create_api_key, create_app
+
+    app = create_app({"DATABASE_URL": database_url, "RATE_LIMIT_SUBMIT": "1 per minute",
+                      "RATE_LIMIT_RESULTS": "1 per minute"}, instance_path=tmp_path)
+    try:
+        client = app.test_client()
+        document = client.get("/api/openapi.json").json
+        for path, item in document["paths"].items():
+            for operation in item.values():
+                assert ("429" in operation["responses"]) == (path != "/healthz"), path
+        headers = document["components"]["responses"]["Error429"]["headers"]
+        assert set(headers) == {"Retry-After"}
+        auth = {"Authorization": f"Bearer {create_api_key(app).key}"}
+        survey_id = client.post("/api/surveys", json={**SURVEY, "public_results": True},
+                                headers=auth).json["survey_id"]
+        api = OpenAPI.from_dict(document)
+        for method, url, body in (("post", f"/api/surveys/{survey_id}/responses", ANSWERS),
+                                  ("get", f"/api/surveys/{survey_id}/estimates", None)):
+            replies = [getattr(client, method)(url, json=body) for _ in range(2)]
+            assert replies[0].status_code != 429 and replies[1].status_code == 429
+            assert int(replies[1].headers["Retry-After"]) > 0
+            api.validate_response(WerkzeugOpenAPIRequest(replies[1].request),
+                                  WerkzeugOpenAPIResponse(replies[1]))
+    finally:
+        close_app(app)

@@ -252,6 +252,6 @@ def test_the_release_clock_runs_release_due_at_its_instants(database_url, tmp_pa
     (0.0, 3600, 3600.0), (7199.9, 3600, 7200.0), (7200.0, 3600, 10800.0),
     (1_700_000_123.0, 60, 1_700_000_160.0), (0.26, 0.05, 0.3)])
 def test_scheduled_instants_are_multiples_of_the_interval_since_the_epoch(now, every, expected):
-    from ldpsurvey.aggregator.releases import next_instant
+    from ldpsurvey.shared.protocol import next_instant
 
     assert next_instant(now, every) == pytest.approx(expected)

@@ -32,6 +32,9 @@ def start(tmp_path, **config):
     ({"RELEASE_EVERY": float("inf")}, "RELEASE_EVERY"),
     ({"RELEASE_EVERY": "hourly"}, "RELEASE_EVERY"),
     ({"RELEASE_EVERY": True}, "RELEASE_EVERY"),
+    ({"PUBLIC_URL": "survey.example.org"}, "PUBLIC_URL"),
+    ({"PUBLIC_URL": "ftp://survey.example.org"}, "PUBLIC_URL"),
+    ({"PUBLIC_URL": "https://survey.example.org:99999"}, "PUBLIC_URL"),
 ])
 def test_a_bad_value_is_a_start_up_error_naming_the_setting(tmp_path, config, named):
     with pytest.raises(ConfigurationError, match=f"setting {named} \\(LDP_SURVEY_{named}\\)"):
@@ -67,7 +70,8 @@ def test_production_needs_a_long_secret(tmp_path):
     from ldpsurvey.aggregator.signing import write_key_file
 
     write_key_file(tmp_path / "key.pem")
-    production = {"DEPLOYMENT": "production", "KEY_FILE": str(tmp_path / "key.pem")}
+    production = {"DEPLOYMENT": "production", "KEY_FILE": str(tmp_path / "key.pem"),
+                  "PUBLIC_URL": "https://survey.example.org"}
     with pytest.raises(ConfigurationError, match="SECRET_KEY must be at least 32 bytes"):
         start(tmp_path, **production, SECRET_KEY="s" * 31, STORAGE_KEY="k" * 32)
     with pytest.raises(ConfigurationError, match="needs LDP_SURVEY_STORAGE_KEY"):
@@ -92,7 +96,8 @@ def test_the_old_env_name_still_works_with_a_deprecation_warning(tmp_path, monke
     monkeypatch.setenv("LDP_SURVEY_ENV", "production")
     monkeypatch.setenv("LDP_SURVEY_STORAGE_KEY", "k" * 64)  # one database, in both deployments
     with pytest.warns(DeprecationWarning, match="LDP_SURVEY_DEPLOYMENT"):
-        app = start(tmp_path, KEY_FILE=str(tmp_path / "key.pem"), SECRET_KEY="s" * 64)
+        app = start(tmp_path, KEY_FILE=str(tmp_path / "key.pem"), SECRET_KEY="s" * 64,
+                    PUBLIC_URL="https://survey.example.org")
     assert app.config["DEPLOYMENT"] == "production" and "ENV" not in app.config
     with pytest.warns(DeprecationWarning), pytest.raises(ConfigurationError, match="KEY_FILE"):
         start(tmp_path)  # production without a key file: the alias is really obeyed
@@ -110,3 +115,16 @@ def test_the_old_key_in_code_still_selects_production(tmp_path):
 @pytest.mark.parametrize("every", [3600, 0.05, 86400])
 def test_a_release_interval_above_0_is_accepted(tmp_path, every):
     assert start(tmp_path, RELEASE_EVERY=every).config["RELEASE_EVERY"] == every
+
+
+def test_production_needs_the_public_url_development_does_not(tmp_path):
+    from ldpsurvey.aggregator.signing import write_key_file
+
+    write_key_file(tmp_path / "key.pem")
+    production = {"DEPLOYMENT": "production", "KEY_FILE": str(tmp_path / "key.pem"),
+                  "SECRET_KEY": "s" * 64, "STORAGE_KEY": "k" * 64}
+    with pytest.raises(ConfigurationError, match="production needs LDP_SURVEY_PUBLIC_URL"):
+        start(tmp_path, **production)
+    assert start(tmp_path, **production, PUBLIC_URL="https://survey.example.org")
+    development = start(tmp_path, STORAGE_KEY="k" * 64)  # the same database, so its key
+    assert development.config["PUBLIC_URL"] is None  # development: the request's origin

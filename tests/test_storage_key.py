@@ -5,6 +5,7 @@ wrong key, and a database of schema 5 (plain SHA-256 hashes, plain pending answe
 The copy is read as bytes: SQLite's file, -wal and -shm; on PostgreSQL, after CHECKPOINT, the
 relation files of a table and its indexes (pg_relation_filepath, readable as root here)."""
 
+import base64
 import hashlib
 import json
 import shutil
@@ -291,3 +292,30 @@ def test_the_subkeys_are_separate_and_the_hashes_keyed():
     for survey_id, opener in (("survey-b", keys), ("survey-a", StorageKeys.from_secret(WRONG))):
         with pytest.raises(InvalidTag):  # another survey's row, or another key
             opener.open(survey_id, sealed)
+
+
+WIDE = {"title": "Wide", "release_batch": 50, "questions": [
+    {"id": "pick", "text": "Pick one", "type": "choice", "epsilon": 1.0,
+     "options": [f"option {j}" for j in range(12)]},
+    {"id": "yes", "text": "Yes or no?", "type": "yes_no", "epsilon": 1.0}]}
+
+
+def test_a_sealed_pending_answer_has_one_length_whatever_the_answers(app, client, auth):
+    """A copy of the files shows each pending row's sealed length: unpadded, an answer of
+    option 10 or 11 sealed one byte longer than one of option 0 to 9. Padded to the survey's
+    longest row, every pending row has one length, and each is released as it was given."""
+    survey_id = client.post("/api/surveys", json=WIDE, headers=auth).json["survey_id"]
+    given = [{"pick": pick, "yes": yes} for pick in range(12) for yes in range(2)]
+    for answers in given:
+        assert client.post(f"/api/surveys/{survey_id}/responses",
+                           json={"answers": answers}).status_code == 201
+    with app.app_context():
+        lengths = {len(base64.b64decode(sealed)) for (sealed,) in get_db().query(
+            "SELECT answers FROM pending WHERE survey_id = ?", (survey_id,))}
+    assert len(lengths) == 1
+    assert client.post(f"/api/surveys/{survey_id}/close", headers=auth).status_code == 200
+    exported = client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth).text
+    released = exported.splitlines()[1:]
+    assert sorted(json.dumps(json.loads(line)["answers"], sort_keys=True) for line in released) \
+        == sorted(json.dumps(answers, sort_keys=True) for answers in given)
+    assert not [line for line in released if line != line.rstrip()]

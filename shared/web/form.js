@@ -1,6 +1,8 @@
 // The respondent form: checks the survey's privacy parameters itself, randomizes every answer
-// on this device, keeps the randomized answers and a ledger of the privacy budget spent on this
-// site, and sends only randomized answers, with fetch().
+// on this device, keeps the randomized answers and a ledger of the privacy budget this browser
+// spent on this site, and sends only randomized answers, with fetch(). It runs only at the
+// origin the survey's manifest is signed for: localStorage is per origin, so the same server
+// reached at another address would otherwise get a second memory and a second budget.
 import {
   DEFAULT_IRR_ALPHA,
   DEFAULT_MAX_EPSILON,
@@ -29,12 +31,15 @@ const WHY_IT_MAY_DIFFER = "A randomized answer may differ from the one you gave:
 
 // --- what this browser keeps, for this site (localStorage is per origin) -----------------
 //
-// One item, STORE: {version: 2, keys: {key id: {surveys: {survey id: record},
-//   concepts: {concept key: {answer, chargedBy}}}}}, a record being {answers, idempotencyKey,
+// One item, STORE: {version: 3, keys: {key id: {surveys: {survey id: record}}},
+//   concepts: {concept key: {answer, chargedBy}}}, a record being {answers, idempotencyKey,
 // submitted, title, charged (epsilon, null until the first send attempt), estimated,
-// parameters (the questions as first answered, see parametersOf)}.
-// Release 0.2 kept one item per survey, "ldp-survey/<survey id>" = {answers, idempotencyKey,
-// submitted}: migrated on the first visit (see readStore).
+// parameters (the questions as first answered, see parametersOf)}. The lifetime limit and
+// the concepts' permanent answers are this browser's on this site, whichever signing key asks,
+// as the Python client's are the device's.
+// Version 2 kept the concepts per key (see fromVersion2). Release 0.2 kept one item per survey,
+// "ldp-survey/<survey id>" = {answers, idempotencyKey, submitted}: migrated on the first visit
+// (see readStore).
 // Every change re-reads the item and writes it back under the site's lock (withStore), so two
 // tabs never write over each other's records or randomize one survey twice.
 const STORE = "ldp-survey/ledger";
@@ -52,8 +57,10 @@ function readStore(keyId) {
   } catch {
     store = null; // a damaged store is replaced
   }
-  if (!store || store.version !== 2 || typeof store.keys !== "object") {
-    store = { version: 2, keys: {} };
+  if (store && store.version === 2 && typeof store.keys === "object") store = fromVersion2(store);
+  if (!store || store.version !== 3 || typeof store.keys !== "object" ||
+      typeof store.concepts !== "object") {
+    store = { version: 3, keys: {}, concepts: {} };
   }
   const entry = keyEntry(store, keyId);
   // A survey a release-0.2 form sent is charged this page's per-submission limit, the most
@@ -73,6 +80,28 @@ function readStore(keyId) {
       // a damaged memo is dropped
     }
     localStorage.removeItem(name);
+  }
+  return store;
+}
+
+// Version 2 -> 3, as the Python client's state.migrate_2: the concepts kept per key become
+// this site's; of several draws of one concept the charged one of the smallest key id is kept
+// (else that of the smallest key id), and if any draw was never charged, the concept is
+// charged again when next sent (that survey may report the dropped draw).
+function fromVersion2(old) {
+  const store = { version: 3, keys: {}, concepts: {} };
+  const draws = new Map();
+  for (const keyId of Object.keys(old.keys).sort()) {
+    const entry = old.keys[keyId] ?? {};
+    store.keys[keyId] = { surveys: entry.surveys ?? {} };
+    for (const [key, permanent] of Object.entries(entry.concepts ?? {})) {
+      draws.set(key, [...(draws.get(key) ?? []), permanent]);
+    }
+  }
+  for (const [key, list] of draws) {
+    const kept = list.find((permanent) => permanent.chargedBy !== null) ?? list[0];
+    const paid = list.every((permanent) => permanent.chargedBy !== null);
+    store.concepts[key] = { answer: kept.answer, chargedBy: paid ? kept.chargedBy : null };
   }
   return store;
 }
@@ -109,7 +138,7 @@ function saveStore(store) {
 }
 
 function keyEntry(store, keyId) {
-  if (!has(store.keys, keyId)) store.keys[keyId] = { surveys: {}, concepts: {} };
+  if (!has(store.keys, keyId)) store.keys[keyId] = { surveys: {} };
   return store.keys[keyId];
 }
 
@@ -126,22 +155,23 @@ function conceptKey(question) {
 }
 
 // As the Python client's ledger.concept_status: "new", "reused" or "redrawn".
-function conceptStatus(entry, question) {
-  if (has(entry.concepts, conceptKey(question))) return "reused";
-  const named = Object.keys(entry.concepts).some((key) => JSON.parse(key)[0] === question.concept);
+function conceptStatus(store, question) {
+  if (has(store.concepts, conceptKey(question))) return "reused";
+  const named = Object.keys(store.concepts).some((key) => JSON.parse(key)[0] === question.concept);
   return named ? "redrawn" : "new";
 }
 
-// As ledger.charge_for: nothing if charged before; else each question's epsilon, but a concept
-// whose permanent answer was charged already (or earlier in this survey) costs nothing.
-function chargeFor(entry, record, manifest, epsilons) {
+// As ledger.charge_for (what it adds to the device): nothing if charged before; else each
+// question's epsilon, but a concept whose permanent answer was charged already (under any key,
+// or earlier in this survey) costs nothing.
+function chargeFor(store, record, manifest, epsilons) {
   if (record.charged !== null) return 0;
   const seen = new Set();
   let total = 0;
   for (const question of manifest.questions) {
     if (question.concept !== undefined) {
       const key = conceptKey(question);
-      if (seen.has(key) || (has(entry.concepts, key) && entry.concepts[key].chargedBy !== null)) {
+      if (seen.has(key) || (has(store.concepts, key) && store.concepts[key].chargedBy !== null)) {
         continue;
       }
       seen.add(key);
@@ -407,9 +437,20 @@ function showConfirm(manifest, record, total, again, focus = true) {
 }
 
 function ledgerNote(spent, cost) {
-  return `This browser has sent this site answers with epsilon ${spent.toFixed(3)} in all, of ` +
-    `this page's lifetime limit of ${DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3)} (8 ln 3); ` +
+  return `This browser has sent this site answers with epsilon ${spent.toFixed(3)} in all, ` +
+    "whichever researchers' key asked, of this page's lifetime limit of " +
+    `${DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3)} (8 ln 3) for this browser on this site; ` +
     `sending this survey adds ${cost.toFixed(3)}.`;
+}
+
+// The refusal of a page opened at another origin than the survey's signed one (a manifest of
+// format /4 or earlier names none), or null.
+function wrongOrigin(manifest) {
+  if (manifest.origin === undefined || manifest.origin === location.origin) return null;
+  return `This survey is signed for ${manifest.origin}, but this page was opened at ` +
+    `${location.origin}. This browser keeps its memory and privacy ledger per address, so ` +
+    `answering here would start them afresh: open the survey at ${manifest.origin}. Nothing ` +
+    "was randomized or sent.";
 }
 
 function refuse(message) {
@@ -450,7 +491,7 @@ class Answering {
   }
 
   cost() {
-    return chargeFor(this.entry, this.record, this.manifest, this.epsilons);
+    return chargeFor(this.store, this.record, this.manifest, this.epsilons);
   }
 
   overBudget() {
@@ -459,7 +500,8 @@ class Answering {
     if (!cost || !exceeds(spent + cost, DEFAULT_MAX_LIFETIME_EPSILON)) return null;
     return `This survey would add epsilon ${cost.toFixed(3)} to the ${spent.toFixed(3)} this ` +
       `browser has already sent this site, ${(spent + cost).toFixed(3)} in all, above this ` +
-      `page's lifetime limit of ${DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3)}: together your ` +
+      `page's lifetime limit of ${DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3)} for this browser ` +
+      "on this site, whichever researchers' key asks: together your " +
       `answers could make a guess about you ${Math.exp(spent + cost).toFixed(0)} times ` +
       "likelier. Nothing was sent.";
   }
@@ -467,7 +509,7 @@ class Answering {
   statuses() {
     const statuses = Object.create(null);
     for (const question of this.manifest.questions) {
-      if (question.concept !== undefined) statuses[question.id] = conceptStatus(this.entry, question);
+      if (question.concept !== undefined) statuses[question.id] = conceptStatus(this.store, question);
     }
     return statuses;
   }
@@ -486,11 +528,11 @@ class Answering {
         continue;
       }
       const key = conceptKey(question);
-      if (!has(this.entry.concepts, key)) {
-        this.entry.concepts[key] = {
+      if (!has(this.store.concepts, key)) {
+        this.store.concepts[key] = {
           answer: randomize(answers[question.id], this.found[question.id]), chargedBy: null };
       }
-      this.record.answers[question.id] = randomize(this.entry.concepts[key].answer,
+      this.record.answers[question.id] = randomize(this.store.concepts[key].answer,
         this.layers[question.id]);
     }
     this.record.idempotencyKey = this.record.idempotencyKey || newIdempotencyKey();
@@ -504,8 +546,8 @@ class Answering {
     this.record.charged = this.cost();
     for (const question of this.manifest.questions) {
       const key = question.concept === undefined ? null : conceptKey(question);
-      if (key && has(this.entry.concepts, key) && this.entry.concepts[key].chargedBy === null) {
-        this.entry.concepts[key].chargedBy = surveyId;
+      if (key && has(this.store.concepts, key) && this.store.concepts[key].chargedBy === null) {
+        this.store.concepts[key].chargedBy = surveyId;
       }
     }
   }
@@ -552,6 +594,8 @@ async function main() {
   const response = await fetch(`/api/surveys/${encodeURIComponent(surveyId)}`);
   if (!response.ok) return refuse("This survey could not be loaded.");
   const manifest = JSON.parse(await response.text());
+  const elsewhere = wrongOrigin(manifest);
+  if (elsewhere) return refuse(elsewhere);
   // Recompute epsilon from alpha and beta (never trust a stated epsilon).
   const epsilons = {};
   const found = {};
