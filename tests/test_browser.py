@@ -723,7 +723,8 @@ def test_results_pickers_downloads_and_timeline(page, live_server, client, auth)
     page.wait_for_selector("svg.chart")
     expected = client.get(f"/api/surveys/{survey_id}/estimates?confidence=0.9&method=wilson").json
     option = expected["questions"][0]["options"][0]
-    cell = page.locator("table.estimates").first.locator("tbody tr").first.locator("td").nth(3)
+    cell = page.locator("table.estimates").first.locator("tbody tr").first.locator(
+        'td[data-label$="CI"]')
     assert cell.inner_text() == f"{option['ci_low'] * 100:.1f} \u2013 {option['ci_high'] * 100:.1f} %"
     assert "90 % confidence intervals (Wilson)" in page.locator(".lead").inner_text()
     with page.expect_download() as download:
