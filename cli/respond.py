@@ -311,10 +311,11 @@ def sent_document(verified: VerifiedSurvey, submission: Submission, reply: dict,
     """`respond --json`: the survey, the body exactly as sent (randomized answers only, never
     a true one), the server's reply (accepted; replayed: it had these answers already and
     counted them once), the epsilon this send added to the ledger (0 when charged before), and
-    the aggregator key's ledger as `privacy --json` gives it."""
+    the aggregator key's ledger as `privacy --json` gives it. `accepted` is null if the
+    server's reply had none (a 2xx is what acknowledges the answers)."""
     spent = ledger.spent(state, verified.key_id)
     return {"survey_id": submission.survey_id, **submission.body(),
-            "accepted": reply["accepted"], "replayed": reply["replayed"],
+            "accepted": reply.get("accepted"), "replayed": reply["replayed"],
             "epsilon_charged": charge, "key_id": verified.key_id, "epsilon_spent": spent,
             "epsilon_remaining": max(0.0, verified.ceilings.lifetime - spent),
             "max_lifetime_epsilon": verified.ceilings.lifetime}

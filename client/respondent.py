@@ -117,7 +117,8 @@ def submit(verified: VerifiedSurvey, submission: Submission, state: LocalState,
                             retries=retries, padded_size=body_size(verified.survey))
     replayed = {name.lower(): value for name, value in response.headers.items()}.get(
         REPLAYED_HEADER.lower()) == "true"
-    result = {**response.json(), "replayed": replayed}
+    reply = response.json()
+    result = {**(reply if isinstance(reply, dict) else {}), "replayed": replayed}
     with state.transaction():
         record = state.record(verified.key_id, submission.survey_id)
         record["submitted"] = True
