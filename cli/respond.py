@@ -134,8 +134,9 @@ def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str
             max_lifetime_epsilon: float, answers_text: str | None, assume_yes: bool,
             public_key: str | None, as_json: bool) -> None:
     """Answer a survey. Your answers are randomized here; only the randomized ones are sent.
-    --json asks no question (every answer still to give comes from --answers; needs --yes)
-    and prints what was sent (`sent_document`); what it says for people goes to stderr."""
+    --json asks no question (every answer still to give comes from --answers; it needs --yes)
+    and prints what was sent: the randomized answers, the server's acknowledgement, the
+    epsilon charged and this device's ledger for the aggregator; the rest goes to stderr."""
     if as_json and not assume_yes:
         raise click.UsageError("--json asks nothing: add --yes to send, and give every answer "
                                "with --answers")
