@@ -6,7 +6,7 @@ from typing import Any
 from flask import Response, current_app, jsonify, request
 
 from ldpsurvey.shared import strict_json
-from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY
+from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY, REPLAYED_HEADER
 
 from .exceptions import (
     BodyTooLarge,
@@ -57,5 +57,5 @@ def created(result: Accepted) -> Response:
     response = jsonify(survey_id=result.survey_id, accepted=result.accepted)
     response.status_code = 201
     if result.replayed:
-        response.headers["Idempotent-Replayed"] = "true"
+        response.headers[REPLAYED_HEADER] = "true"
     return response

@@ -50,7 +50,8 @@ class Api:
             if not can_prompt():
                 raise click.ClickException(f"this needs a researcher key: set {KEY_VARIABLE} "
                                            "(there is no terminal to ask at)")
-            self._key = click.prompt("Researcher key", hide_input=True)
+            # on stderr: stdout is the command's output (an id, links, a JSON document)
+            self._key = click.prompt("Researcher key", hide_input=True, err=True)
         return self._key
 
     def call(self, method: str, path: str, *, auth: bool | None = True,

@@ -30,6 +30,7 @@ from ldpsurvey.shared.randomizer import thresholds
 
 from .api import Api, check_url
 from .extras import load
+from .options import json_option
 from .output import emit_json, interval, note, release_lines, table
 
 EXAMPLES = resources.files("ldpsurvey.shared") / "examples"
@@ -296,7 +297,7 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
 @click.option("--keep-open", is_flag=True,
               help="Leave the survey open at the end (--url): only what the aggregator has "
                    "released at its scheduled instants is counted (often nothing yet).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@json_option
 def mock(respondents: int, seed: int | None, survey_file: str | None, truth_file: str | None,
          url: str | None, batch_size: int, keep_open: bool, as_json: bool) -> None:
     """Run a whole mock survey end to end and compare the estimates with the truth."""

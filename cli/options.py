@@ -4,7 +4,10 @@ import click
 
 from ldpsurvey.shared import DEFAULT_CONFIDENCE, DEFAULT_METHOD, METHODS
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+json_option = click.option(
+    "--json", "as_json", is_flag=True,
+    help="Print one JSON document on stdout, with the API's field names (messages and prompts "
+         "go to stderr; an error stays one line on stderr with a non-zero exit).")
 confidence_option = click.option(
     "--confidence", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
     default=DEFAULT_CONFIDENCE, show_default=True, help="Confidence level of the interval.")

@@ -1,7 +1,9 @@
 """Printing results: a plain table for people, exact JSON for machines."""
 
 import json
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, redirect_stdout
 from typing import Any
 
 import click
@@ -88,3 +90,14 @@ def release_lines(document: dict) -> list[str]:
                  "anyone on one open to all) can fill a release around one respondent and "
                  "see their report alone: against them only the local epsilon holds.")
     return lines
+
+
+@contextmanager
+def messages_to_stderr(as_json: bool) -> Iterator[None]:
+    """With --json, stdout carries the JSON document alone: whatever a command prints for people
+    meanwhile, its prompts as well, goes to stderr."""
+    if not as_json:
+        yield
+        return
+    with redirect_stdout(sys.stderr):
+        yield

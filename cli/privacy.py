@@ -6,7 +6,7 @@ import click
 from ldpsurvey.client import LocalState, ledger
 
 from .options import json_option
-from .output import emit_json, table
+from .output import emit_json, messages_to_stderr, table
 from .respond import aggregator_option, lifetime_option, open_state
 from .terminal import clean
 
@@ -21,11 +21,15 @@ from .terminal import clean
 def privacy(as_json: bool, forget_key: str | None, max_lifetime_epsilon: float,
             max_aggregator_epsilon: float | None) -> None:
     """The device's total against its lifetime budget; per aggregator signing key: its
-    addresses, every survey sent to it with the epsilon it charged, and what it received."""
+    addresses, every survey sent to it with the epsilon it charged, and what it received.
+    --forget with --json: the confirmation on stderr, then the ledger as it is after
+    forgetting."""
     state = open_state()
     if forget_key:
-        forget(state, forget_key)
-        return
+        with messages_to_stderr(as_json):
+            forget(state, forget_key)
+        if not as_json:
+            return
     document = ledger.summary(state, max_lifetime_epsilon, max_aggregator_epsilon)
     if as_json:
         emit_json(document)

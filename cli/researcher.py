@@ -20,7 +20,7 @@ from ldpsurvey.shared.protocol import MAX_TOKENS_PER_REQUEST
 
 from . import check
 from .api import Api, can_prompt, pass_api, url_option
-from .options import confidence_option, method_option
+from .options import confidence_option, json_option, method_option
 from .output import emit_json, interval, note, release_lines, table
 from .terminal import clean_pieces
 
@@ -34,10 +34,13 @@ def survey() -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--above-default-ceilings", is_flag=True,
               help="Publish even though respondents with default ceilings will refuse it.")
+@json_option
 @url_option
 @pass_api
-def create(api: Api, file: str, above_default_ceilings: bool) -> None:
-    """Publish the survey defined in FILE (TOML, or JSON if it ends in .json)."""
+def create(api: Api, file: str, above_default_ceilings: bool, as_json: bool) -> None:
+    """Publish the survey defined in FILE (TOML, or JSON if it ends in .json): print its id,
+    or with --json the API's reply and `form_url`, the respondents' link (null when invitation
+    only: `survey tokens` mints their links)."""
     definition, parsed = _read(file)
     refused = check.refusals(parsed)
     if refused and not above_default_ceilings:
@@ -47,20 +50,24 @@ def create(api: Api, file: str, above_default_ceilings: bool) -> None:
             "must then raise their ceilings to answer)")
     result = api.post("/api/surveys", json_body=definition).json()
     survey_id = result["survey_id"]
-    click.echo(survey_id)
+    form_url = None if parsed.invitation_only else f"{api.url}/s/{survey_id}"
+    if as_json:
+        emit_json({**result, "form_url": form_url})
+    else:
+        click.echo(survey_id)
     click.echo(f"published; total epsilon per respondent {result['total_epsilon']:.4g}", err=True)
-    if parsed.invitation_only:
+    if form_url is None:
         click.echo(f"invitation only: mint respondents' links with `ldp-survey survey tokens "
                    f"{survey_id} --count N`", err=True)
     else:
-        click.echo(f"respondents answer at {api.url}/s/{survey_id}", err=True)
+        click.echo(f"respondents answer at {form_url}", err=True)
 
 
 @survey.command("check")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--respondents", type=click.IntRange(1), default=check.DEFAULT_RESPONDENTS,
               show_default=True, help="For the expected margin of error.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 def check_survey(file: str, respondents: int, as_json: bool) -> None:
     """Check a survey file without publishing it: per question its epsilon, how sure a guess
     can become, the expected margin, and whether respondents' default ceilings accept it."""
@@ -83,7 +90,7 @@ def _read(file: str) -> tuple[dict, Survey]:
 
 
 @survey.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @url_option
 @pass_api
 def list_surveys(api: Api, as_json: bool) -> None:
@@ -104,17 +111,20 @@ def list_surveys(api: Api, as_json: bool) -> None:
 @survey.command("close")
 @click.argument("survey_id")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (closing is final).")
+@json_option
 @url_option
 @pass_api
-def close(api: Api, survey_id: str, yes: bool) -> None:
-    """Close a survey for good: it refuses answers from now on."""
+def close(api: Api, survey_id: str, yes: bool, as_json: bool) -> None:
+    """Close a survey for good: it refuses answers from now on (--json: the API's reply)."""
     if not yes:
         if not can_prompt():
             raise click.UsageError("closing a survey is final: confirm with --yes (there is no "
                                    "terminal to ask at)")
         click.confirm(f"Close survey {survey_id} for good? It will refuse every answer from "
-                      "now on", abort=True)
-    api.post(f"/api/surveys/{survey_id}/close")
+                      "now on", abort=True, err=True)
+    result = api.post(f"/api/surveys/{survey_id}/close").json()
+    if as_json:
+        emit_json(result)
     click.echo(f"survey {survey_id} closed", err=True)
 
 
@@ -122,28 +132,34 @@ def close(api: Api, survey_id: str, yes: bool) -> None:
 @click.argument("survey_id")
 @click.option("--with", "name", required=True, metavar="NAME",
               help="The researcher's name (as `ldp-survey admin keys list` shows it).")
+@json_option
 @url_option
 @pass_api
-def share(api: Api, survey_id: str, name: str) -> None:
+def share(api: Api, survey_id: str, name: str, as_json: bool) -> None:
     """Let another researcher read a survey's results and exports (owner or admin only)."""
-    _print_shares(api.call("PUT", _share_path(survey_id, name)).json())
+    _print_shares(api.call("PUT", _share_path(survey_id, name)).json(), as_json)
 
 
 @survey.command("unshare")
 @click.argument("survey_id")
 @click.option("--with", "name", required=True, metavar="NAME", help="The researcher's name.")
+@json_option
 @url_option
 @pass_api
-def unshare(api: Api, survey_id: str, name: str) -> None:
+def unshare(api: Api, survey_id: str, name: str, as_json: bool) -> None:
     """Stop sharing a survey with a researcher (owner or admin only)."""
-    _print_shares(api.call("DELETE", _share_path(survey_id, name)).json())
+    _print_shares(api.call("DELETE", _share_path(survey_id, name)).json(), as_json)
 
 
 def _share_path(survey_id: str, name: str) -> str:
     return f"/api/surveys/{quote(survey_id, safe='')}/shares/{quote(name, safe='')}"
 
 
-def _print_shares(body: dict) -> None:
+def _print_shares(body: dict, as_json: bool) -> None:
+    """Whom the survey is shared with now: the API's document with --json, else a line on
+    stderr."""
+    if as_json:
+        emit_json(body)
     names = ", ".join(body["shared_with"]) or "nobody"
     click.echo(f"survey {body['survey_id']} is shared with {names}", err=True)
 
@@ -152,12 +168,17 @@ def _print_shares(body: dict) -> None:
 @click.argument("survey_id")
 @click.option("--count", type=click.IntRange(1, MAX_TOKENS_PER_REQUEST), required=True,
               help="How many single-use invitation tokens.")
+@json_option
 @url_option
 @pass_api
-def tokens(api: Api, survey_id: str, count: int) -> None:
-    """Mint invitation links for an invitation-only survey, one per line. Each carries its
-    token in the URL fragment (#t=...), which browsers never send to a server or its logs."""
+def tokens(api: Api, survey_id: str, count: int, as_json: bool) -> None:
+    """Mint invitation links for an invitation-only survey, one per line (--json: the API's
+    reply, its tokens and links). Each carries its token in the URL fragment (#t=...), which
+    browsers never send to a server or its logs."""
     result = api.post(f"/api/surveys/{survey_id}/tokens", json_body={"count": count}).json()
+    if as_json:
+        emit_json(result)
+        return
     for link in result["links"]:
         click.echo(link)
 
@@ -173,7 +194,7 @@ def tokens(api: Api, survey_id: str, count: int) -> None:
               help="The difference of two options of question Q (indices I and J) instead.")
 @click.option("--crosstab", metavar="A,B",
               help="The cross-tab of questions A (rows) and B (columns) instead.")
-@click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
+@json_option
 @click.option("--csv", "export", flag_value="csv",
               help="Print the raw randomized responses as CSV (with the design parameters).")
 @click.option("--jsonl", "export", flag_value="jsonl", help="The same as JSON lines.")

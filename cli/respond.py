@@ -35,6 +35,8 @@ from ldpsurvey.shared import Question, Survey
 from ldpsurvey.shared.manifest import key_id
 
 from .api import URL_VARIABLE, check_url
+from .options import json_option
+from .output import emit_json, messages_to_stderr
 from .terminal import clean
 
 YES = {"yes", "y", "1", "true"}
@@ -132,11 +134,33 @@ def read_link(url: str | None, ask: bool, insecure_http: bool) -> Link:
 @click.option("--public-key", help="Accept this public key (base64) for the aggregator instead "
               "of pinning the one it presents on first use; what this device kept for a key "
               "pinned before moves to it.")
+@json_option
 def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str | None,
             token: str | None, max_epsilon: float, max_total_epsilon: float,
             max_lifetime_epsilon: float, max_aggregator_epsilon: float | None,
-            answers_text: str | None, assume_yes: bool, public_key: str | None) -> None:
-    """Answer a survey. Your answers are randomized here; only the randomized ones are sent."""
+            answers_text: str | None, assume_yes: bool, public_key: str | None,
+            as_json: bool) -> None:
+    """Answer a survey. Your answers are randomized here; only the randomized ones are sent.
+    --json asks no question (every answer still to give comes from --answers; it needs --yes)
+    and prints what was sent: the randomized answers, the server's acknowledgement, the
+    epsilon charged and this device's ledger for the aggregator; the rest goes to stderr."""
+    if as_json and not assume_yes:
+        raise click.UsageError("--json asks nothing: add --yes to send, and give every answer "
+                               "with --answers")
+    with messages_to_stderr(as_json):
+        sent = answer(url, ask_link, insecure_http, survey_id, token,
+                      Ceilings(max_epsilon, max_total_epsilon, max_lifetime_epsilon,
+                               max_aggregator_epsilon),
+                      answers_text, assume_yes, public_key, ask=not as_json)
+    if as_json:
+        emit_json(sent)
+
+
+def answer(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str | None,
+           token: str | None, ceilings: Ceilings, answers_text: str | None, assume_yes: bool,
+           public_key: str | None, ask: bool) -> dict | None:
+    """`respond` itself: what was sent (`sent_document`), or None if the respondent declined.
+    ask=False: a true answer missing from --answers is a usage error, never a prompt."""
     link = read_link(url, ask_link, insecure_http)
     if survey_id and link.survey_id and survey_id != link.survey_id:
         raise click.BadParameter("the link is for another survey", param_hint="'--survey'")
@@ -144,11 +168,9 @@ def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str
     if not survey_id:
         raise click.UsageError("give --survey, or the survey link with --url or --link")
     state = open_state()
-    ceilings = Ceilings(max_epsilon, max_total_epsilon, max_lifetime_epsilon,
-                        max_aggregator_epsilon)
     verified = verify(link.base, survey_id, state, ceilings, public_key, token or link.token)
     given = parse_answers_option(answers_text)
-    true_answers = collect_answers(verified, state, given)
+    true_answers = collect_answers(verified, state, given, ask)
     if set(true_answers) - set(given):  # some were typed here: review them before randomizing
         true_answers = review(verified.survey, true_answers)
     try:  # another run may have answered a changed version of it since it was fetched
@@ -156,7 +178,7 @@ def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str
     except TrustError as exc:
         raise click.ClickException(clean(f"not answering: {exc}")) from None
     del true_answers  # from here on only randomized answers exist
-    confirm_and_send(verified, submission, state, token or link.token, assume_yes)
+    return confirm_and_send(verified, submission, state, token or link.token, assume_yes)
 
 
 def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
@@ -192,10 +214,11 @@ def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
     return verified
 
 
-def collect_answers(verified: VerifiedSurvey, state: LocalState,
-                    given: dict[str, str]) -> dict[str, int]:
+def collect_answers(verified: VerifiedSurvey, state: LocalState, given: dict[str, str],
+                    ask: bool = True) -> dict[str, int]:
     """The true answers to the questions not randomized before on this device: from
-    --answers, else asked one by one, each with its privacy note."""
+    --answers, else asked one by one, each with its privacy note (ask=False: a usage error
+    naming the first one missing)."""
     survey = verified.survey
     pending = set(unanswered(verified, state))
     record = state.record(verified.key_id, survey.survey_id)
@@ -218,6 +241,9 @@ def collect_answers(verified: VerifiedSurvey, state: LocalState,
             click.echo("  (nothing to answer: your permanent answer for this concept is used)")
         elif question.id in given:
             true_answers[question.id] = parse_choice(question, given[question.id])
+        elif not ask:
+            raise click.UsageError(f"--json asks nothing: give question {question.id!r} "
+                                   "with --answers")
         else:
             true_answers[question.id] = click.prompt(
                 "  Your answer", value_proc=lambda text, q=question: parse_choice(q, text))
@@ -257,8 +283,9 @@ def again_message(record: dict) -> str:
 
 
 def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: LocalState,
-                     token: str | None, assume_yes: bool) -> None:
-    """Show exactly what will be sent, ask to confirm (unless --yes), send it."""
+                     token: str | None, assume_yes: bool) -> dict | None:
+    """Show exactly what will be sent, ask to confirm (unless --yes), send it: what was sent
+    (`sent_document`), or None if the respondent declined."""
     survey = verified.survey
     shown = {qid: survey.question(qid).options[index] for qid, index in submission.answers.items()}
     click.echo("\nThis is exactly what will be sent (randomized on this device):")
@@ -268,9 +295,10 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
     if not assume_yes and not click.confirm("Send it?", default=True):
         click.echo("Not sent. Your randomized answers are kept, so answering later sends the "
                    "same ones.")
-        return
+        return None
+    charge = ledger.charge_for(verified, state)
     try:
-        submit(verified, submission, state, token)
+        reply = submit(verified, submission, state, token)
     except (OverBudget, TrustError) as exc:
         raise click.ClickException(clean(f"not sent: {exc}")) from None
     except NetworkError as exc:
@@ -288,6 +316,25 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
                f"{ledger.device_spent(state):.3g} to all aggregators, of your lifetime budget "
                f"of {verified.ceilings.lifetime:.3g}; this aggregator has received "
                f"{ledger.spent(state, verified.key_id):.3g} of it.")
+    return sent_document(verified, submission, reply, charge, state)
+
+
+def sent_document(verified: VerifiedSurvey, submission: Submission, reply: dict,
+                  charge: ledger.Charge, state: LocalState) -> dict:
+    """`respond --json`: the survey, the body exactly as sent (randomized answers only, never
+    a true one), the server's reply (accepted; replayed: it had these answers already and
+    counted them once), the epsilon this send added to the device's ledger (0 when charged
+    before), and the ledger as `privacy --json` names it: the device's total and what remains
+    of its lifetime budget, and what this aggregator key has received. `accepted` is null if
+    the server's reply had none (a 2xx is what acknowledges the answers)."""
+    spent = ledger.device_spent(state)
+    return {"survey_id": submission.survey_id, **submission.body(),
+            "accepted": reply.get("accepted"), "replayed": reply["replayed"],
+            "epsilon_charged": charge.device, "key_id": verified.key_id,
+            "epsilon_spent": spent,
+            "epsilon_remaining": max(0.0, verified.ceilings.lifetime - spent),
+            "max_lifetime_epsilon": verified.ceilings.lifetime,
+            "aggregator_epsilon_spent": ledger.spent(state, verified.key_id)}
 
 
 COMMANDS = (respond,)

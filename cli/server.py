@@ -12,6 +12,7 @@ import click
 from ldpsurvey.shared.protocol import ROLES
 
 from .extras import load
+from .options import json_option
 from .output import emit_json, table
 
 database_option = click.option(
@@ -102,12 +103,17 @@ def database_session(database_url: str | None, instance: str) -> Iterator[tuple[
                    "anything to any survey.")
 @click.option("--survey", "surveys", multiple=True, metavar="ID",
               help="A survey a relay key may submit batches to (repeatable; relay keys only).")
+@json_option
 def create_key(database: str | None, instance: str, name: str | None, existing: bool,
-               role: str, surveys: tuple[str, ...]) -> None:
-    """Create an API key and print it (only it, on stdout) once; only its hash is stored."""
+               role: str, surveys: tuple[str, ...], as_json: bool) -> None:
+    """Create an API key and print it (only it, on stdout) once; only its hash is stored.
+    --json: the key with its api_key_id, name, role and new_researcher (as `keys list`)."""
     with database_session(database, instance) as (aggregator, db):
         issued = aggregator.accounts.create_key(db, role, name, surveys, existing)
-    click.echo(issued.key)
+    if as_json:
+        emit_json(asdict(issued))
+    else:
+        click.echo(issued.key)
     whose = "new researcher" if issued.new_researcher else "researcher"
     click.echo(f"{role} key {issued.api_key_id} for {whose} {issued.name!r} created; it is shown "
                "only now. Give it to clients as LDP_SURVEY_KEY.", err=True)
@@ -121,7 +127,7 @@ def keys() -> None:
 @keys.command("list")
 @database_option
 @instance_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 def list_keys(database: str | None, instance: str, as_json: bool) -> None:
     """Every key: its id, researcher, role, the day made and the day last used."""
     with database_session(database, instance) as (aggregator, db):
@@ -139,10 +145,14 @@ def list_keys(database: str | None, instance: str, as_json: bool) -> None:
 @click.argument("api_key_id")
 @database_option
 @instance_option
-def revoke(api_key_id: str, database: str | None, instance: str) -> None:
-    """Revoke a key at once, for the API and for the results-page sessions it opened."""
+@json_option
+def revoke(api_key_id: str, database: str | None, instance: str, as_json: bool) -> None:
+    """Revoke a key at once, for the API and for the results-page sessions it opened (--json:
+    its api_key_id and status "revoked", as `survey close --json` gives a survey's)."""
     with database_session(database, instance) as (aggregator, db):
         aggregator.accounts.revoke(db, api_key_id)
+    if as_json:
+        emit_json({"api_key_id": api_key_id, "status": "revoked"})
     click.echo(f"key {api_key_id} revoked; requests and sessions with it now fail", err=True)
 
 

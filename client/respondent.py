@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ldpsurvey.shared import Question, Survey
+from ldpsurvey.shared.protocol import REPLAYED_HEADER
 from ldpsurvey.shared.randomizer import Draw, randomize, secure_draw
 
 from . import http, ledger
@@ -103,7 +104,9 @@ def submit(verified: VerifiedSurvey, submission: Submission, state: LocalState,
     """Charge the ledger (once, before the first attempt; TrustError if the survey changed since
     it was prepared), then POST the randomized answers
     with the Idempotency-Key (and Survey-Token when invited); network failures are retried
-    with the same key, so the server counts the answer once."""
+    with the same key, so the server counts the answer once. Returns the server's reply
+    (survey_id, accepted) and `replayed`: whether the server said (Idempotent-Replayed) that it
+    had stored these answers before and counted them once."""
     with state.transaction():
         check_unchanged(verified, state)
         ledger.charge(verified, state)
@@ -111,8 +114,12 @@ def submit(verified: VerifiedSurvey, submission: Submission, state: LocalState,
     if token:
         headers["Survey-Token"] = token
     url = f"{verified.aggregator}/api/surveys/{submission.survey_id}/responses"
-    result = http.request("POST", url, json_body=submission.body(), headers=headers,
-                          retries=retries, padded_size=body_size(verified.survey)).json()
+    response = http.request("POST", url, json_body=submission.body(), headers=headers,
+                            retries=retries, padded_size=body_size(verified.survey))
+    replayed = {name.lower(): value for name, value in response.headers.items()}.get(
+        REPLAYED_HEADER.lower()) == "true"
+    reply = response.json()
+    result = {**(reply if isinstance(reply, dict) else {}), "replayed": replayed}
     with state.transaction():
         record = state.record(verified.key_id, submission.survey_id)
         record["submitted"] = True

@@ -11,6 +11,7 @@ import re
 
 IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9_.:-]{8,128}")  # the Idempotency-Key header
 SURVEY_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")       # the Survey-Token header
+REPLAYED_HEADER = "Idempotent-Replayed"  # "true": a repeated Idempotency-Key, counted once
 
 MAX_BATCH_RESPONSES = 10_000     # responses in one batch (default of the aggregator's setting)
 MAX_TOKENS_PER_REQUEST = 10_000  # invitation tokens minted at once (likewise)

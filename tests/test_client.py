@@ -273,7 +273,8 @@ def test_submit_retries_a_dropped_connection_unless_told_not_to(live_server, sur
     verified = fetch_survey(live_server, survey_id, state, ROOMY)
     submission = prepare(verified, TRUTH, state)
     with FlakyServer() as flaky:
-        assert submit(replace(verified, aggregator=flaky.url), submission, state) == {"accepted": 1}
+        assert submit(replace(verified, aggregator=flaky.url), submission, state) == {
+            "accepted": 1, "replayed": False}
     assert flaky.seen == [submission.idempotency_key] * 2
     with FlakyServer() as flaky, pytest.raises(NetworkError):
         submit(replace(verified, aggregator=flaky.url), submission, state, retries=0)

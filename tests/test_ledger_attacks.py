@@ -145,6 +145,7 @@ class Aggregator:
         self.questions = yes_no("w1q0", "w1q1")
         self.posts: list = []
         self.alias = "S"  # another survey id it serves S for, when set
+        self.reply_to_post = b"{}"
 
     def manifest(self) -> bytes:
         survey = parse_definition({"title": "Evil", "release_batch": 1, "questions": [
@@ -178,7 +179,7 @@ class Aggregator:
 
             def do_POST(self):
                 aggregator.posts.append(self.rfile.read(int(self.headers["Content-Length"])))
-                self.reply(b"{}", 201)
+                self.reply(aggregator.reply_to_post, 201)
 
         return Handler
 
@@ -381,3 +382,19 @@ def test_a_well_formed_record_is_accepted(tmp_path):
     store = tmp_path / "state.json"
     store.write_text(V2 % KEPT.format(RECORD))
     assert LocalState(store).surveys("k")["s"]["parameters"] is None
+
+
+@pytest.mark.parametrize("reply", [b"[]", json.dumps(
+    {"accepted": "\x1b[2J", "answers": {"w1q0": 1, "w1q1": 1}, "replayed": True}).encode()])
+def test_a_hostile_reply_cannot_change_what_respond_json_says_was_sent(runner, evil, reply):
+    """respond --json reports the body this device posted and the replay the server signalled
+    in its header, whatever the reply's body claims (and shows its other values escaped)."""
+    evil.reply_to_post = reply
+    result = runner.invoke(main, ["respond", "--url", evil.url, "--survey", "S",
+                                  "--insecure-http", "--answers", "w1q0=no,w1q1=no", "--yes",
+                                  "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    [posted] = evil.posts
+    assert {"answers": document["answers"]} == json.loads(posted)
+    assert document["replayed"] is False and "\x1b" not in result.stdout
