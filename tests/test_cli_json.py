@@ -194,7 +194,8 @@ def health_id(client, auth):
 
 
 SENT_FIELDS = {"survey_id", "answers", "accepted", "replayed", "epsilon_charged", "key_id",
-               "epsilon_spent", "epsilon_remaining", "max_lifetime_epsilon"}
+               "epsilon_spent", "epsilon_remaining", "max_lifetime_epsilon",
+               "aggregator_epsilon_spent"}
 
 
 def stored_answers(client, auth, survey_id) -> list[dict]:
@@ -223,11 +224,15 @@ def test_respond_json_is_what_was_sent_and_no_true_answer(runner, live_server, c
     assert document["epsilon_spent"] == pytest.approx(total)
     assert document["max_lifetime_epsilon"] == pytest.approx(8 * math.log(3))
     assert document["epsilon_remaining"] == pytest.approx(8 * math.log(3) - total)
+    assert document["aggregator_epsilon_spent"] == pytest.approx(total)
     assert "Health and habits" in result.stderr and "Sent." in result.stderr
-    # the ledger totals are those `privacy --json` reports
-    [ledger] = json.loads(runner.invoke(main, ["privacy", "--json"]).stdout)["aggregators"]
-    assert {k: ledger[k] for k in ("key_id", "epsilon_spent", "epsilon_remaining")} == {
-        k: document[k] for k in ("key_id", "epsilon_spent", "epsilon_remaining")}
+    # the ledger totals are those `privacy --json` reports: the device's, and the key's
+    privacy = json.loads(runner.invoke(main, ["privacy", "--json"]).stdout)
+    assert {k: privacy["device"][k] for k in ("epsilon_spent", "epsilon_remaining")} == {
+        k: document[k] for k in ("epsilon_spent", "epsilon_remaining")}
+    [ledger] = privacy["aggregators"]
+    assert (ledger["key_id"], ledger["epsilon_spent"]) == (
+        document["key_id"], document["aggregator_epsilon_spent"])
     again = one_document(runner.invoke(main, ["respond", "--url", live_server, "--survey",
                                               health_id, "--yes", "--json"]))
     assert again["answers"] == document["answers"] and again["replayed"] is True
@@ -259,7 +264,11 @@ def test_privacy_forget_with_json_prints_the_ledger_after(runner, live_server, c
     assert sent.exit_code == 0, sent.output
     kid = client.get("/api/key").json["key_id"]
     result = runner.invoke(main, ["privacy", "--forget", kid, "--json"], input="y\n")
-    assert one_document(result) == {"aggregators": []}
+    after = one_document(result)
+    total = client.get(f"/api/surveys/{health_id}").json["total_epsilon"]
+    assert after["aggregators"] == []  # forgotten, yet still counted for the device:
+    assert after["device"]["forgotten"] == pytest.approx(total)
+    assert after["device"]["epsilon_spent"] == pytest.approx(total)
     assert "Forget it?" in result.stderr and "Forgotten" in result.stderr
 
 
