@@ -14,9 +14,9 @@ from datetime import datetime
 
 import pytest
 from click.testing import CliRunner
-
-from helpers import SURVEY, release_due
 from test_accounts import log_in
+
+from helpers import release_due
 
 # Labels a naive writer or reader gets wrong: a comma, quotes, a newline, a spreadsheet formula,
 # a leading `#` (a comment to `comment="#"` readers), Markdown and HTML, a table's cell separator.
