@@ -174,8 +174,11 @@ def tokens(api: Api, survey_id: str, count: int) -> None:
               help="The cross-tab of questions A (rows) and B (columns) instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
 @click.option("--csv", "export", flag_value="csv",
-              help="Print the raw randomized responses as CSV (with the design parameters).")
-@click.option("--jsonl", "export", flag_value="jsonl", help="The same as JSON lines.")
+              help="Print the randomized responses as CSV: a header of question ids, one row "
+                   "per response, option labels (pandas.read_csv / read.csv load it as is).")
+@click.option("--jsonl", "export", flag_value="jsonl",
+              help="The responses as JSON lines: a first line with the manifest, design "
+                   "parameters and central epsilon, then one {\"answers\": {id: code}} each.")
 @click.option("--output", type=click.Path(dir_okay=False, writable=True),
               help="Write the --csv or --jsonl export to this file, with a progress bar.")
 @click.option("--codes", is_flag=True,
