@@ -226,6 +226,45 @@ def test_export_options_out_of_place_are_one_line_and_exit_2(arguments):
     assert result.stderr.startswith("ldp-survey: error: ") and result.stderr.count("\n") == 1
 
 
+# --- the documented snippets ------------------------------------------------------------------
+
+PANDAS_SNIPPET = """
+import json
+import pandas as pd
+
+responses = pd.read_csv("SURVEY.csv")              # labels; one row per response
+codes = pd.read_csv("SURVEY-codes.csv")            # from --codes / ?codes=true: integers
+with open("SURVEY-codebook.json") as f:
+    book = json.load(f)
+alpha = {q["id"]: q["alpha"] for q in book["questions"]}
+beta = {q["id"]: q["beta"] for q in book["questions"]}     # beta[id][code]
+# JSON lines: the first line is the header, the rest responses
+with open("SURVEY.jsonl") as f:
+    header = json.loads(next(f))
+    jsonl = pd.DataFrame(json.loads(line)["answers"] for line in f)
+"""
+
+
+def test_the_documented_pandas_snippet_runs(client, auth, tmp_path, monkeypatch):
+    """The snippet the docs show, run as is on the files the API serves."""
+    pytest.importorskip("pandas")
+    survey_id, _ = publish_and_answer(client, auth)
+    files = {"SURVEY.csv": "export.csv", "SURVEY-codes.csv": "export.csv?codes=true",
+             "SURVEY-codebook.json": "codebook.json", "SURVEY.jsonl": "export.jsonl"}
+    for name, path in files.items():
+        response = client.get(f"/api/surveys/{survey_id}/{path}", headers=auth)
+        assert response.status_code == 200
+        (tmp_path / name).write_bytes(response.get_data())
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(PANDAS_SNIPPET, scope)  # the documented snippet itself
+    assert scope["responses"].shape == scope["codes"].shape == scope["jsonl"].shape == (36, 3)
+    assert scope["alpha"]["smoked"] == 0.5 and scope["beta"]["smoked"] == [0.5, 0.5]
+    codes = scope["codes"]
+    assert scope["jsonl"][list(codes.columns)].to_numpy().tolist() == codes.to_numpy().tolist()
+    assert set(scope["header"]) == {"manifest", "parameters", "central"}
+
+
 # --- R ----------------------------------------------------------------------------------------
 
 R_SNIPPET = 'd <- read.csv("{path}"); write.csv(d, "{out}", row.names = FALSE)'
