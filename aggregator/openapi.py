@@ -14,7 +14,7 @@ from flask import Blueprint, current_app, jsonify
 
 from ldpsurvey.shared import METHODS, Cell, Conditional, Estimate
 from ldpsurvey.shared.manifest import CONCEPT
-from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY, RESEARCHER_NAME, ROLES
+from ldpsurvey.shared.protocol import EXPORT_FORMATS, IDEMPOTENCY_KEY, RESEARCHER_NAME, ROLES
 
 from .errors import ANSWERS
 from .surveys import empty_estimate
@@ -250,6 +250,15 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
         "CrossTabCell": dataclass_schema(Cell),
         "Conditional": dataclass_schema(Conditional),
         "CrossTab": crosstab_schema(),
+        "Central": {
+            "type": "object", "description": "The shuffle-amplified central epsilon",
+            "required": ["delta", "epsilon_per_release", "epsilon_whole_survey", "assumes"],
+            "additionalProperties": False,
+            "properties": {"delta": {"type": "number"},
+                           "epsilon_per_release": {"type": "number"},
+                           "epsilon_whole_survey": {"type": "number"},
+                           "assumes": {"type": "string"}}},
+        "Codebook": codebook_schema(),
         "Estimates": {
             "type": "object",
             "required": ["survey_id", "title", "status", "total_epsilon", "confidence",
@@ -270,14 +279,7 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                                                  "responses waiting for release is shown"},
                 "crosstabs": {"type": "array", "description": "The declared cross-tabs",
                               "items": {"type": "array", "items": {"type": "string"}}},
-                "central": {
-                    "type": "object", "description": "The shuffle-amplified central epsilon",
-                    "required": ["delta", "epsilon_per_release", "epsilon_whole_survey",
-                                 "assumes"], "additionalProperties": False,
-                    "properties": {"delta": {"type": "number"},
-                                   "epsilon_per_release": {"type": "number"},
-                                   "epsilon_whole_survey": {"type": "number"},
-                                   "assumes": {"type": "string"}}},
+                "central": _ref("Central"),
                 "questions": {"type": "array", "items": {
                     "type": "object",
                     "required": ["id", "n", "epsilon", "alpha", "beta", "covariance", "options"],
@@ -322,6 +324,44 @@ CONFIDENCE = {"name": "confidence", "in": "query", "required": False,
 QUESTION = "A question id of the survey"
 EXPORT = {"description": "One row per response, random order",
           "content": {"text/csv": {"schema": {"type": "string", "format": "binary"}}}}
+
+EXPORT_FORMAT = {"name": "format", "in": "query", "required": False,
+                 "description": "plain (default) or rr: R's rr package's layout",
+                 "schema": {"type": "string", "enum": list(EXPORT_FORMATS)}}
+CODES = {"name": "codes", "in": "query", "required": False,
+         "description": "true: option codes instead of labels (plain format only)",
+         "schema": {"type": "string", "enum": ["true", "false"]}}
+
+
+def codebook_schema() -> dict:
+    """exports.codebook's document."""
+    number, text = {"type": "number"}, {"type": "string"}
+    option = {"type": "object", "required": ["code", "label", "csv_value"],
+              "additionalProperties": False,
+              "properties": {"code": {"type": "integer", "minimum": 0}, "label": text,
+                             "csv_value": text}}
+    question = {"type": "object",
+                "required": ["id", "text", "type", "options", "alpha", "beta", "epsilon"],
+                "additionalProperties": False,
+                "properties": {"id": text, "text": text, "type": text,
+                               "options": {"type": "array", "items": option}, "alpha": number,
+                               "beta": {"type": "array", "items": number}, "epsilon": number,
+                               "concept": text, "irr_alpha": number}}
+    return {"type": "object",
+            "required": ["format", "survey_id", "title", "key_id", "release_batch",
+                         "total_epsilon", "central", "released", "last_release",
+                         "exported_at", "values", "questions"],
+            "additionalProperties": False,
+            "properties": {"format": text, "survey_id": text, "title": text, "key_id": text,
+                           "release_batch": {"type": "integer", "minimum": 1},
+                           "total_epsilon": number, "central": _ref("Central"),
+                           "released": {"type": "integer", "minimum": 0},
+                           "last_release": {"type": "integer", "minimum": 0,
+                                            "description": "0: no release yet"},
+                           "exported_at": {"type": "string", "format": "date-time"},
+                           "values": text,
+                           "questions": {"type": "array", "items": question}}}
+
 
 PATHS = {
     "/healthz": {"get": _operation("Health check", {"200": _json(
@@ -406,14 +446,25 @@ PATHS = {
                      "schema": {"type": "string"}},
                     CONFIDENCE])},
     "/api/surveys/{survey_id}/export.csv": {"get": _operation(
-        "Export as CSV", {"200": EXPORT, **_errors("401", "403", "404")}, security=BEARER,
-        parameters=[SURVEY_ID])},
+        "Export as CSV: question ids, then option labels (codes=true: codes); format=rr: the "
+        "design in # comment lines, then codes",
+        {"200": EXPORT, **_errors("400", "401", "403", "404")}, security=BEARER,
+        parameters=[SURVEY_ID, EXPORT_FORMAT, CODES])},
+    "/api/surveys/{survey_id}/codebook.json": {"get": _operation(
+        "What each export's columns and values mean",
+        {"200": _json(_ref("Codebook"), "Codebook"), **_errors("401", "403", "404")},
+        security=BEARER, parameters=[SURVEY_ID])},
+    "/api/surveys/{survey_id}/codebook.md": {"get": _operation(
+        "The codebook as Markdown tables",
+        {"200": {"description": "Codebook", "content": {"text/markdown": {
+            "schema": {"type": "string", "format": "binary"}}}}, **_errors("401", "403", "404")},
+        security=BEARER, parameters=[SURVEY_ID])},
     "/api/surveys/{survey_id}/export.jsonl": {"get": _operation(
         "Export as JSON lines", {"200": {"description": "Manifest line, then one per response",
                                          "content": {"application/jsonl": {
                                              "schema": {"type": "string",
                                                         "format": "binary"}}}},
-                                 **_errors("401", "403", "404")},
+                                 **_errors("400", "401", "403", "404")},
         security=BEARER, parameters=[SURVEY_ID])},
 }
 

@@ -2,6 +2,8 @@
 tokens, exports and estimates. Which survey a key may use is the services' decision
 (access.py); these check only the key's role."""
 
+import json
+
 from flask import (
     Blueprint,
     Response,
@@ -12,7 +14,7 @@ from flask import (
     url_for,
 )
 
-from . import access, intake, settings, surveys
+from . import access, exports, intake, settings, surveys
 from .auth import PEOPLE, request_caller, require_key
 from .db import get_db, release_on_close
 from .http import created, idempotency_key, json_body
@@ -100,13 +102,32 @@ def mint_tokens(survey_id: str, caller: KeyRecord):
 @bp.get("/api/surveys/<survey_id>/export.<any(csv, jsonl):kind>")
 @require_key(*PEOPLE)
 def export(survey_id: str, kind: str, caller: KeyRecord):
-    """Every response, one per row in random order, with the manifest and design parameters,
-    streamed as it is read (constant memory at any size)."""
-    result = surveys.export(get_db(), caller, survey_id, kind,
+    """Every response, one per row in random order, streamed as it is read (constant memory at
+    any size). Query (CSV only): format (plain or rr), codes (true: option codes, not labels)."""
+    options = surveys.export_options(kind, request.args.get("format"), request.args.get("codes"))
+    result = surveys.export(get_db(), caller, survey_id, options,
                             current_app.config["CENTRAL_DELTA"])
     return release_on_close(Response(stream_with_context(result.body), mimetype=result.mimetype,
-                                     headers={"Content-Disposition":
-                                              f'attachment; filename="{result.filename}"'}))
+                                     headers=attachment(result.filename)))
+
+
+CODEBOOK_MIMETYPES = {"json": "application/json", "md": "text/markdown"}
+
+
+@bp.get("/api/surveys/<survey_id>/codebook.<any(json, md):kind>")
+@require_key(*PEOPLE)
+def codebook(survey_id: str, kind: str, caller: KeyRecord):
+    """What each export's columns and values mean (exports.codebook), as JSON or Markdown."""
+    book = surveys.codebook(get_db(), caller, survey_id, current_app.config["CENTRAL_DELTA"])
+    text = (json.dumps(book, indent=2, ensure_ascii=False) + "\n" if kind == "json"
+            else exports.codebook_markdown(book))
+    return Response(text, mimetype=CODEBOOK_MIMETYPES[kind],
+                    headers=attachment(f"{survey_id}-codebook.{kind}"))
+
+
+def attachment(filename: str) -> dict[str, str]:
+    """The header that makes a browser save the body as `filename`."""
+    return {"Content-Disposition": f'attachment; filename="{filename}"'}
 
 
 @bp.get("/api/surveys/<survey_id>/estimates")

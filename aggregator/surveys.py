@@ -4,6 +4,7 @@ estimates document, cross-tabs and the exports."""
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from ldpsurvey.shared import (
@@ -22,7 +23,7 @@ from ldpsurvey.shared import (
 )
 from ldpsurvey.shared.budget import exceeds
 from ldpsurvey.shared.crosstab import size_problem
-from ldpsurvey.shared.protocol import schedule_words
+from ldpsurvey.shared.protocol import EXPORT_FORMATS, schedule_words
 from ldpsurvey.shared.shuffle import central_epsilon
 
 from . import access, exports, releases, store
@@ -393,14 +394,37 @@ class Export:
     filename: str
 
 
-EXPORT_FORMATS = {"csv": (exports.to_csv, "text/csv"),
-                  "jsonl": (exports.to_jsonl, "application/jsonl")}
+MIMETYPES = {"csv": "text/csv", "jsonl": "application/jsonl"}
 
 
-def export(db: Connection, caller: KeyRecord, survey_id: str, kind: str,
+@dataclass(frozen=True)
+class ExportOptions:
+    kind: str  # "csv" or "jsonl"
+    layout: str = "plain"  # a CSV's: EXPORT_FORMATS
+    codes: bool = False  # the plain CSV holds option codes instead of labels
+
+
+def export_options(kind: str, layout: str | None, codes: str | None) -> ExportOptions:
+    """Parse and check the query of an export: `format` (plain or rr) and `codes` (true or
+    false) for the CSV; the rr CSV always holds codes, the JSON lines take neither.
+    InvalidParameter."""
+    if kind == "jsonl" and (layout, codes) != (None, None):
+        raise InvalidParameter("format and codes apply to export.csv only")
+    if layout not in (None, *EXPORT_FORMATS):
+        raise InvalidParameter(f"format must be one of {', '.join(EXPORT_FORMATS)}")
+    if codes not in (None, "true", "false"):
+        raise InvalidParameter("codes must be true or false")
+    if layout == "rr" and codes is not None:
+        raise InvalidParameter("codes applies to the plain format only: rr always holds codes")
+    return ExportOptions(kind, layout or "plain", codes == "true")
+
+
+def export(db: Connection, caller: KeyRecord, survey_id: str, options: ExportOptions,
            central_delta: float) -> Export:
-    """Every released response, one per row in a random order, with the manifest, design
-    parameters and central epsilon, streamed. SurveyNotFound, Forbidden (access.check).
+    """Every released response, one per row in a random order, streamed: the plain CSV with a
+    header of question ids and option labels (or codes), the rr CSV and the JSON lines with the
+    manifest, design parameters and central epsilon first. SurveyNotFound, Forbidden
+    (access.check).
 
     The order is that of the responses' ids: 96 bits from the OS's CSPRNG drawn at release,
     independent of the answers and of arrival. Sorting independent, identically distributed
@@ -408,20 +432,41 @@ def export(db: Connection, caller: KeyRecord, survey_id: str, kind: str,
     have a chance below n^2 / 2^97), so the order is uniformly random, yet needs no shuffle in
     memory: the database reads the rows in its index's order. It is the same in every export."""
     stored = access.check(db, caller, survey_id, access.READ)
-    write, mimetype = EXPORT_FORMATS[kind]
-    return Export(_export_body(db, stored, write, central_delta), mimetype,
-                  f"{survey_id}.{kind}")
+    return Export(_export_body(db, stored, options, central_delta), MIMETYPES[options.kind],
+                  f"{survey_id}.{options.kind}")
 
 
-def _export_body(db: Connection, stored: store.StoredSurvey, write: Callable,
+def _export_body(db: Connection, stored: store.StoredSurvey, options: ExportOptions,
                  central_delta: float) -> Iterator[str]:
     """The export's pieces: the header and the number of the last release read in one
     snapshot, then the rows of those releases (store.stored_answers, in short reads that never
     hold up the scrub), so header and rows agree even while releases go on."""
-    survey_id = stored.survey.survey_id
+    survey, survey_id = stored.survey, stored.survey.survey_id
+    amplified, _, through = _released(db, survey, central_delta)
+    answers = store.stored_answers(db, survey_id, through)
+    if options.kind == "jsonl":
+        yield from exports.to_jsonl(survey, stored.manifest, amplified, answers)
+    elif options.layout == "rr":
+        yield from exports.to_rr_csv(survey, stored.manifest, amplified, answers)
+    else:
+        yield from exports.to_csv(survey, answers, options.codes)
+
+
+def _released(db: Connection, survey: Survey,
+              central_delta: float) -> tuple[dict, int, int]:
+    """In one snapshot: the central epsilon, how many responses are released, and the number
+    of the last release (0 before the first)."""
     with db.snapshot():
-        amplified = central(stored.survey, store.smallest_release(db, survey_id),
-                            store.released_count(db, survey_id), central_delta)
-        through = store.last_release_number(db, survey_id)
-    yield from write(stored.survey, stored.manifest, amplified,
-                     store.stored_answers(db, survey_id, through))
+        released = store.released_count(db, survey.survey_id)
+        amplified = central(survey, store.smallest_release(db, survey.survey_id), released,
+                            central_delta)
+        return amplified, released, store.last_release_number(db, survey.survey_id)
+
+
+def codebook(db: Connection, caller: KeyRecord, survey_id: str, central_delta: float) -> dict:
+    """The codebook of the survey's exports (exports.codebook) as of now. SurveyNotFound,
+    Forbidden (access.check)."""
+    stored = access.check(db, caller, survey_id, access.READ)
+    amplified, released, through = _released(db, stored.survey, central_delta)
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    return exports.codebook(stored.survey, amplified, released, through, now)

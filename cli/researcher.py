@@ -16,7 +16,7 @@ from ldpsurvey.shared import (
     parse_manifest,
     read_definition,
 )
-from ldpsurvey.shared.protocol import MAX_TOKENS_PER_REQUEST
+from ldpsurvey.shared.protocol import EXPORT_FORMATS, MAX_TOKENS_PER_REQUEST
 
 from . import check
 from .api import Api, can_prompt, pass_api, url_option
@@ -196,19 +196,34 @@ def tokens(api: Api, survey_id: str, count: int, as_json: bool) -> None:
               help="The cross-tab of questions A (rows) and B (columns) instead.")
 @json_option
 @click.option("--csv", "export", flag_value="csv",
-              help="Print the raw randomized responses as CSV (with the design parameters).")
-@click.option("--jsonl", "export", flag_value="jsonl", help="The same as JSON lines.")
+              help="Print the randomized responses as CSV: a header of question ids, one row "
+                   "per response, option labels (pandas.read_csv / read.csv load it as is).")
+@click.option("--jsonl", "export", flag_value="jsonl",
+              help="The responses as JSON lines: a first line with the manifest, design "
+                   "parameters and central epsilon, then one {\"answers\": {id: code}} each.")
 @click.option("--output", type=click.Path(dir_okay=False, writable=True),
               help="Write the --csv or --jsonl export to this file, with a progress bar.")
+@click.option("--codes", is_flag=True,
+              help="With --csv: option codes (0, 1, ...) instead of option labels.")
+@click.option("--format", "layout", type=click.Choice(EXPORT_FORMATS), default="plain",
+              show_default=True,
+              help="With --csv: plain (a header row, one row per response) or rr (the design "
+                   "in # comment lines first, then option codes, for R's rr package).")
+@click.option("--codebook", type=click.Path(dir_okay=False, writable=True),
+              help="With --csv or --jsonl: also write the codebook (what each column and "
+                   "value means) to this file, as Markdown if it ends in .md, else JSON.")
 @pass_api
 def results(api: Api, survey_id: str, confidence: float, method: str, simultaneous: bool,
             difference: str | None, crosstab: str | None, as_json: bool,
-            export: str | None, output: str | None) -> None:
+            export: str | None, output: str | None, codes: bool, layout: str,
+            codebook: str | None) -> None:
     """Print a survey's estimates (public surveys need no key), a difference of two options,
     a cross-tab of two questions, or export its responses."""
     if export:
-        _export(api, survey_id, export, output)
+        _export(api, survey_id, export + _export_query(export, codes, layout), output, codebook)
         return
+    if codes or layout != "plain" or codebook:
+        raise click.UsageError("--codes, --format and --codebook go with --csv or --jsonl")
     if crosstab:
         _crosstab(api, survey_id, crosstab, confidence, as_json)
         return
@@ -222,11 +237,28 @@ def results(api: Api, survey_id: str, confidence: float, method: str, simultaneo
         _print_estimates(body)
 
 
-def _export(api: Api, survey_id: str, kind: str, output: str | None) -> None:
-    """Stream the export to stdout (`terminal.clean`ed if it is a terminal), or to `output`
-    with a progress bar over the released responses (one line each), in constant memory at
-    any size."""
-    path = f"/api/surveys/{survey_id}/export.{kind}"
+def _export_query(kind: str, codes: bool, layout: str) -> str:
+    """The export's query string for --codes and --format (checked: they fit the CSV only,
+    and rr always holds codes)."""
+    if kind != "csv" and (codes or layout != "plain"):
+        raise click.UsageError("--codes and --format go with --csv")
+    if codes and layout != "plain":
+        raise click.UsageError("--codes goes with --format plain: rr always holds codes")
+    return "?codes=true" if codes else "?format=rr" if layout == "rr" else ""
+
+
+def _export(api: Api, survey_id: str, export: str, output: str | None,
+            codebook: str | None) -> None:
+    """Write the codebook to `codebook` (its exact bytes, .md: Markdown, else JSON), if given;
+    then stream the export (`export`: its kind and query) to stdout (`terminal.clean`ed if it
+    is a terminal), or to `output` with a progress bar over the released responses (one line
+    each), in constant memory at any size."""
+    if codebook:
+        kind = "md" if codebook.endswith(".md") else "json"
+        with open(codebook, "wb") as file:
+            file.write(api.get(f"/api/surveys/{survey_id}/codebook.{kind}").body)
+        click.echo(f"codebook written to {codebook}", err=True)
+    path = f"/api/surveys/{survey_id}/export.{export}"
     if output is None:
         with api.stream(path) as pieces:
             # on a terminal what it can show; in a pipe or file the exact bytes

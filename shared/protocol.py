@@ -21,6 +21,9 @@ MAX_TOKENS_PER_REQUEST = 10_000  # invitation tokens minted at once (likewise)
 ROLES = ("researcher", "relay", "admin")
 RESEARCHER_NAME = re.compile(r"[a-z0-9][a-z0-9._@-]{0,63}")  # a researcher's unique name
 SESSION_HOURS = 12  # a results-page login lasts this long (default of the aggregator's setting)
+# A CSV export's layouts (query `format`): plain (the default: a header of question ids, one row
+# per response) and rr (the design in `#` comment lines first, for R's rr package).
+EXPORT_FORMATS = ("plain", "rr")
 
 
 def next_instant(now: float, every: float) -> float:

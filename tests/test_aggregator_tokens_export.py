@@ -132,9 +132,9 @@ def canon(rows):
     return sorted(tuple(sorted(row.items())) for row in rows)
 
 
-def test_csv_export(client, auth, survey_id):
+def test_rr_csv_export(client, auth, survey_id):
     sent = submit_many(client, auth, survey_id, 60)
-    response = client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth)
+    response = client.get(f"/api/surveys/{survey_id}/export.csv?format=rr", headers=auth)
     assert response.status_code == 200 and response.mimetype == "text/csv"
     lines = response.text.splitlines()
     comments = [line for line in lines if line.startswith("#")]

@@ -71,7 +71,7 @@ def test_an_export_of_200000_responses_streams_in_constant_memory(tmp_path, data
         sampler = threading.Thread(target=sample)
         sampler.start()
         exported = Counter()
-        request = urllib.request.Request(f"{base}/api/surveys/{survey_id}/export.csv",
+        request = urllib.request.Request(f"{base}/api/surveys/{survey_id}/export.csv?codes=true",
                                          headers={"Authorization": f"Bearer {key}"})
         try:
             with urllib.request.urlopen(request, timeout=120) as response:
@@ -148,7 +148,8 @@ def test_a_release_during_an_export_waits_for_nothing_and_changes_nothing_in_it(
     key = auth["Authorization"].removeprefix("Bearer ")
     with app.app_context():
         db = get_db()
-        body = surveys.export(db, accounts.key_in_use(db, key), survey_id, "csv", 1e-6).body
+        body = surveys.export(db, accounts.key_in_use(db, key), survey_id,
+                              surveys.ExportOptions("csv", "rr"), 1e-6).body
         head = next(body)  # the snapshot is open from here
         during = []
         writer = threading.Thread(target=lambda: during.append(release()))
@@ -159,6 +160,6 @@ def test_a_release_during_an_export_waits_for_nothing_and_changes_nothing_in_it(
     assert len(rows) == 100 and '"epsilon_whole_survey"' in head
     header = json.loads(head.split("# central: ")[1].splitlines()[0])
     assert header["delta"] == min(1e-6, 1 / (10 * 100))  # from the 100 it exported, not 200
-    after = client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth).get_data(
+    after = client.get(f"/api/surveys/{survey_id}/export.csv?format=rr", headers=auth).get_data(
         as_text=True).splitlines()
     assert len([line for line in after if not line.startswith(("#", "q0"))]) == 200

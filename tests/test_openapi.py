@@ -60,6 +60,14 @@ def exercise(client, auth):
     client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth)
     client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth)
     client.get(f"/api/surveys/{survey_id}/export.csv")
+    for query in ("?codes=true", "?codes=false", "?format=rr", "?format=plain", "?format=spss",
+                  "?format=rr&codes=true", "?codes=1"):
+        client.get(f"/api/surveys/{survey_id}/export.csv{query}", headers=auth)  # 200, 400
+    client.get(f"/api/surveys/{survey_id}/export.jsonl?codes=true", headers=auth)  # 400
+    for kind in ("json", "md"):
+        client.get(f"/api/surveys/{survey_id}/codebook.{kind}", headers=auth)
+        client.get(f"/api/surveys/{survey_id}/codebook.{kind}")  # 401
+        client.get(f"/api/surveys/nope/codebook.{kind}", headers=auth)  # 404
     from ldpsurvey.aggregator import create_api_key
 
     create_api_key(client.application, name="bob")

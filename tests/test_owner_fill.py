@@ -83,9 +83,9 @@ def mechanism_thresholds(question: dict):
 
 
 def exported(client, auth, survey_id) -> Counter:
-    body = client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth).get_data(as_text=True)
-    rows = [line for line in body.splitlines() if not line.startswith("#")]
-    reader = csv.DictReader(io.StringIO("\n".join(rows)))
+    body = client.get(f"/api/surveys/{survey_id}/export.csv?codes=true",
+                      headers=auth).get_data(as_text=True)
+    reader = csv.DictReader(io.StringIO(body))
     return Counter(json.dumps({k: int(reader_row[k]) for k in OWN}, sort_keys=True)
                    for reader_row in reader)
 
