@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from collections import Counter
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -228,21 +229,14 @@ def test_export_options_out_of_place_are_one_line_and_exit_2(arguments):
 
 # --- the documented snippets ------------------------------------------------------------------
 
-PANDAS_SNIPPET = """
-import json
-import pandas as pd
+def readme_pandas_snippet() -> str:
+    """The pandas snippet README.md's Export section shows."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### Export\n", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
 
-responses = pd.read_csv("SURVEY.csv")              # labels; one row per response
-codes = pd.read_csv("SURVEY-codes.csv")            # from --codes / ?codes=true: integers
-with open("SURVEY-codebook.json") as f:
-    book = json.load(f)
-alpha = {q["id"]: q["alpha"] for q in book["questions"]}
-beta = {q["id"]: q["beta"] for q in book["questions"]}     # beta[id][code]
-# JSON lines: the first line is the header, the rest responses
-with open("SURVEY.jsonl") as f:
-    header = json.loads(next(f))
-    jsonl = pd.DataFrame(json.loads(line)["answers"] for line in f)
-"""
+
+PANDAS_SNIPPET = readme_pandas_snippet()
 
 
 def test_the_documented_pandas_snippet_runs(client, auth, tmp_path, monkeypatch):
