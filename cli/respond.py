@@ -7,6 +7,7 @@ import json
 import click
 
 from ldpsurvey.client import (
+    INTRO,
     WHY_IT_MAY_DIFFER,
     ApiError,
     Ceilings,
@@ -15,10 +16,12 @@ from ldpsurvey.client import (
     OverBudget,
     SurveyUnavailable,
     TrustError,
+    bound_note,
     fetch_survey,
     ledger,
     prepare,
     release_note,
+    release_summary,
     submit,
     survey_notes,
     unanswered,
@@ -42,6 +45,10 @@ from .terminal import clean
 YES = {"yes", "y", "1", "true"}
 NO = {"no", "n", "0", "false"}
 NOT_ANSWERING = (TrustError, SurveyUnavailable, OverBudget, ApiError, NetworkError, ValueError)
+# What a refusal by the respondent's own limits says first, before the exact reason.
+TOO_MUCH = "this survey could reveal more about you than your limits allow"
+DETAILS_HINT = "(Add --details to see how your answers are protected: the exact chances and " \
+               "your limits.)"
 
 lifetime_option = click.option(
     "--max-lifetime-epsilon", type=click.FloatRange(0, min_open=True),
@@ -131,6 +138,9 @@ def read_link(url: str | None, ask: bool, insecure_http: bool) -> Link:
 @click.option("--answers", "answers_text", metavar="Q=A,...",
               help="Answers without prompting, e.g. smoked=yes,sleep=2.")
 @click.option("--yes", "assume_yes", is_flag=True, help="Send without asking to confirm.")
+@click.option("--details", is_flag=True,
+              help="Also show how your answers are protected: each question's exact chances, "
+                   "epsilon, your limits and this device's ledger.")
 @click.option("--public-key", help="Accept this public key (base64) for the aggregator instead "
               "of pinning the one it presents on first use; what this device kept for a key "
               "pinned before moves to it.")
@@ -138,9 +148,10 @@ def read_link(url: str | None, ask: bool, insecure_http: bool) -> Link:
 def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str | None,
             token: str | None, max_epsilon: float, max_total_epsilon: float,
             max_lifetime_epsilon: float, max_aggregator_epsilon: float | None,
-            answers_text: str | None, assume_yes: bool, public_key: str | None,
+            answers_text: str | None, assume_yes: bool, details: bool, public_key: str | None,
             as_json: bool) -> None:
     """Answer a survey. Your answers are randomized here; only the randomized ones are sent.
+    What happens is said in everyday words; --details adds the exact chances and limits.
     --json asks no question (every answer still to give comes from --answers; it needs --yes)
     and prints what was sent: the randomized answers, the server's acknowledgement, the
     epsilon charged and this device's ledger for the aggregator; the rest goes to stderr."""
@@ -151,16 +162,18 @@ def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str
         sent = answer(url, ask_link, insecure_http, survey_id, token,
                       Ceilings(max_epsilon, max_total_epsilon, max_lifetime_epsilon,
                                max_aggregator_epsilon),
-                      answers_text, assume_yes, public_key, ask=not as_json)
+                      answers_text, assume_yes, public_key, ask=not as_json,
+                      details=details)
     if as_json:
         emit_json(sent)
 
 
 def answer(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str | None,
            token: str | None, ceilings: Ceilings, answers_text: str | None, assume_yes: bool,
-           public_key: str | None, ask: bool) -> dict | None:
+           public_key: str | None, ask: bool, details: bool = False) -> dict | None:
     """`respond` itself: what was sent (`sent_document`), or None if the respondent declined.
-    ask=False: a true answer missing from --answers is a usage error, never a prompt."""
+    ask=False: a true answer missing from --answers is a usage error, never a prompt.
+    details: also print how the answers are protected (epsilon, limits, exact chances)."""
     link = read_link(url, ask_link, insecure_http)
     if survey_id and link.survey_id and survey_id != link.survey_id:
         raise click.BadParameter("the link is for another survey", param_hint="'--survey'")
@@ -168,9 +181,10 @@ def answer(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str 
     if not survey_id:
         raise click.UsageError("give --survey, or the survey link with --url or --link")
     state = open_state()
-    verified = verify(link.base, survey_id, state, ceilings, public_key, token or link.token)
+    verified = verify(link.base, survey_id, state, ceilings, public_key, token or link.token,
+                      details)
     given = parse_answers_option(answers_text)
-    true_answers = collect_answers(verified, state, given, ask)
+    true_answers = collect_answers(verified, state, given, ask, details)
     if set(true_answers) - set(given):  # some were typed here: review them before randomizing
         true_answers = review(verified.survey, true_answers)
     try:  # another run may have answered a changed version of it since it was fetched
@@ -178,13 +192,16 @@ def answer(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str 
     except TrustError as exc:
         raise click.ClickException(clean(f"not answering: {exc}")) from None
     del true_answers  # from here on only randomized answers exist
-    return confirm_and_send(verified, submission, state, token or link.token, assume_yes)
+    return confirm_and_send(verified, submission, state, token or link.token, assume_yes,
+                            details)
 
 
 def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
-           public_key: str | None, token: str | None) -> VerifiedSurvey:
+           public_key: str | None, token: str | None, details: bool = False) -> VerifiedSurvey:
     """Fetch the survey, check its signature against the pinned (or given) key, the ceilings,
-    that it is open and the lifetime budget; say which key is trusted and show the survey."""
+    that it is open and the lifetime budget; say which key is trusted and show the survey,
+    what happens to the answers in everyday words, and with `details` the epsilon, limits and
+    ledger."""
     try:
         key = base64.b64decode(public_key, validate=True) if public_key else None
     except binascii.Error:
@@ -192,6 +209,8 @@ def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
     before = state.pinned_key(url)
     try:
         verified = fetch_survey(url, survey_id, state, ceilings, key, token)
+    except OverBudget as exc:
+        raise click.ClickException(clean(f"not answering: {TOO_MUCH}. {exc}")) from None
     except NOT_ANSWERING as exc:
         raise click.ClickException(clean(f"not answering: {exc}")) from None
     if before is None:
@@ -202,8 +221,14 @@ def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
                    f"device kept for key {key_id(before)} moved to it.")
     survey = verified.survey
     click.echo(f"\n{clean(survey.title)}\n{clean(survey.description, keep_newlines=True)}\n")
+    click.echo(INTRO)
+    click.echo(bound_note(verified.epsilon.values()))
+    if not details:
+        click.echo(DETAILS_HINT)
+        return verified
     cost = ledger.charge_for(verified, state)
-    click.echo(f"Privacy: epsilon {verified.total_epsilon:.3g} for the whole submission "
+    click.echo(f"\nHow your answers are protected. Privacy: epsilon "
+               f"{verified.total_epsilon:.3g} for the whole submission "
                f"(your ceilings: {ceilings.per_question:.3g} per question, "
                f"{ceilings.total:.3g} in all). Sending it adds {cost.device:.3g} to the "
                f"{ledger.device_spent(state):.3g} this device has disclosed to all aggregators "
@@ -215,10 +240,10 @@ def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
 
 
 def collect_answers(verified: VerifiedSurvey, state: LocalState, given: dict[str, str],
-                    ask: bool = True) -> dict[str, int]:
+                    ask: bool = True, details: bool = False) -> dict[str, int]:
     """The true answers to the questions not randomized before on this device: from
-    --answers, else asked one by one, each with its privacy note (ask=False: a usage error
-    naming the first one missing)."""
+    --answers, else asked one by one, with `details` each with its privacy note (ask=False:
+    a usage error naming the first one missing)."""
     survey = verified.survey
     pending = set(unanswered(verified, state))
     record = state.record(verified.key_id, survey.survey_id)
@@ -234,11 +259,13 @@ def collect_answers(verified: VerifiedSurvey, state: LocalState, given: dict[str
         click.echo("\n" + clean(f"[{question.id}] {question.text}"))
         click.echo(clean("  " + "  ".join(f"{j}) {o}" for j, o in
                                               enumerate(question.options))))
-        click.echo(f"  {notes[question.id]}")
+        if details:
+            click.echo(f"  {notes[question.id]}")
         if question.id in record["answers"]:
-            click.echo("  (answered before: the earlier randomized answer is reused)")
+            click.echo("  (you answered this before: that answer is used again)")
         elif question.id not in pending:
-            click.echo("  (nothing to answer: your permanent answer for this concept is used)")
+            click.echo("  (nothing to answer: you answered this in an earlier survey, and that "
+                       "answer is used)")
         elif question.id in given:
             true_answers[question.id] = parse_choice(question, given[question.id])
         elif not ask:
@@ -255,11 +282,13 @@ def review(survey: Survey, true_answers: dict[str, int]) -> dict[str, int]:
     anything is randomized (once randomized they are final: asking again until a report one
     likes would bias the estimates)."""
     while True:
-        click.echo("\nYour answers, not yet randomized (they never leave this device):")
+        click.echo("\nYour answers, before the coin flips (only you see them; they never "
+                   "leave this device):")
         for qid, index in true_answers.items():
             click.echo(clean(f"  [{qid}] {survey.question(qid).options[index]}"))
-        choice = click.prompt("Press Enter to randomize them (final), or type a question id "
-                              "to change its answer", default="", show_default=False).strip()
+        choice = click.prompt("Press Enter to flip the coins (then they are final), or type a "
+                              "question id to change its answer", default="",
+                              show_default=False).strip()
         if not choice:
             return true_answers
         if choice not in true_answers:
@@ -273,25 +302,29 @@ def review(survey: Survey, true_answers: dict[str, int]) -> dict[str, int]:
 def again_message(record: dict) -> str:
     """What answering a survey again does, saying truly whether it was sent before."""
     if record["submitted"]:
-        return ("You already sent this survey from this device: the same randomized answers "
-                "are sent again, which reveals nothing new and is counted once.")
+        return ("You already sent this survey from this device. The same answers are sent "
+                "again: that reveals nothing new, and they are counted once.")
     if record["charged"] is not None:
         return ("You tried to send this survey from this device before, without confirmation "
-                "that it arrived: the same randomized answers are sent, counted once.")
-    return ("You answered this survey on this device before but did not send it: the "
-            "randomized answers kept then are used, so nothing new is revealed.")
+                "that it arrived. The same answers are sent, and counted once.")
+    return ("You answered this survey on this device before but did not send it. The same "
+            "answers are used, so nothing new is revealed.")
 
 
 def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: LocalState,
-                     token: str | None, assume_yes: bool) -> dict | None:
-    """Show exactly what will be sent, ask to confirm (unless --yes), send it: what was sent
-    (`sent_document`), or None if the respondent declined."""
+                     token: str | None, assume_yes: bool, details: bool = False) -> dict | None:
+    """Show exactly what will be sent (with `details`, the request body too), ask to confirm
+    (unless --yes), send it: what was sent (`sent_document`), or None if the respondent
+    declined."""
     survey = verified.survey
-    shown = {qid: survey.question(qid).options[index] for qid, index in submission.answers.items()}
-    click.echo("\nThis is exactly what will be sent (randomized on this device):")
-    click.echo(clean(f"  {json.dumps(submission.body())}   i.e. {shown}"))
+    click.echo("\nThis is exactly what will be sent, after the coin flips on this device:")
+    for qid, index in submission.answers.items():
+        click.echo(clean(f"  [{qid}] {survey.question(qid).options[index]}"))
     click.echo(WHY_IT_MAY_DIFFER)
-    click.echo(release_note(survey.release_batch))
+    click.echo(release_summary(survey.release_batch))
+    if details:
+        click.echo(clean(f"The request body: {json.dumps(submission.body())}"))
+        click.echo(release_note(survey.release_batch))
     if not assume_yes and not click.confirm("Send it?", default=True):
         click.echo("Not sent. Your randomized answers are kept, so answering later sends the "
                    "same ones.")
@@ -299,7 +332,9 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
     charge = ledger.charge_for(verified, state)
     try:
         reply = submit(verified, submission, state, token)
-    except (OverBudget, TrustError) as exc:
+    except OverBudget as exc:
+        raise click.ClickException(clean(f"not sent: {TOO_MUCH}. {exc}")) from None
+    except TrustError as exc:
         raise click.ClickException(clean(f"not sent: {exc}")) from None
     except NetworkError as exc:
         raise click.ClickException(
@@ -312,10 +347,12 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
                 "already used. Each invitation answers once; if you answered with it before, "
                 "on another device or in a browser, that answer was counted.") from None
         raise click.ClickException(clean(f"not sent: {exc}")) from None
-    click.echo(f"Sent. Thank you. This device has now disclosed epsilon "
-               f"{ledger.device_spent(state):.3g} to all aggregators, of your lifetime budget "
-               f"of {verified.ceilings.lifetime:.3g}; this aggregator has received "
-               f"{ledger.spent(state, verified.key_id):.3g} of it.")
+    click.echo("Sent. Thank you. Your real answers never left this device.")
+    if details:
+        click.echo(f"This device has now disclosed epsilon {ledger.device_spent(state):.3g} to "
+                   f"all aggregators, of your lifetime budget of "
+                   f"{verified.ceilings.lifetime:.3g}; this aggregator has received "
+                   f"{ledger.spent(state, verified.key_id):.3g} of it.")
     return sent_document(verified, submission, reply, charge, state)
 
 

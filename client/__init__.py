@@ -12,14 +12,23 @@ randomized answers.
 from .ceilings import Ceilings
 from .http import ApiError, NetworkError
 from .ledger import OverBudget
-from .notes import WHY_IT_MAY_DIFFER, concept_note, question_note, release_note, survey_notes
+from .notes import (
+    INTRO,
+    WHY_IT_MAY_DIFFER,
+    bound_note,
+    concept_note,
+    question_note,
+    release_note,
+    release_summary,
+    survey_notes,
+)
 from .respondent import Submission, prepare, submit, unanswered
 from .state import LocalState
 from .verify import SurveyUnavailable, TrustError, VerifiedSurvey, fetch_survey
 
 __all__ = [
-    "WHY_IT_MAY_DIFFER", "ApiError", "Ceilings", "LocalState", "NetworkError", "OverBudget",
-    "Submission", "SurveyUnavailable", "TrustError", "VerifiedSurvey", "concept_note",
-    "fetch_survey", "prepare", "question_note", "release_note", "submit", "survey_notes",
+    "INTRO", "WHY_IT_MAY_DIFFER", "ApiError", "Ceilings", "LocalState", "NetworkError", "OverBudget",
+    "Submission", "SurveyUnavailable", "TrustError", "VerifiedSurvey", "bound_note", "concept_note",
+    "fetch_survey", "prepare", "question_note", "release_note", "release_summary", "submit", "survey_notes",
     "unanswered",
 ]

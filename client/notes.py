@@ -1,5 +1,7 @@
 """Plain-words privacy notes for respondents, from a survey's own numbers."""
 
+from collections.abc import Iterable
+
 from ldpsurvey.shared import Question, posterior_bounds
 
 from .verify import VerifiedSurvey
@@ -9,11 +11,34 @@ def percent(p: float) -> str:
     return f"{100 * p:.0f} %"
 
 
-# Shown on the review screen of the CLI and the web form (shared/web/form.js has a copy).
-WHY_IT_MAY_DIFFER = ("A randomized answer may differ from the one you gave: your device "
-                     "sometimes reports another option on purpose, so no single answer shows "
-                     "what you said, while the researchers can still estimate how common each "
-                     "answer is across everyone.")
+# The words a respondent reads first, in the CLI and the web form (shared/web/form.js has a
+# copy of each, which the browser tests compare): what happens, in everyday words. Epsilon,
+# limits and the exact chances are in "How your answers are protected" (question_note and the
+# rest below), one tap (or --details) away.
+INTRO = ("Your device flips a coin for each answer before sending it, and sometimes sends "
+         "another answer on purpose. No one can know your real answers. The researchers can "
+         "still count how common each answer is.")
+
+WHY_IT_MAY_DIFFER = ("Some answers may differ from what you chose. That is on purpose: it "
+                     "keeps your real answers private.")
+
+
+def bound_note(epsilons: Iterable[float]) -> str:
+    """The concrete bound read first: one report of a question with epsilon e moves a belief of
+    at most 1/2 to at most e^e / (1 + e^e) (posterior_bounds), here for the question that
+    reveals most. "No idea before" is a prior of at most 1/2 on the answer (a larger bound
+    holds for nobody who starts at 1/2 or less)."""
+    most = max(posterior_bounds(0.5, epsilon).high for epsilon in epsilons)
+    return (f"From one sent answer, someone with no idea before can be at most {percent(most)} "
+            "sure of your real answer.")
+
+
+def release_summary(release_batch: int) -> str:
+    """release_note in everyday words."""
+    if release_batch <= 1:
+        return "The researchers see your answers as soon as they arrive."
+    return (f"The researchers see your answers only mixed with others, in groups of at least "
+            f"{release_batch} (the last can be smaller).")
 
 
 def question_note(question: Question, epsilon: float, total_epsilon: float) -> str:

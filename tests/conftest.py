@@ -8,6 +8,7 @@ is emptied after each test, which costs far less than a schema per test.
 import json
 import os
 import secrets
+import shutil
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,34 @@ def live_server(app):
     yield url
     server.shutdown()
     thread.join()
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium, headless, driven by Playwright (one per test module)."""
+    require(Path(CHROMIUM).exists(),
+            "Chromium is not installed (apt-get install chromium chromium-driver)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "playwright is not installed (pip install 'ldp-survey[test]')")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page (its own storage) at a phone-like 420 by 900 px."""
+    context = browser.new_context(viewport={"width": 420, "height": 900})
+    page = context.new_page()
+    yield page
+    context.close()

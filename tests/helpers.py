@@ -1,6 +1,7 @@
 """Helpers the test modules share (fixtures live in conftest.py)."""
 
 import contextlib
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -128,3 +129,8 @@ def serving(handler: type) -> Iterator[str]:
         server.shutdown()
         thread.join()
         server.server_close()
+
+
+def sent_body(stdout: str) -> dict:
+    """The request body `respond --details` showed as exactly what will be sent."""
+    return json.loads(stdout.split("The request body: ")[1].splitlines()[0])

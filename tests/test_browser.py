@@ -5,7 +5,6 @@ import csv
 import io
 import json
 import math
-import shutil
 from importlib import resources
 from pathlib import Path
 from urllib.parse import urlparse
@@ -17,7 +16,6 @@ from ldpsurvey.shared.mechanism import compose
 
 from helpers import release_due, released_n, require
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 # Released at once, so a test reads the count right after answering.
 HEALTH = {**read_definition(resources.files("ldpsurvey.shared") / "examples" / "health.toml"),
@@ -30,32 +28,6 @@ TRUE_ANSWERS = {"smoked": "Yes", "drank_and_drove": "No", "cannabis": "No", "sle
 def database_url(tmp_path):
     """Browser tests need one engine; the storage suite covers both."""
     return f"sqlite:///{tmp_path / 'browser.sqlite3'}"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    require(Path(CHROMIUM).exists(),
-            "Chromium is not installed (apt-get install chromium chromium-driver)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        require(False, "playwright is not installed (pip install 'ldp-survey[test]')")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync"])
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 420, "height": 900})
-    page = context.new_page()
-    yield page
-    context.close()
 
 
 def create(client, auth, definition):
@@ -83,6 +55,13 @@ def randomize(page):
     page.wait_for_selector("#confirm:not([hidden])")
 
 
+def protection(page):
+    """Open "How your answers are protected" (collapsed until the respondent taps it)."""
+    if page.locator("#protection").get_attribute("open") is None:
+        page.click("#protection > summary")
+    return page.locator("#protection")
+
+
 def screenshot(page, name):
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
@@ -100,12 +79,14 @@ def test_form_sends_only_the_randomized_payload(page, live_server, client, auth)
     assert page.evaluate("document.querySelectorAll('form').length") == 0
     assert page.evaluate("[...document.querySelectorAll('input')].every(i => !i.name)")
     assert page.locator("noscript").count() == 1
+    assert not page.locator("#q-smoked-note").is_visible()  # collapsed until asked for
+    protection(page)
     note = page.locator("#q-smoked-note").inner_text()
     assert "If you answer Yes, the server receives Yes with 75 % probability" in note
     answer_all(page)
     screenshot(page, "form")
     randomize(page)
-    page.locator("details summary").click()
+    page.locator("#body-details summary").click()
     screenshot(page, "privacy-note")
     payload = json.loads(page.locator("#payload").inner_text())
     page.click("#send")
@@ -168,7 +149,7 @@ def test_an_unacknowledged_send_is_resent_with_the_same_body_and_key(page, live_
     page.unroute(f"**/api/surveys/{survey_id}/responses")
     page.reload()
     page.wait_for_selector("#confirm:not([hidden])")
-    assert "without confirmation" in page.locator("#again").inner_text()
+    assert "may not have arrived" in page.locator("#again").inner_text()
     page.click("#send")
     page.wait_for_selector("#thanks:not([hidden])")
     posts = [r for r in requests if r.method == "POST"]
@@ -185,8 +166,9 @@ def test_a_survey_above_the_ceiling_is_refused_in_the_page(page, live_server, cl
     requests = record(page)
     page.goto(f"{live_server}/s/{survey_id}")
     page.wait_for_selector("#refused:not([hidden])")
-    text = page.locator("#refused-text").inner_text()
-    assert "above this page's limit of 1.099 per question" in text
+    assert "could reveal too much about you" in page.locator("#refused-text").inner_text()
+    assert "above this page's limit of 1.099 per question" in protection(page).locator(
+        "#refused-detail").inner_text()
     screenshot(page, "refused")
     assert page.locator("#questions").is_hidden()
     assert not [r for r in requests if r.method != "GET" or "/responses" in r.url]
@@ -290,14 +272,15 @@ def test_closed_and_unknown_surveys_get_a_friendly_page(page, live_server, clien
 def test_the_form_states_the_release_batch_as_the_servers_promise(page, live_server, client,
                                                                    auth):
     """The same words as the Python client's note, for the batch signed in the manifest."""
-    from ldpsurvey.client import release_note
+    from ldpsurvey.client import release_note, release_summary
 
     survey_id = create(client, auth, {**HEALTH, "release_batch": 250})
     page.goto(f"{live_server}/s/{survey_id}")
     page.wait_for_selector("#questions:not([hidden])")
     answer_all(page)
     randomize(page)
-    assert page.locator("#release-note").inner_text() == release_note(250)
+    assert page.locator("#release-summary").inner_text() == release_summary(250)
+    assert protection(page).locator("#release-note").inner_text() == release_note(250)
 
 
 # --- the ledger, concepts and the form's fixes (issue 13) ----------------------------------
@@ -330,7 +313,7 @@ def test_the_ledger_spans_surveys_and_refuses_past_the_lifetime_limit(page, live
     answer_and_send(page, live_server, first, answers)
     page.goto(f"{live_server}/s/{second}")
     page.wait_for_selector("#questions:not([hidden])")
-    assert "sent this site answers with epsilon 3.296 in all" in page.locator(
+    assert "sent this site answers with epsilon 3.296 in all" in protection(page).locator(
         "#ledger-note").inner_text()
     assert "private window or another browser starts again" in page.locator(
         "#ledger-reset").inner_text()
@@ -341,7 +324,9 @@ def test_the_ledger_spans_surveys_and_refuses_past_the_lifetime_limit(page, live
     requests = record(page)
     page.goto(f"{live_server}/s/{third}")
     page.wait_for_selector("#refused:not([hidden])")
-    text = page.locator("#refused-text").inner_text()
+    assert "Nothing was sent" in page.locator("#refused-text").inner_text()
+    assert not page.locator("#ledger-reset").is_visible()
+    text = protection(page).locator("#refused-detail").inner_text()
     assert "above this page's lifetime limit of 8.789" in text and "Nothing was sent" in text
     assert page.locator("#ledger-reset").is_visible()
     screenshot(page, "lifetime-refused")
@@ -367,12 +352,13 @@ def test_a_concept_is_reused_across_surveys_in_the_browser(page, live_server, cl
     page.wait_for_selector("#questions:not([hidden])")
     survey = parse_manifest(client.get(f"/api/surveys/{first}").data)
     smoked = survey.question("smoked")
-    assert concept_note(smoked, "new") in page.locator("#q-smoked-note").inner_text()
+    assert concept_note(smoked, "new") in protection(page).locator("#q-smoked-note").inner_text()
     answer_and_send(page, live_server, first, {"smoked": "Yes", "slept": "No"})
     requests = record(page)
     page.goto(f"{live_server}/s/{second}")
     page.wait_for_selector("#questions:not([hidden])")
-    assert concept_note(smoked, "reused") in page.locator("#q-smoked-note").inner_text()
+    assert concept_note(smoked, "reused") in protection(page).locator(
+        "#q-smoked-note").inner_text()
     assert page.locator('fieldset[data-question="smoked"] input').count() == 0
     answer_all(page, {"slept": "Yes"})
     randomize(page)
@@ -410,10 +396,11 @@ def test_the_form_refuses_to_run_at_another_origin_than_the_signed_one(
     page.goto(f"http://{opened}:{port}/s/{survey_id}")
     page.wait_for_selector("#refused:not([hidden])")
     assert page.locator("#refused-text").inner_text() == (
+        f"Please answer this survey at http://{signed}:{port}. Nothing was sent.")
+    assert protection(page).locator("#refused-detail").inner_text() == (
         f"This survey is signed for http://{signed}:{port}, but this page was opened at "
         f"http://{opened}:{port}. This browser keeps its memory and privacy ledger per address, "
-        f"so answering here would start them afresh: open the survey at http://{signed}:{port}. "
-        "Nothing was randomized or sent.")
+        "so answering here would start them afresh. Nothing was randomized or sent.")
     assert page.locator("#question-list input").count() == 0
     assert page.evaluate("localStorage.length") == 0  # nothing kept at the wrong origin
     assert not [r for r in requests if r.method != "GET"]
@@ -591,19 +578,51 @@ def test_radio_groups_are_one_tab_stop_with_arrow_keys(page, live_server, client
     assert page.evaluate("document.activeElement.id") == "q-smoked-1"
 
 
-def test_a_missing_answer_marks_its_question_and_takes_focus(page, live_server, client, auth):
+def test_a_missing_answer_is_shown_at_its_question_and_takes_focus(browser, live_server,
+                                                                    client, auth):
+    """Errors at the question, on a 390 px phone: each unanswered question says so under its
+    own text, tied to it by aria-describedby and aria-invalid; focus moves to the first one,
+    whose message is in view without scrolling; answering clears it; answered questions are
+    left alone; the count beside the Review button follows."""
     survey_id = create(client, auth, HEALTH)
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,
+                                  has_touch=True)
+    page = context.new_page()
     page.goto(f"{live_server}/s/{survey_id}")
     page.wait_for_selector("#questions:not([hidden])")
-    answer_all(page, {"smoked": "Yes", "cannabis": "No", "sleep": "6 to 8"})
-    page.click("#review")
-    missing = page.locator('fieldset[data-question="drank_and_drove"]')
-    assert missing.get_attribute("aria-invalid") == "true"
-    assert missing.get_attribute("aria-required") == "true"
+    answer_all(page, {"smoked": "Yes", "cannabis": "No"})
+    page.click("#review")  # scrolled to the bottom of the form to reach it
+    missing = ["drank_and_drove", "sleep"]
+    for qid in TRUE_ANSWERS:
+        group = page.locator(f'fieldset[data-question="{qid}"]')
+        assert group.get_attribute("aria-required") == "true"
+        if qid in missing:
+            assert group.get_attribute("aria-invalid") == "true"
+            assert group.get_attribute("aria-describedby") == f"q-{qid}-error"
+            assert page.locator(f"#q-{qid}-error").inner_text() == "Please choose an answer."
+        else:
+            assert group.get_attribute("aria-invalid") is None
+            assert group.get_attribute("aria-describedby") is None
+            assert page.locator(f"#q-{qid}-error").inner_text() == ""
     assert page.evaluate("document.activeElement.id") == "q-drank_and_drove-0"
-    assert "Please answer" in page.locator("#review-error").inner_text()
-    missing.locator("label", has_text="No").click()
-    assert missing.get_attribute("aria-invalid") is None
+    in_view = page.evaluate("""() => {
+        const box = document.getElementById('q-drank_and_drove-error').getBoundingClientRect();
+        return box.top >= 0 && box.bottom <= innerHeight && box.height > 0;
+    }""")
+    assert in_view
+    screenshot(page, "missing-answer-390")
+    assert page.locator("#review-error").inner_text() == "2 questions need an answer."
+    page.locator('fieldset[data-question="drank_and_drove"] label', has_text="No").click()
+    first = page.locator('fieldset[data-question="drank_and_drove"]')
+    assert first.get_attribute("aria-invalid") is None
+    assert first.get_attribute("aria-describedby") is None
+    assert page.locator("#q-drank_and_drove-error").inner_text() == ""
+    assert page.locator("#review-error").inner_text() == "One question needs an answer."
+    page.locator('fieldset[data-question="sleep"] label', has_text="6 to 8").click()
+    assert page.locator("#review-error").inner_text() == ""
+    page.click("#review")
+    page.wait_for_selector("#true-review:not([hidden])")
+    context.close()
 
 
 # --- the landing page and the researcher dashboard (issue 16) -------------------------------
@@ -911,8 +930,9 @@ def test_a_survey_that_changed_since_it_was_answered_is_refused(page, live_serve
     requests = record(page)
     page.goto(f"{live_server}/s/{survey_id}")
     page.wait_for_selector("#refused:not([hidden])")
-    assert "This survey changed since this browser answered it" in page.locator(
+    assert "This survey changed since you answered it here" in page.locator(
         "#refused-text").inner_text()
+    assert "now asks other questions" in protection(page).locator("#refused-detail").inner_text()
     assert not [r for r in requests if r.method != "GET"]
     assert count(client, auth, survey_id) == 1
 

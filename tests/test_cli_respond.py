@@ -9,9 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from ldpsurvey.cli import main
+from ldpsurvey.client import INTRO, bound_note, release_summary
 from ldpsurvey.shared import read_definition
 
-from helpers import released_n
+from helpers import released_n, sent_body
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ ANSWERS = "smoked=yes,drank_and_drove=no,cannabis=n,sleep=6 to 8"
 
 def test_scripted(runner, live_server, client, auth, health_id):
     result = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id,
-                                  "--answers", ANSWERS, "--yes"])
+                                  "--answers", ANSWERS, "--yes", "--details"])
     assert result.exit_code == 0, result.output
     assert "If you answer Yes, the server receives Yes with 75 % probability" in result.stdout
     assert "at most 75 % sure after seeing this answer" in result.stdout
@@ -49,6 +50,29 @@ def test_scripted(runner, live_server, client, auth, health_id):
     assert again.exit_code == 0, again.output
     assert "You already sent this survey from this device" in again.stdout
     assert responses(client, auth, health_id) == 1
+
+
+def test_plain_words_first_and_the_details_only_when_asked(runner, live_server, health_id):
+    """Without --details respond speaks everyday words only (the web form's targets: no
+    epsilon, ln, budget, ceiling or client, reading grade 8 or below); --details adds the exact
+    chances, epsilon and the ledger."""
+    from plain_words import MAX_GRADE, grade, kept_for_details
+
+    plain = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id,
+                                 "--answers", ANSWERS, "--yes"])
+    assert plain.exit_code == 0, plain.output
+    assert INTRO in plain.stdout and "--details" in plain.stdout
+    assert bound_note([math.log(3)]) in plain.stdout  # smoked, ln 3, reveals most: 75 %
+    assert "Your real answers never left this device." in plain.stdout
+    assert kept_for_details(plain.stdout) == [] and grade(plain.stdout) <= MAX_GRADE
+    assert "server receives Yes with" not in plain.stdout
+
+    detailed = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id,
+                                    "--yes", "--details"])
+    assert detailed.exit_code == 0, detailed.output
+    assert "How your answers are protected. Privacy: epsilon" in detailed.stdout
+    assert "server receives Yes with 75 % probability" in detailed.stdout
+    assert "This device has now disclosed epsilon" in detailed.stdout
 
 
 def test_interactive(runner, live_server, client, auth, health_id):
@@ -67,7 +91,7 @@ def test_true_answers_are_reviewed_and_can_be_changed_before_randomizing(runner,
     result = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id],
                            input="yes\nno\nno\n1\nsleep\n2\nnosuch\n\nn\n")
     assert result.exit_code == 0, result.output
-    reviews = result.output.split("Your answers, not yet randomized")
+    reviews = result.output.split("Your answers, before the coin flips")
     assert len(reviews) == 4  # the first review, after 'sleep', after 'nosuch'
     assert "[sleep] 6 to 8" in reviews[1] and "[sleep] Over 8" in reviews[2]
     assert "'nosuch' is not one of the questions above" in result.output
@@ -109,19 +133,17 @@ def test_the_release_batch_is_shown_as_the_servers_promise(runner, live_server, 
     definition = {**read_definition(resources.files("ldpsurvey.shared") / "examples" /
                                     "health.toml"), "release_batch": 250}
     survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+    plain = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
+                                 "--answers", ANSWERS])  # declined: answered again below
+    assert release_summary(250) in plain.stdout and "submissions have arrived" not in plain.stdout
     result = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
-                                  "--answers", ANSWERS, "--yes"])
+                                  "--yes", "--details"])
     assert result.exit_code == 0, result.output
     assert "until at least 250 submissions have arrived" in result.stdout
     assert "This is the server's promise: your device cannot check it." in result.stdout
 
 
 # --- the ledger, links and what respondents are told (issue 13) ----------------------------
-
-def sent_body(stdout: str) -> dict:
-    """The body `respond` showed as exactly what will be sent."""
-    line = stdout.split("exactly what will be sent")[1].splitlines()[1]
-    return json.loads(line.split("   i.e. ")[0])
 
 
 def three_at_ln_3(client, auth) -> str:
@@ -145,7 +167,7 @@ def test_averaging_through_url_spellings_sends_one_body_counted_once(runner, liv
         truth = "yes" if run % 2 else "no"
         result = runner.invoke(main, ["respond", "--url", url, "--survey", health_id, "--answers",
                                       f"smoked={truth},drank_and_drove={truth},cannabis={truth},"
-                                      f"sleep={run % 3}", "--yes"])
+                                      f"sleep={run % 3}", "--yes", "--details"])
         assert result.exit_code == 0, result.output
         bodies.append(sent_body(result.stdout))
     assert all(body == bodies[0] for body in bodies)
@@ -295,12 +317,13 @@ def test_a_network_failure_says_the_answers_are_kept_and_a_rerun_sends_them(
 
     monkeypatch.setattr(http, "request", no_post)
     failed = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id,
-                                  "--answers", ANSWERS, "--yes"])
+                                  "--answers", ANSWERS, "--yes", "--details"])
     assert failed.exit_code == 1
     assert "Your randomized answers are kept: running the same command again sends them" in \
         failed.stderr
     monkeypatch.setattr(http, "request", real)
-    again = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id, "--yes"])
+    again = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id, "--yes",
+                                 "--details"])
     assert again.exit_code == 0, again.output
     assert "without confirmation that it arrived" in again.stdout
     assert sent_body(again.stdout) == sent_body(failed.stdout)

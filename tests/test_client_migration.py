@@ -16,7 +16,7 @@ from ldpsurvey.client import LocalState, ledger
 from ldpsurvey.client.state import LEGACY_CHARGE
 from ldpsurvey.shared.manifest import key_id
 
-from helpers import released_n
+from helpers import released_n, sent_body
 
 FIXTURE = Path(__file__).parent / "fixtures" / "client-state-0.2"
 SURVEYS = json.loads((FIXTURE / "surveys.json").read_text())["surveys"]
@@ -67,11 +67,6 @@ def create(client, auth, definition):
     return response.json["survey_id"]
 
 
-def sent_body(stdout: str) -> dict:
-    """The body `respond` showed as exactly what will be sent."""
-    line = stdout.split("exactly what will be sent")[1].splitlines()[1]
-    return json.loads(line.split("   i.e. ")[0])
-
 
 def count(client, auth, survey_id):
     return released_n(client, auth, survey_id)
@@ -95,7 +90,7 @@ def test_answered_surveys_are_never_randomized_again(runner, live_server, client
     for name, expected in (("sent", "You already sent this survey"),
                            ("declined", "did not send it")):
         result = runner.invoke(main, ["respond", "--url", live_server.upper(), "--survey",
-                                      published[name], "--yes"])
+                                      published[name], "--yes", "--details"])
         assert result.exit_code == 0, result.output
         assert expected in result.stdout and "Your answer" not in result.stdout
         body = {"answers": kept[name]["answers"]}

@@ -257,7 +257,7 @@ def test_forgetting_keeps_the_concepts_permanent_answer(runner, aggregators, tmp
     assert LocalState(state_path).permanent(concept) == {
         "answer": kept, "charged_by": "c", "keys": []}
     again = respond(runner, second, "c")
-    assert again.exit_code == 0 and "your permanent answer for this concept is used" in again.stdout
+    assert again.exit_code == 0 and "you answered this in an earlier survey" in again.stdout
     document = privacy(runner)
     assert document["device"]["epsilon_spent"] == pytest.approx(LN3)  # charged once in all
     assert document["aggregators"][0]["epsilon_spent"] == pytest.approx(LN3)

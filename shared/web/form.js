@@ -24,10 +24,26 @@ const $ = (id) => document.getElementById(id);
 // Own properties only: a question id such as "constructor" is not inherited from Object.
 const has = (object, key) => Object.hasOwn(object, key);
 
-// The same words as the Python client's WHY_IT_MAY_DIFFER (ldpsurvey/client/notes.py).
-const WHY_IT_MAY_DIFFER = "A randomized answer may differ from the one you gave: your device " +
-  "sometimes reports another option on purpose, so no single answer shows what you said, " +
-  "while the researchers can still estimate how common each answer is across everyone.";
+// What a respondent reads first, in everyday words: the same words as the Python client's
+// INTRO, WHY_IT_MAY_DIFFER, bound_note and release_summary (ldpsurvey/client/notes.py).
+// Epsilon, the limits and the exact chances go in #protection, collapsed.
+const INTRO = "Your device flips a coin for each answer before sending it, and sometimes " +
+  "sends another answer on purpose. No one can know your real answers. The researchers can " +
+  "still count how common each answer is.";
+const WHY_IT_MAY_DIFFER = "Some answers may differ from what you chose. That is on purpose: " +
+  "it keeps your real answers private.";
+
+function boundNote(epsilons) {
+  const most = Math.max(...epsilons.map((epsilon) => posteriorMax(0.5, epsilon)));
+  return `From one sent answer, someone with no idea before can be at most ${percent(most)} ` +
+    "sure of your real answer.";
+}
+
+function releaseSummary(releaseBatch = 1) {
+  if (releaseBatch <= 1) return "The researchers see your answers as soon as they arrive.";
+  return "The researchers see your answers only mixed with others, in groups of at least " +
+    `${releaseBatch} (the last can be smaller).`;
+}
 
 // --- what this browser keeps, for this site (localStorage is per origin) -----------------
 //
@@ -214,6 +230,7 @@ function newIdempotencyKey() {
 
 const STEPS = { check: "Checking", questions: "Questions", "true-review": "Check your answers",
   confirm: "What will be sent", thanks: "Sent", refused: "Not answering" };
+const ERROR_AT_QUESTION = "Please choose an answer.";
 const PAGE_TITLE = document.title;
 
 // Show one step, name it in the tab's title and, when `focus`, move focus to its heading
@@ -221,6 +238,7 @@ const PAGE_TITLE = document.title;
 // stays at the top of the page, before the survey's title and description.
 function show(id, { focus = true, title = STEPS[id] } = {}) {
   for (const section of Object.keys(STEPS)) $(section).hidden = section !== id;
+  $("protection").hidden = id === "check";
   document.title = `${title} · ${PAGE_TITLE}`;
   if (focus) $(id).querySelector("h2")?.focus();
 }
@@ -298,16 +316,17 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
   container.replaceChildren();
   for (const question of manifest.questions) {
     const fieldset = element("fieldset", { class: "question", role: "radiogroup",
-      "aria-labelledby": `q-${question.id}-text`, "aria-describedby": `q-${question.id}-note`,
-      "data-question": question.id });
+      "aria-labelledby": `q-${question.id}-text`, "data-question": question.id });
     fieldset.append(element("legend", { id: `q-${question.id}-text` }, question.text));
     const reuse = has(record.answers, question.id) || statuses[question.id] === "reused";
     if (reuse) {
       fieldset.append(element("p", { class: "notice" }, has(record.answers, question.id) ?
-        "Answered before: the earlier randomized answer is reused." :
-        "Nothing to answer: your permanent answer for this concept is used."));
+        "You answered this before: that answer is used again." :
+        "Nothing to answer: you answered this in an earlier survey, and that answer is used."));
     } else {
       fieldset.setAttribute("aria-required", "true");
+      // Right under the question, so it shows on a phone with the question in view.
+      fieldset.append(element("p", { class: "error", id: `q-${question.id}-error` }));
       question.options.forEach((option, index) => {
         const label = element("label", { class: "option" });
         // No name attribute: these inputs can never be posted by a form. One Tab stop per
@@ -318,13 +337,9 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
         fieldset.append(label);
       });
     }
-    let text = note(question, epsilons[question.id], total);
-    if (has(statuses, question.id)) text += ` ${conceptNote(question, statuses[question.id])}`;
-    const privacy = element("p", { class: "privacy-note", id: `q-${question.id}-note` });
-    setText(privacy, text);
-    fieldset.append(privacy);
     container.append(fieldset);
   }
+  renderNotes(manifest, epsilons, total, statuses);
   // Radio buttons without a name: keep one choice per question, and arrow keys, by hand.
   container.addEventListener("change", (event) => {
     const group = event.target.closest("fieldset");
@@ -332,7 +347,7 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
       input.checked = input === event.target;
       input.tabIndex = input === event.target ? 0 : -1;
     }
-    group.removeAttribute("aria-invalid");
+    markAnswered(group);
   });
   container.addEventListener("keydown", (event) => {
     const step = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1 }[event.key];
@@ -343,6 +358,51 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
     next.click();
     event.preventDefault();
   });
+}
+
+// The exact chances of each question, in #protection.
+function renderNotes(manifest, epsilons, total, statuses) {
+  const notes = $("question-notes");
+  notes.replaceChildren();
+  for (const question of manifest.questions) {
+    let text = note(question, epsilons[question.id], total);
+    if (has(statuses, question.id)) text += ` ${conceptNote(question, statuses[question.id])}`;
+    const privacy = element("p", { class: "privacy-note", id: `q-${question.id}-note` });
+    privacy.append(element("strong", {}, question.text), " ");
+    const rest = element("span");
+    setText(rest, text);
+    privacy.append(rest);
+    notes.append(privacy);
+  }
+}
+
+// Errors at the question: each unanswered question gets its message beside it, tied to it
+// with aria-describedby and aria-invalid; focus goes to the first, scrolled into view.
+function markMissing(missing) {
+  for (const question of missing) {
+    const group = fieldsetOf(question);
+    group.setAttribute("aria-invalid", "true");
+    group.setAttribute("aria-describedby", `q-${question.id}-error`);
+    $(`q-${question.id}-error`).textContent = ERROR_AT_QUESTION;
+  }
+  const first = fieldsetOf(missing[0]);
+  first.querySelector("input").focus({ preventScroll: true });
+  first.scrollIntoView({ block: "start" });
+  stillMissing();
+}
+
+function markAnswered(group) {
+  group.removeAttribute("aria-invalid");
+  group.removeAttribute("aria-describedby");
+  group.querySelector("p.error").textContent = "";
+  stillMissing();
+}
+
+// Beside the Review button: how many questions still need an answer, if any.
+function stillMissing() {
+  const left = document.querySelectorAll("#question-list [aria-invalid]").length;
+  $("review-error").textContent = !left ? "" : left === 1 ? "One question needs an answer." :
+    `${left} questions need an answer.`;
 }
 
 function fieldsetOf(question) {
@@ -400,15 +460,15 @@ function releaseNote(releaseBatch = 1) {
 
 function againNote(record) {
   if (record.submitted) {
-    return "You already sent this survey from this browser, and it was received: these are " +
-      "the randomized answers that were sent. There is nothing more to send.";
+    return "You already sent this survey from this browser, and it arrived. These are the " +
+      "answers that were sent. There is nothing more to send.";
   }
   if (record.charged !== null) {
-    return "You tried to send this survey from this browser before, without confirmation " +
-      "that it arrived. The same randomized answers are sent, counted once.";
+    return "You tried to send this survey before, but it may not have arrived. The same " +
+      "answers are sent, and counted once.";
   }
-  return "You answered this survey in this browser before but did not send it: the " +
-    "randomized answers kept then are used, so nothing new is revealed.";
+  return "You answered this survey here before but did not send it. The same answers are " +
+    "used, so nothing new is revealed.";
 }
 
 function showConfirm(manifest, record, total, again, focus = true) {
@@ -421,7 +481,9 @@ function showConfirm(manifest, record, total, again, focus = true) {
     list.append(element("li", {}, `${question.text} → ${question.options[index]}`));
   }
   $("payload").textContent = JSON.stringify(payload);
+  $("body-details").hidden = false;
   $("why-differ").textContent = WHY_IT_MAY_DIFFER;
+  $("release-summary").textContent = releaseSummary(manifest.release_batch);
   setText($("total-note"), `Together these answers have epsilon ${total.toFixed(3)}: ` +
     "someone who thought something about you 50 % likely could be at most " +
     `${percent(posteriorMax(0.5, total))} sure after seeing all of them.`);
@@ -447,14 +509,23 @@ function ledgerNote(spent, cost) {
 // format /4 or earlier names none), or null.
 function wrongOrigin(manifest) {
   if (manifest.origin === undefined || manifest.origin === location.origin) return null;
-  return `This survey is signed for ${manifest.origin}, but this page was opened at ` +
+  return [`Please answer this survey at ${manifest.origin}. Nothing was sent.`,
+    `This survey is signed for ${manifest.origin}, but this page was opened at ` +
     `${location.origin}. This browser keeps its memory and privacy ledger per address, so ` +
-    `answering here would start them afresh: open the survey at ${manifest.origin}. Nothing ` +
-    "was randomized or sent.";
+    "answering here would start them afresh. Nothing was randomized or sent."];
 }
 
-function refuse(message) {
-  $("refused-text").textContent = message;
+// Refuse to answer: `plain` in everyday words, and what exactly went wrong, if anything more
+// needs saying, in #protection.
+const TOO_MUCH_AT_ONCE = "This survey asks in a way that could reveal too much about you, " +
+  "so this page does not answer it. Nothing was sent.";
+const TOO_MUCH_IN_ALL = "This browser has already answered many surveys on this site. One " +
+  "more could reveal too much about you, so this page does not send it. Nothing was sent.";
+
+function refuse(plain, detail = "") {
+  $("refused-text").textContent = plain;
+  $("refused-detail").textContent = detail;
+  $("refused-detail").hidden = !detail;
   show("refused");
 }
 
@@ -498,12 +569,12 @@ class Answering {
     const cost = this.cost();
     const spent = spentHere(this.store);
     if (!cost || !exceeds(spent + cost, DEFAULT_MAX_LIFETIME_EPSILON)) return null;
-    return `This survey would add epsilon ${cost.toFixed(3)} to the ${spent.toFixed(3)} this ` +
+    return [TOO_MUCH_IN_ALL, `This survey would add epsilon ${cost.toFixed(3)} to the ${spent.toFixed(3)} this ` +
       `browser has already sent this site, ${(spent + cost).toFixed(3)} in all, above this ` +
       `page's lifetime limit of ${DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3)} for this browser ` +
       "on this site, whichever researchers' key asks: together your " +
       `answers could make a guess about you ${Math.exp(spent + cost).toFixed(0)} times ` +
-      "likelier. Nothing was sent.";
+      "likelier. Nothing was sent."];
   }
 
   statuses() {
@@ -558,7 +629,7 @@ class Answering {
       if (!problem) this.charge();
       return problem;
     });
-    if (refusal) return refuse(refusal);
+    if (refusal) return refuse(...refusal);
     const headers = { "Content-Type": "application/json",
       "Idempotency-Key": this.record.idempotencyKey };
     if (this.token) headers["Survey-Token"] = this.token;
@@ -571,19 +642,18 @@ class Answering {
       });
       if (response.status === 201) {
         await this.update(() => { this.record.submitted = true; });
+        setText($("ledger-note"), ledgerNote(spentHere(this.store), 0));
         show("thanks");
         return;
       }
       const problem = await response.json().catch(() => ({}));
       $("send-error").textContent = problem.error === "invalid_token" ?
-        "Not sent: the server did not accept this invitation: it is unknown or was already " +
-        "used. Each invitation answers once; if you answered with it before, on another " +
-        "device or in a browser, that answer was counted." :
+        "Not sent: this invitation link is unknown or was already used. Each link answers " +
+        "once. If you answered with it before, that answer was counted." :
         `Not sent: ${problem.detail || `the server answered ${response.status}`}.`;
     } catch {
-      $("send-error").textContent = "Not sent: the server could not be reached. Your " +
-        "randomized answers are kept: pressing Send again, or reloading this page later, " +
-        "sends the same ones, counted once.";
+      $("send-error").textContent = "Not sent: the server could not be reached. Your answers " +
+        "are kept. Press Send again, or come back later: they are counted once.";
     } finally {
       $("send").disabled = false;
     }
@@ -592,10 +662,10 @@ class Answering {
 
 async function main() {
   const response = await fetch(`/api/surveys/${encodeURIComponent(surveyId)}`);
-  if (!response.ok) return refuse("This survey could not be loaded.");
+  if (!response.ok) return refuse("This survey could not be loaded. Nothing was sent.");
   const manifest = JSON.parse(await response.text());
   const elsewhere = wrongOrigin(manifest);
-  if (elsewhere) return refuse(elsewhere);
+  if (elsewhere) return refuse(...elsewhere);
   // Recompute epsilon from alpha and beta (never trust a stated epsilon).
   const epsilons = {};
   const found = {};
@@ -610,19 +680,21 @@ async function main() {
       }
     }
   } catch (error) {
-    return refuse(`This survey's settings give no privacy (${error.message}); nothing was sent.`);
+    return refuse("This survey's settings would not protect your answers, so this page " +
+      "does not answer it. Nothing was sent.", `${error.message}.`);
   }
   const total = Object.values(epsilons).reduce((a, b) => a + b, 0);
   for (const question of manifest.questions) {
     if (exceeds(epsilons[question.id], DEFAULT_MAX_EPSILON)) {
-      return refuse(`The question "${question.text}" asks for epsilon ` +
+      return refuse(TOO_MUCH_AT_ONCE, `The question "${question.text}" asks for epsilon ` +
         `${epsilons[question.id].toFixed(3)}, above this page's limit of ` +
         `${DEFAULT_MAX_EPSILON.toFixed(3)} per question: one answer could make a guess about ` +
         `you ${Math.exp(epsilons[question.id]).toFixed(2)} times likelier. Nothing was sent.`);
     }
   }
   if (exceeds(total, DEFAULT_MAX_TOTAL_EPSILON)) {
-    return refuse(`This survey's questions together ask for epsilon ${total.toFixed(3)}, ` +
+    return refuse(TOO_MUCH_AT_ONCE, "This survey's questions together ask for epsilon " +
+      `${total.toFixed(3)}, ` +
       `above this page's limit of ${DEFAULT_MAX_TOTAL_EPSILON.toFixed(3)} per submission. ` +
       "Nothing was sent.");
   }
@@ -637,12 +709,12 @@ async function main() {
   }
   const answering = await Answering.open(manifest, found, layers, epsilons, total, token);
   if (!answering) {
-    return refuse("This survey changed since this browser answered it: it now asks other " +
-      "questions, or the same with other settings, under the same address. Answering it " +
-      "again would reveal more about you, so this page does not. Nothing was sent.");
+    return refuse("This survey changed since you answered it here. Answering again could " +
+      "reveal more about you, so this page does not. Nothing was sent.",
+    "It now asks other questions, or the same with other settings, under the same address.");
   }
   const refusal = answering.overBudget();
-  if (refusal) return refuse(refusal);
+  if (refusal) return refuse(...refusal);
   setText($("ledger-note"), ledgerNote(spentHere(answering.store), answering.cost()));
   $("send").addEventListener("click", () => answering.send());
   if (manifest.questions.every((q) => has(answering.record.answers, q.id))) {
@@ -655,13 +727,7 @@ async function main() {
   let chosen = null; // the true answers, on this page only, until they are randomized
   $("review").addEventListener("click", () => {
     const { answers, missing } = chosenAnswers(needed);
-    if (missing.length) {
-      for (const question of missing) fieldsetOf(question).setAttribute("aria-invalid", "true");
-      $("review-error").textContent =
-        `Please answer: ${missing.map((question) => question.text).join("; ")}`;
-      fieldsetOf(missing[0]).querySelector("input").focus();
-      return;
-    }
+    if (missing.length) return markMissing(missing);
     $("review-error").textContent = "";
     chosen = answers;
     showReview(needed, answers);
@@ -676,6 +742,8 @@ async function main() {
     $("true-list").replaceChildren();
     showConfirm(manifest, answering.record, total, false);
   });
+  $("intro").textContent = INTRO;
+  setText($("bound"), boundNote(Object.values(epsilons)));
   show("questions", { focus: false });
 }
 
