@@ -29,8 +29,10 @@ from .exceptions import ConfigurationError, DomainError
 from .instance import private_file
 from .settings import DEFAULTS
 
-__all__ = ["DEFAULTS", "ConfigurationError", "DomainError", "accounts", "close_app",
-           "create_api_key", "create_app"]
+DEVELOPMENT_KEY_FILE = "signing-key.pem"  # in the instance folder, unless KEY_FILE is set
+
+__all__ = ["DEFAULTS", "DEVELOPMENT_KEY_FILE", "ConfigurationError", "DomainError", "accounts",
+           "close_app", "create_api_key", "create_app"]
 
 
 def create_app(config: dict[str, Any] | None = None,
@@ -53,7 +55,7 @@ def create_app(config: dict[str, Any] | None = None,
     if app.config["KEY_FILE"]:
         key = signing.load_key(Path(app.config["KEY_FILE"]), refuse_exposed=production)
     else:
-        key = signing.load_or_create(instance / "signing-key.pem")
+        key = signing.load_or_create(instance / DEVELOPMENT_KEY_FILE)
     app.extensions["ldp_signing_key"] = key
     if not app.config["DATABASE_URL"]:
         app.config["DATABASE_URL"] = f"sqlite:///{instance / 'ldp-survey.sqlite3'}"

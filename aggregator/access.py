@@ -6,23 +6,64 @@ fill (submit batches to) the surveys named when it was made (or, made before key
 the surveys of then that were not invitation-only). A survey the caller may not use at all
 answers as an unknown one would (SurveyNotFound), so its existence is not confirmed; one it
 may read but not change answers Forbidden.
+
+Drafts are never shared: only their owner and admins see or change them. Asked of a draft it
+may use, something only a published survey has answers SurveyIsDraft; asked to change a
+published survey as a draft, AlreadyPublished.
 """
 
 from collections.abc import Callable
 
 from . import store
 from .database import Connection
-from .exceptions import Forbidden, InvalidShare, ResearcherNotFound, SurveyNotFound
+from .exceptions import (
+    AlreadyPublished,
+    Forbidden,
+    InvalidShare,
+    ResearcherNotFound,
+    SurveyIsDraft,
+    SurveyNotFound,
+)
 from .store import KeyRecord
 
 READ, MANAGE, FILL = "read", "manage", "fill"
-WORDS = {MANAGE: "close, share or mint tokens for", FILL: "submit batches to"}
+WORDS = {MANAGE: "close, share, archive, delete or mint tokens for", FILL: "submit batches to"}
 
 
 def check(db: Connection, caller: KeyRecord, survey_id: str,
           action: str) -> store.StoredSurvey:
-    """The survey, if the caller may `action` (READ, MANAGE or FILL) it, else SurveyNotFound
-    or Forbidden (see the module's rules)."""
+    """The published survey, if the caller may `action` (READ, MANAGE or FILL) it, else
+    SurveyNotFound, Forbidden, or SurveyIsDraft for a draft of the caller's (see the module's
+    rules)."""
+    try:
+        return _check_published(db, caller, survey_id, action)
+    except SurveyNotFound:
+        if _draft_of(db, caller, survey_id) is not None:
+            raise SurveyIsDraft(survey_id) from None
+        raise
+
+
+def draft(db: Connection, caller: KeyRecord, survey_id: str) -> store.Draft:
+    """The draft, if the caller owns it or is an admin; AlreadyPublished if it is a published
+    survey the caller may manage; else SurveyNotFound or Forbidden, as check."""
+    found = _draft_of(db, caller, survey_id)
+    if found is None:
+        _check_published(db, caller, survey_id, MANAGE)
+        raise AlreadyPublished(survey_id)
+    return found
+
+
+def _draft_of(db: Connection, caller: KeyRecord, survey_id: str) -> store.Draft | None:
+    """The draft, if there is one the caller owns or is an admin (relays: never)."""
+    found = store.get_draft(db, survey_id)
+    if found is None or caller.role == "relay" or (
+            caller.role == "researcher" and found.owner_id != caller.researcher_id):
+        return None
+    return found
+
+
+def _check_published(db: Connection, caller: KeyRecord, survey_id: str,
+                     action: str) -> store.StoredSurvey:
     if caller.role == "researcher":
         held = store.access_of(db, survey_id, caller.researcher_id)
         if held is None:

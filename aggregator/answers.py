@@ -1,16 +1,18 @@
-"""The respondent payload: {"answers": {"<question id>": <option index>, ...}}.
+"""The respondent payload: {"answers": {"<question id>": <report>, ...}}.
 
-Every question of the survey exactly once, each value an integer option index in [0, k).
-Booleans, strings, floats, extra or missing questions, extra top-level fields are refused.
+Every question of the survey exactly once, each value a report its scheme can produce (an
+integer option index in [0, k) for forced response; scheme.check_report). Booleans where
+integers belong, extra or missing questions, extra top-level fields are refused.
 """
 
 from typing import Any
 
 from ldpsurvey.shared import Survey
+from ldpsurvey.shared.scheme import Report
 
 from .exceptions import BatchTooLarge, InvalidAnswers
 
-Answers = tuple[int, ...]  # randomized option indices, in the survey's question order
+Answers = tuple[Report, ...]  # randomized reports, in the survey's question order
 
 
 def parse_answers(survey: Survey, body: Any, where: str = "body") -> Answers:
@@ -30,12 +32,9 @@ def parse_answers(survey: Survey, body: Any, where: str = "body") -> Answers:
         raise InvalidAnswers(f"{where}.answers has unknown question {extra[0][:60]!r}")
     values = tuple(answers[qid] for qid in expected)
     for question, value in zip(survey.questions, values, strict=True):
-        if type(value) is not int:
-            raise InvalidAnswers(f"{where}.answers.{question.id} must be an integer option index, "
-                           f"got {type(value).__name__}")
-        if not 0 <= value < len(question.options):
-            raise InvalidAnswers(f"{where}.answers.{question.id} must be an option index from 0 to "
-                           f"{len(question.options) - 1}")
+        problem = question.scheme.check_report(value)
+        if problem:
+            raise InvalidAnswers(f"{where}.answers.{question.id} {problem}")
     return values
 
 

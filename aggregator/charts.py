@@ -36,11 +36,22 @@ def _label(x: float, y: float, lines: list[str], full: str) -> str:
 def estimate_chart(question: dict) -> Markup:
     """One bar per option: p_mle (the maximum-likelihood estimate, in [0, 1] and inside its
     interval), with a whisker from ci_low to ci_high, the value at the right of the option's
-    name. Scale 0 to 100 %, gridlines every 25 %."""
+    name. Scale 0 to 100 %, gridlines every 25 %; for a question with a `scale` (a numeric
+    question's mean) its min to max instead, in its unit."""
     plot = WIDTH - 2 * PAD
+    scale = question.get("scale")
+    low, high = (scale["min"], scale["max"]) if scale else (0.0, 1.0)
+    unit = f' {scale["unit"]}' if scale and scale["unit"] else ""
 
-    def x(p: float) -> float:
-        return PAD + plot * p
+    def x(value: float) -> float:
+        """Where a value sits: a fraction of the plot between low and high."""
+        return PAD + plot * (value - low) / (high - low)
+
+    def at(tick: float) -> float:
+        return PAD + plot * tick
+
+    def shown(value: float) -> str:
+        return f"{value:.4g}{unit}" if scale else f"{value:.1%}".replace("%", " %")
 
     rows, y = [], LINE + 8
     for option in question["options"]:
@@ -48,28 +59,30 @@ def estimate_chart(question: dict) -> Markup:
         rows.append((option, lines, y))
         y += LINE * len(lines) + 4 + BAR + GAP
     height = y - GAP / 2
-    parts = [f'<text class="tick" x="{x(tick):.1f}" y="{LINE - 2}" fill="{MUTED}" '
+    parts = [f'<text class="tick" x="{at(tick):.1f}" y="{LINE - 2}" fill="{MUTED}" '
              f'text-anchor="{"start" if tick == 0 else "end" if tick == 1 else "middle"}">'
-             f"{tick:.0%}</text>" for tick in TICKS]
+             f"{f'{low + tick * (high - low):g}' if scale else f'{tick:.0%}'}</text>"
+             for tick in TICKS]
     for option, lines, top in rows:
         parts.append(_label(PAD, top + FONT, lines, option["option"]))
         if option["p_mle"] is None:
             continue
-        share = f'{option["p_mle"]:.1%}'.replace("%", " %")
+        share = escape(shown(option["p_mle"]))
         bar_y = top + LINE * len(lines) + 4
         # Gridlines beside the bar only, never through the option's name.
-        parts.extend(f'<line class="grid" x1="{x(tick):.1f}" x2="{x(tick):.1f}" y1="{bar_y - 3}" '
+        parts.extend(f'<line class="grid" x1="{at(tick):.1f}" x2="{at(tick):.1f}" y1="{bar_y - 3}" '
                      f'y2="{bar_y + BAR + 3}" stroke="{GRID}"/>' for tick in TICKS)
         parts.append(f'<text class="value" x="{WIDTH - PAD}" y="{top + FONT}" fill="{TEXT}" '
                      f'text-anchor="end">{share}</text>'
                      f'<rect class="bar" x="{PAD}" y="{bar_y}" height="{BAR}" '
-                     f'width="{plot * option["p_mle"]:.1f}" fill="{BAR_FILL}"><title>'
+                     f'width="{x(option["p_mle"]) - PAD:.1f}" fill="{BAR_FILL}"><title>'
                      f'{escape(option["option"])}: {share}</title></rect>')
-        low, high, mid = x(option["ci_low"]), x(option["ci_high"]), bar_y + BAR / 2
+        left, right, mid = x(option["ci_low"]), x(option["ci_high"]), bar_y + BAR / 2
         parts.append(f'<path class="whisker" stroke="{TEXT}" stroke-width="2" fill="none" '
-                     f'd="M{low:.1f},{mid:.1f}H{high:.1f}M{low:.1f},{mid - 6:.1f}'
-                     f'V{mid + 6:.1f}M{high:.1f},{mid - 6:.1f}V{mid + 6:.1f}"/>')
-    return _svg(height, f"Estimated proportions: {question['text']}", parts)
+                     f'd="M{left:.1f},{mid:.1f}H{right:.1f}M{left:.1f},{mid - 6:.1f}'
+                     f'V{mid + 6:.1f}M{right:.1f},{mid - 6:.1f}V{mid + 6:.1f}"/>')
+    what = "Estimated mean" if scale else "Estimated proportions"
+    return _svg(height, f"{what}: {question['text']}", parts)
 
 
 def timeline_chart(days: list[tuple[str, int]]) -> Markup:

@@ -47,6 +47,10 @@ ANSWERS: dict[type[ex.DomainError], Answer] = {
     ex.SurveyClosed: Answer(409, "survey_closed", CLOSED_PAGE),
     ex.IdempotencyConflict: Answer(409, "idempotency_conflict"),
     ex.NotInvitationOnly: Answer(409, "not_invitation_only"),
+    ex.AlreadyPublished: Answer(409, "already_published"),
+    ex.SurveyIsDraft: Answer(409, "survey_draft"),
+    ex.SurveyOpen: Answer(409, "survey_open"),
+    ex.ArchiveConflict: Answer(409, "archive_conflict"),
     ex.BodyTooLarge: Answer(413, "body_too_large"),
     ex.UnsupportedMediaType: Answer(415, "unsupported_media_type"),
     ex.InvalidSurvey: Answer(422, "invalid_survey"),
@@ -57,6 +61,8 @@ ANSWERS: dict[type[ex.DomainError], Answer] = {
     ex.InvalidCount: Answer(422, "invalid_count"),
     ex.InvalidKeyRequest: Answer(422, "invalid_key_request"),
     ex.InvalidShare: Answer(422, "invalid_share"),
+    ex.RegressionFailed: Answer(422, "regression_failed"),
+    ex.AnalysisUnavailable: Answer(501, "analysis_unavailable"),
     RateLimited: Answer(429, "rate_limited", Page(429, "Too many requests", None)),
 }
 

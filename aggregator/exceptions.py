@@ -21,6 +21,31 @@ class SurveyClosed(DomainError):
         super().__init__(detail)
 
 
+class AlreadyPublished(DomainError):
+    """Publish or edit a survey whose signed manifest is out: it never changes."""
+
+    def __init__(self, survey_id: str):
+        super().__init__(f"survey {survey_id} is published: its signed manifest never changes; "
+                         "copy it into a new draft to change it (`ldp-survey survey copy "
+                         f"{survey_id}`, POST /api/surveys/{survey_id}/copy)")
+
+
+class SurveyIsDraft(DomainError):
+    """Something only a published survey has (answers, tokens, a close or an archive)."""
+
+    def __init__(self, survey_id: str):
+        super().__init__(f"survey {survey_id} is a draft: publish it first (`ldp-survey survey "
+                         f"publish {survey_id}`), or delete it")
+
+
+class SurveyOpen(DomainError):
+    """Archive or delete an open survey."""
+
+
+class ArchiveConflict(DomainError):
+    """Archive an archived survey, or unarchive one that is not."""
+
+
 class NotInvitationOnly(DomainError):
     def __init__(self):
         super().__init__("this survey is open to anyone; tokens are for invitation-only surveys")
@@ -119,6 +144,14 @@ class InvalidIdempotencyKey(DomainError):
 
 class InvalidParameter(DomainError):
     """A query parameter out of range."""
+
+
+class RegressionFailed(DomainError):
+    """A regression's likelihood has no maximum to report (str(exc) says why)."""
+
+
+class AnalysisUnavailable(DomainError):
+    """An analysis needs the `analysis` extra, which this server lacks."""
 
 
 class ConfigurationError(RuntimeError):

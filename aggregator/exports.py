@@ -12,36 +12,24 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 
 from ldpsurvey.shared import Question, Survey
-
-
-def design_parameters(question: Question) -> dict:
-    """alpha, beta, epsilon, the report matrix P[i][j] = P(report j | true i), and for yes/no
-    R's rr package forced-known design: p = alpha, p1 = (1-alpha)*beta_yes, p0 = (1-alpha)*beta_no.
-    For a concept question alpha and beta are those of the two layers composed (what one report
-    is); epsilon is the permanent layer's, what a respondent spends on the concept."""
-    m = question.reported_mechanism
-    parameters = {
-        "alpha": m.alpha, "beta": list(m.beta), "epsilon": question.epsilon,
-        "options": list(question.options),
-        "report_matrix": [[m.probability(i, j) for j in range(m.k)] for i in range(m.k)],
-    }
-    if question.type == "yes_no":
-        parameters["rr_forced_known"] = {"p": m.alpha, "p1": (1 - m.alpha) * m.beta[1],
-                                         "p0": (1 - m.alpha) * m.beta[0]}
-    return parameters
-
+from ldpsurvey.shared.forced_response import NAME as FORCED_RESPONSE
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+PLAIN_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)?")
 
 
 def spreadsheet_safe(text: str) -> str:
     """Text a spreadsheet opening a CSV will not run as a formula (OWASP, CSV injection): a
-    leading = + - @ tab or carriage return gets a leading apostrophe."""
-    return f"'{text}" if text.startswith(FORMULA_STARTS) else text
+    leading = + - @ tab or carriage return gets a leading apostrophe, unless the whole text is
+    a plain decimal number (-17.5, a numeric question's value), which no spreadsheet runs."""
+    if text.startswith(FORMULA_STARTS) and not PLAIN_NUMBER.fullmatch(text):
+        return f"'{text}"
+    return text
 
 
 def parameters(survey: Survey) -> dict[str, dict]:
-    return {q.id: design_parameters(q) for q in survey.questions}
+    """Each question's design parameters (scheme.design)."""
+    return {q.id: q.scheme.design() for q in survey.questions}
 
 
 CHUNK_BYTES = 64 * 1024  # what each streamed piece of an export holds, about
@@ -51,21 +39,18 @@ CODEBOOK_FORMAT = "ldp-survey-codebook/1"
 
 
 def to_csv(survey: Survey, answers: Iterable[str], codes: bool = False) -> Iterator[str]:
-    """A header row of question ids, then one row per released response (its stored canonical
-    JSON `answers`): each cell the option's label made spreadsheet_safe, or with `codes` the
-    option's index; quoted by the csv module (commas, quotes, newlines), in pieces."""
-    cells = {q.id: option_cells(q, codes) for q in survey.questions}
-    ids = list(cells)
-    yield from _pieces(_csv_lines(
-        [ids], ([cells[qid][chosen[qid]] for qid in ids] for chosen in map(json.loads, answers))))
+    """A header row of each question's columns (scheme.columns: its id, for forced response),
+    then one row per released response (its stored canonical JSON `answers`): the cells of each
+    report (scheme.cells: the option's label, or with `codes` its index) made spreadsheet_safe;
+    quoted by the csv module (commas, quotes, newlines), in pieces."""
+    yield from _pieces(_csv_lines([header(survey)], (
+        [spreadsheet_safe(cell) for q in survey.questions
+         for cell in q.scheme.cells(chosen[q.id], codes)] for chosen in map(json.loads, answers))))
 
 
-def option_cells(question: Question, codes: bool) -> list[str]:
-    """What the plain CSV holds for each option of the question: its index, or its label
-    (spreadsheet_safe)."""
-    if codes:
-        return [str(j) for j in range(len(question.options))]
-    return [spreadsheet_safe(label) for label in question.options]
+def header(survey: Survey) -> list[str]:
+    """The CSV's column names: each question's scheme.columns, in question order."""
+    return [column for q in survey.questions for column in q.scheme.columns(q.id)]
 
 
 def _csv_lines(*tables: Iterable[list[str]]) -> Iterator[str]:
@@ -85,17 +70,17 @@ def to_rr_csv(survey: Survey, manifest: bytes, central: dict,
     """`#` comment lines with the manifest, the parameters and the central epsilon
     (read.csv(comment.char = "#"), pandas.read_csv(comment="#")), then a header of question ids
     and one row per released response (its stored canonical JSON `answers`), in pieces."""
-    ids = [q.id for q in survey.questions]
     head = io.StringIO()
     head.write(f"# ldp-survey export of survey {survey.survey_id}: one row per released "
                "response, random order; each value is the randomized option index\n")
     head.write(f"# manifest: {manifest.decode()}\n")
     head.write(f"# parameters: {json.dumps(parameters(survey), separators=(',', ':'))}\n")
     head.write(f"# central: {json.dumps(central, separators=(',', ':'))}\n")
-    csv.writer(head, lineterminator="\n").writerow(ids)
+    csv.writer(head, lineterminator="\n").writerow(header(survey))
     yield head.getvalue()
-    row = ",".join(f"{{{qid}}}" for qid in ids) + "\n"  # option indices need no quoting
-    yield from _pieces(row.format_map(json.loads(stored)) for stored in answers)
+    yield from _pieces(",".join(cell for q in survey.questions  # numbers need no quoting
+                                for cell in q.scheme.cells(chosen[q.id], True)) + "\n"
+                       for chosen in map(json.loads, answers))
 
 
 def to_jsonl(survey: Survey, manifest: bytes, central: dict,
@@ -123,7 +108,7 @@ def codebook(survey: Survey, central: dict, released: int, last_release: int,
     option as {code, label, csv_value}; the survey's id, title, key id, release batch and total
     epsilon; the central epsilon (with what it assumes) over the `released` responses of
     releases up to `last_release` (0: none yet); and the time it was made (`exported_at`, UTC)."""
-    questions = [{**q.as_dict(), "options": [
+    questions = [{**q.as_dict(), **_columns(q), "options": [
         {"code": code, "label": label, "csv_value": spreadsheet_safe(label)}
         for code, label in enumerate(q.options)]}
         for q in survey.questions]
@@ -132,6 +117,12 @@ def codebook(survey: Survey, central: dict, released: int, last_release: int,
             "total_epsilon": survey.total_epsilon, "central": central, "released": released,
             "last_release": last_release, "exported_at": exported_at, "values": VALUES,
             "questions": questions}
+
+
+def _columns(question: Question) -> dict[str, list[str]]:
+    """A question's CSV columns when they are not just its id (OUE: one per option, ...)."""
+    columns = question.scheme.columns(question.id)
+    return {} if columns == [question.id] else {"columns": columns}
 
 
 def codebook_markdown(book: Mapping) -> str:
@@ -149,15 +140,17 @@ def codebook_markdown(book: Mapping) -> str:
               ("central delta", central["delta"]),
               ("central epsilon assumes", _markdown(central["assumes"])),
               ("exported at (UTC)", book["exported_at"]), ("format", book["format"])]
-    questions = [(q["id"], _markdown(q["text"]), q["type"], q["alpha"], q["epsilon"],
-                  q.get("concept"), q.get("irr_alpha")) for q in book["questions"]]
+    questions = [(q["id"], _markdown(q["text"]), q["type"], q.get("mechanism", FORCED_RESPONSE),
+                  q.get("alpha"), q["epsilon"], q.get("concept"), q.get("irr_alpha"),
+                  ", ".join(q.get("columns", [q["id"]]))) for q in book["questions"]]
     options = [(q["id"], o["code"], _markdown(o["label"]), _markdown(o["csv_value"]),
-                q["beta"][o["code"]]) for q in book["questions"] for o in q["options"]]
+                q["beta"][o["code"]] if "beta" in q else None)
+               for q in book["questions"] for o in q["options"]]
     return "\n".join([
         f"# Codebook: {_markdown(book['title'])}", "", _markdown(book["values"]), "",
         *_markdown_table(["field", "value"], fields), "", "## Questions", "",
-        *_markdown_table(["id", "text", "type", "alpha", "epsilon", "concept", "irr_alpha"],
-                         questions), "", "## Options", "",
+        *_markdown_table(["id", "text", "type", "mechanism", "alpha", "epsilon", "concept",
+                          "irr_alpha", "CSV columns"], questions), "", "## Options", "",
         *_markdown_table(["question", "code", "label", "CSV value", "beta"], options), ""])
 
 

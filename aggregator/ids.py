@@ -16,6 +16,32 @@ def new_ids(count: int) -> list[str]:
     return [base64.urlsafe_b64encode(random[i:i + 12]).decode() for i in range(0, 12 * count, 12)]
 
 
+# Released responses are stored by (survey, bucket, release, id), the bucket being the first 8
+# bits of the random id (its first character's 6 and the second's top 2, in base64url's
+# alphabet): a release appends at the end of each of the BUCKETS buckets, a few pages that stay
+# in memory, however large the table (random ids alone would land each insert on a random
+# page of an index that outgrows memory); an export reads bucket after bucket, each sorted by
+# id, which is the order of the random ids, uniformly random. More buckets would make export
+# statements smaller (released / BUCKETS rows at the most) but cost each release a page per
+# bucket: SQLite writes each page a transaction touches whole to its log (bench/README.md).
+BUCKETS = 256
+BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_INDEX = {c: i for i, c in enumerate(BASE64URL)}
+
+
+def bucket_of(response_id: str) -> int:
+    """The response's bucket, 0 to BUCKETS - 1 (bucket_sql in SQL)."""
+    return _INDEX.get(response_id[0:1], 0) * 4 + _INDEX.get(response_id[1:2], 0) // 16
+
+
+def bucket_sql(column: str) -> str:
+    """bucket_of as an SQL expression over a column, the same in SQLite and PostgreSQL."""
+    def index(position: int) -> str:
+        cases = " ".join(f"WHEN '{c}' THEN {i}" for i, c in enumerate(BASE64URL))
+        return f"(CASE substr({column}, {position}, 1) {cases} ELSE 0 END)"
+    return f"({index(1)} * 4 + {index(2)} / 16)"
+
+
 # Any survey id this aggregator ever made: base64url (release 0.1.0) or base32 (since).
 SURVEY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 

@@ -56,17 +56,20 @@ def _store(db: Connection, survey: Survey, responses: list[Answers],
            idempotency_key: str | None, token: str | None) -> Accepted:
     """The intake transaction: open check, idempotency claim, token spend, then the responses
     go to the pending pool, a whole batch from a researcher or relay as well. When it commits
-    they are on disk (acknowledged)."""
+    they are on disk (acknowledged); concurrent requests may share the commit (grouped)."""
     survey_id = survey.survey_id
     rows = store.answers_json(survey, responses)
-    with db.transaction():
-        store.lock_open_survey(db, survey_id)
+
+    def intake(tx: Connection) -> Accepted:
+        store.lock_open_survey(tx, survey_id)
         if idempotency_key is not None:
-            earlier = store.claim_idempotency_key(db, survey_id, idempotency_key,
+            earlier = store.claim_idempotency_key(tx, survey_id, idempotency_key,
                                                   "\n".join(rows), len(rows))
             if earlier is not None:
                 return Accepted(survey_id, earlier, replayed=True)
         if token is not None:
-            store.spend_token(db, survey_id, token)
-        store.insert_pending(db, survey, rows)
-    return Accepted(survey_id, len(rows), replayed=False)
+            store.spend_token(tx, survey_id, token)
+        store.insert_pending(tx, survey, rows)
+        return Accepted(survey_id, len(rows), replayed=False)
+
+    return db.grouped(intake)

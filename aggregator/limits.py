@@ -32,6 +32,8 @@ CLASSES = {
     "pages.login": "login",
     "pages.dashboard_login": "login",
     "pages.dashboard_tokens": "researcher",
+    "pages.draft_preview": "researcher",
+    "pages.draft_preview_manifest": "researcher",
 }
 EXEMPT = {"respondents.health"}  # load balancers poll it
 STORAGE_SCHEMES = ("memory", "memcached")  # neither writes a counter to disk

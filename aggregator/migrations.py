@@ -7,17 +7,20 @@ misread; the version is checked only at start.
 A change to the schema is always one more step at the end; released steps never change.
 
 What the tables hold (since step 3): surveys, their signed manifests, owners and shares;
-responses waiting for release (`pending`); released responses under random keys with the day
-of their release; per-option counters of released responses; each release's day and size; per
+responses waiting for release (`pending`); released responses under random keys with the day of
+their release; per-option counters of released responses; each release's day and size; per
 idempotency key its SHA-256 and an HMAC of the body keyed by the idempotency key itself; hashes
 of unspent invitation tokens; researchers, the hashes of their API keys and the hashes of their
 results-page sessions; and (since step 4) per declared cross-tab of a survey, joint counters
 of released responses; (since step 6) the storage key's check value, and per released response
-and per release the release's number. Token hashes and idempotency records are keyed by the
-storage key and pending answers encrypted under it (storage_key.py), so a copy of the files
-alone matches and reads none of them. Nothing about respondents but their randomized answers
-and their release's day and number: no column for an IP address, user agent, cookie, token
-or precise time, and nothing links a token to a response (spending a token deletes its hash).
+and per release the release's number; (since step 7) drafts, and the day a survey was archived;
+(since step 8) per survey the totals of its releases and per survey and day the responses
+released; (since step 9) per released response its bucket (eight random bits of its id).
+Token hashes and idempotency records are keyed by the storage key and pending answers encrypted
+under it (storage_key.py), so a copy of the files alone matches and reads none of them. Nothing
+about respondents but their randomized answers and their release's day and number: no column
+for an IP address, user agent, cookie, token or precise time, and nothing links a token to a
+response (spending a token deletes its hash).
 Statements may contain {without_rowid}, which the connection fills in for its dialect; a step
 may also hold a function of the connection, for what SQL alone cannot compute (the storage
 key's forms).
@@ -27,6 +30,7 @@ from collections.abc import Callable
 
 from .database import Connection
 from .exceptions import ConfigurationError
+from .ids import bucket_sql
 from .storage_key import keyed
 
 
@@ -236,6 +240,62 @@ STEPS: list[tuple[str | Callable[[Connection], None], ...]] = [
         "ALTER TABLE responses ADD COLUMN release_number INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE releases ADD COLUMN release_number INTEGER NOT NULL DEFAULT 0",
         _key_stored_secrets,
+    ),
+    # 7: drafts and archiving. A draft is a survey definition its owner may still edit, with
+    # the id it will be published under; it has no manifest, signature or counters until it is
+    # published (its row then moves to surveys). A closed survey may be archived: hidden from
+    # listings (the UTC day it was), its data kept.
+    (
+        """CREATE TABLE drafts (
+            survey_id TEXT PRIMARY KEY,
+            owner_id TEXT NOT NULL REFERENCES researchers (researcher_id),
+            definition TEXT NOT NULL,
+            created_day TEXT NOT NULL)""",
+        "ALTER TABLE surveys ADD COLUMN archived_day TEXT",
+    ),
+    # 8: every request and release O(1) in the survey's history and in others'. Per survey, a
+    # summary of its releases (how many responses, the smallest release, the last number) and
+    # per day the responses released (the results page's timeline), kept by each release; a
+    # partial index on the idempotency records not yet released, which are all a release
+    # reads of them (the released ones stay until the close).
+    (
+        """CREATE TABLE release_totals (
+            survey_id TEXT PRIMARY KEY REFERENCES surveys (survey_id),
+            released BIGINT NOT NULL CHECK (released >= 1),
+            smallest INTEGER NOT NULL CHECK (smallest >= 1),
+            last_number INTEGER NOT NULL CHECK (last_number >= 0))""",
+        """INSERT INTO release_totals (survey_id, released, smallest, last_number)
+            SELECT survey_id, SUM(size), MIN(size), MAX(release_number) FROM releases
+            GROUP BY survey_id ORDER BY survey_id""",
+        """CREATE TABLE release_days (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            released_day TEXT NOT NULL,
+            size BIGINT NOT NULL CHECK (size >= 1),
+            PRIMARY KEY (survey_id, released_day))""",
+        """INSERT INTO release_days (survey_id, released_day, size)
+            SELECT survey_id, released_day, SUM(size) FROM releases
+            GROUP BY survey_id, released_day ORDER BY survey_id, released_day""",
+        """CREATE INDEX idempotency_unreleased ON idempotency_keys (survey_id, key_hash)
+            WHERE released = 0""",
+    ),
+    # 9: intake flat as the table grows. Released responses are keyed by survey, bucket (ids.
+    # bucket_of: 8 random bits of the id), release number and id: each release appends at the
+    # end of each bucket instead of at random places in one index the size of the table; an
+    # export reads the buckets in order, each sorted by id (ids.py).
+    (
+        """CREATE TABLE responses_by_bucket (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            bucket INTEGER NOT NULL,
+            release_number INTEGER NOT NULL,
+            response_id TEXT NOT NULL,
+            answers TEXT NOT NULL,
+            released_day TEXT NOT NULL,
+            PRIMARY KEY (survey_id, bucket, release_number, response_id)){without_rowid}""",
+        (f"INSERT INTO responses_by_bucket (survey_id, bucket, release_number, response_id, "  # noqa: S608  # nosec B608
+         f"answers, released_day) SELECT survey_id, {bucket_sql('response_id')}, "
+         "release_number, response_id, answers, released_day FROM responses ORDER BY 1, 2, 3, 4"),
+        "DROP TABLE responses",
+        "ALTER TABLE responses_by_bucket RENAME TO responses",
     ),
 ]
 LATEST = len(STEPS)

@@ -15,9 +15,11 @@ from flask import Blueprint, current_app, jsonify
 from ldpsurvey.shared import METHODS, Cell, Conditional, Estimate
 from ldpsurvey.shared.manifest import CONCEPT
 from ldpsurvey.shared.protocol import EXPORT_FORMATS, IDEMPOTENCY_KEY, RESEARCHER_NAME, ROLES
+from ldpsurvey.shared.scheme import Settings, empty_entry
+from ldpsurvey.shared.schemes import CHOICE_MECHANISMS, TYPES
 
 from .errors import ANSWERS
-from .surveys import empty_estimate
+from .qr import FORMATS as QR_FORMATS
 
 bp = Blueprint("openapi", __name__)
 
@@ -38,9 +40,10 @@ ERRORS = {
     "409": "Conflict with the survey's state or an earlier request",
     "413": "Body or batch too large",
     "415": "Body is not application/json",
-    "422": "The content is invalid; detail says what",
+    "422": "The content is invalid (or a regression has no maximum); detail says what",
     "429": "Too many requests from this client for this class of endpoint (limits.py); the "
            "Retry-After header says in how many seconds to retry",
+    "501": "This server lacks what the request needs (the analysis extra)",
 }
 
 
@@ -107,6 +110,29 @@ POINTS = {
 }
 
 
+# A question's mechanism and its parameters beyond forced response's alpha and beta (the manifest
+# fields of shared/oue.py, olh.py).
+MECHANISM_PARAMETERS = {
+    "mechanism": {"type": "string", "description": "Absent: forced response"},
+    "p": {"type": "number", "description": "OUE: P(the respondent's option's bit is 1)"},
+    "q": {"type": "number", "description": "OUE: P(another option's bit is 1)"},
+    "g": {"type": "integer", "description": "OLH: the number of hash values"},
+    "max_selected": {"type": "integer", "description": "multi_select: at most this many options "
+                     "selected (absent: any number)"},
+    "min": {"type": "number", "description": "numeric: the lowest answer (lower ones clamped)"},
+    "max": {"type": "number", "description": "numeric: the highest answer"},
+    "unit": {"type": "string", "description": "numeric: the answer's unit"},
+    "scale": {"type": "object", "description": "numeric: the mean's scale (min, max, unit): "
+              "its p_hat, p_mle, ci_low, ci_high and standard_error are in these units"},
+    "warning": {"type": "string", "description": "Why a whole question's estimates need care "
+                "(padding and sampling: biased if anyone selected more than max_selected)"},
+}
+
+
+# beta: per option (forced response), or P(yes | forced) of a multi_select question's bits.
+BETA = {"oneOf": [{"type": "number"}, {"type": "array", "items": {"type": "number"}}]}
+
+
 def described(name: str, schema: dict) -> dict:
     """The schema with POINTS' description of the field `name`, if it has one."""
     return {**schema, "description": POINTS[name]} if name in POINTS else schema
@@ -115,7 +141,7 @@ def described(name: str, schema: dict) -> dict:
 def option_estimate() -> dict:
     """An option of the estimates document: its index and text, and every field of
     shared.Estimate (nullable where it is null before the question's first answer)."""
-    before = empty_estimate(1.0, 0.95, "wilson")
+    before = empty_entry(1.0, Settings(0.95, "wilson"))
     properties = {"index": {"type": "integer"}, "option": {"type": "string"}}
     for field in fields(Estimate):
         properties[field.name] = described(field.name, field_schema(field.type,
@@ -135,6 +161,33 @@ def dataclass_schema(cls: type) -> dict:
                   for field in fields(cls)}
     return {"type": "object", "required": list(properties), "additionalProperties": False,
             "properties": properties}
+
+
+def _numbers(fields_: str, **extra: dict) -> dict:
+    """An object whose space-separated fields_ are numbers, plus `extra` fields."""
+    properties = {name: {"type": "number"} for name in fields_.split()} | extra
+    return {"type": "object", "required": list(properties), "additionalProperties": False,
+            "properties": properties}
+
+
+def regression_schema() -> dict:
+    """ldpsurvey.analysis.Regression's fields (written out: the server loads the analysis
+    package only when asked for a regression; test_api_regression checks they match)."""
+    text, nullable_text = {"type": "string"}, {"type": "string", "nullable": True}
+    schema = _numbers(
+        "effective_n confidence log_likelihood", formula=text, outcome=text,
+        n={"type": "integer"}, iterations={"type": "integer"}, variance=text,
+        randomized_covariates={"type": "array", "items": text},
+        coefficients={"type": "array", "items": _numbers(
+            "estimate standard_error ci_low ci_high z p_value", name=text)},
+        covariance=matrix("Covariance of the coefficients, in their order"),
+        predicted={"type": "array", "description": "The model's prevalence of a true yes, "
+                   "overall (variable null) and per level of each categorical covariate",
+                   "items": _numbers("n prevalence standard_error ci_low ci_high",
+                                     variable=nullable_text, level=nullable_text)})
+    return {**schema, "nullable": True,
+            "description": "With regress: the maximum-likelihood logistic regression of a "
+                           "randomized yes/no question on others (null before the first release)"}
 
 
 def crosstab_schema() -> dict:
@@ -169,7 +222,7 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                                "public_key": {"type": "string", "format": "byte"}}},
         "SurveyDefinition": {
             "type": "object", "required": ["title", "questions"],
-            "description": "A survey definition (see README: The survey file).",
+            "description": "A survey definition (see docs/survey-file.md).",
             "properties": {
                 "title": {"type": "string"}, "description": {"type": "string"},
                 "max_epsilon": {"type": "number"}, "invitation_only": {"type": "boolean"},
@@ -188,8 +241,21 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                     "type": "object", "required": ["id", "text", "type"],
                     "properties": {
                         "id": {"type": "string"}, "text": {"type": "string"},
-                        "type": {"type": "string", "enum": ["yes_no", "choice"]},
+                        "type": {"type": "string",
+                                 "enum": ["yes_no", "choice", *TYPES]},
+                        "min": {"type": "number"}, "max": {"type": "number"},
+                        "unit": {"type": "string"},
+                        "max_selected": {"type": "integer", "minimum": 1},
                         "options": {"type": "array", "items": {"type": "string"}},
+                        "mechanism": {"type": "string",
+                                      "enum": sorted({*CHOICE_MECHANISMS, *(
+                                          name for module in TYPES.values()
+                                          for name in module.MECHANISMS)}),
+                                      "description": "How a choice question is randomized "
+                                                     "(default forced_response), or a "
+                                                     "multi_select (default auto) or numeric "
+                                                     "one; auto: the lowest variance at its "
+                                                     "epsilon"},
                         "alpha": {"type": "number"}, "epsilon": {"type": "number"},
                         "beta": {"oneOf": [{"type": "number"},
                                            {"type": "array", "items": {"type": "number"}}]},
@@ -202,22 +268,36 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                                                      "concept question (default 0.75)"}}}}}},
         "Created": {"type": "object", "required": ["survey_id", "status", "total_epsilon",
                                                    "manifest_url"],
-                    "properties": {"survey_id": {"type": "string"}, "status": {"type": "string"},
+                    "properties": {"survey_id": {"type": "string"},
+                                   "status": {"type": "string", "enum": ["open", "draft"]},
                                    "total_epsilon": {"type": "number"},
-                                   "manifest_url": {"type": "string"}}},
+                                   "manifest_url": {"type": "string", "nullable": True,
+                                                    "description": "null for a draft: it has "
+                                                                   "no manifest until published"}}},
+        "Archived": {"type": "object", "required": ["survey_id", "status", "archived"],
+                     "additionalProperties": False,
+                     "properties": {"survey_id": {"type": "string"},
+                                    "status": {"type": "string", "enum": ["closed"]},
+                                    "archived": {"type": "boolean"}}},
+        "Deleted": {"type": "object", "required": ["survey_id", "status"],
+                    "additionalProperties": False,
+                    "properties": {"survey_id": {"type": "string"},
+                                   "status": {"type": "string", "enum": ["deleted"]}}},
         "SurveyList": {"type": "object", "required": ["surveys"], "properties": {"surveys": {
             "type": "array", "items": {
                 "type": "object",
                 "required": ["survey_id", "title", "status", "created", "n",
-                             "invitation_only"],
+                             "invitation_only", "archived"],
                 "additionalProperties": False,
                 "properties": {"survey_id": {"type": "string"}, "title": {"type": "string"},
-                               "status": {"type": "string", "enum": ["open", "closed"]},
+                               "status": {"type": "string", "enum": ["draft", "open", "closed"]},
                                "created": {"type": "string", "format": "date",
-                                           "nullable": True},
+                                           "nullable": True,
+                                           "description": "The day published (a draft: made)"},
                                "n": {"type": "integer", "minimum": 0,
                                      "description": "Released responses"},
-                               "invitation_only": {"type": "boolean"}}}}}},
+                               "invitation_only": {"type": "boolean"},
+                               "archived": {"type": "boolean"}}}}}},
         "Status": {"type": "object", "required": ["survey_id", "status"],
                    "properties": {"survey_id": {"type": "string"},
                                   "status": {"type": "string", "enum": ["open", "closed"]}}},
@@ -280,13 +360,15 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                 "crosstabs": {"type": "array", "description": "The declared cross-tabs",
                               "items": {"type": "array", "items": {"type": "string"}}},
                 "central": _ref("Central"),
+                "regression": regression_schema(),
                 "questions": {"type": "array", "items": {
                     "type": "object",
-                    "required": ["id", "n", "epsilon", "alpha", "beta", "covariance", "options"],
+                    "required": ["id", "n", "epsilon", "covariance", "options"],
                     "properties": {"id": {"type": "string"}, "text": {"type": "string"},
                                    "type": {"type": "string"}, "n": {"type": "integer"},
+                                   **MECHANISM_PARAMETERS,
                                    "alpha": {"type": "number"}, "epsilon": {"type": "number"},
-                                   "beta": {"type": "array", "items": {"type": "number"}},
+                                   "beta": BETA,
                                    "covariance": matrix("k x k covariance of the options' "
                                                         "unbiased estimates p_hat"),
                                    "options": {"type": "array",
@@ -328,9 +410,15 @@ EXPORT = {"description": "One row per response, random order",
 EXPORT_FORMAT = {"name": "format", "in": "query", "required": False,
                  "description": "plain (default) or rr: R's rr package's layout",
                  "schema": {"type": "string", "enum": list(EXPORT_FORMATS)}}
-CODES = {"name": "codes", "in": "query", "required": False,
-         "description": "true: option codes instead of labels (plain format only)",
-         "schema": {"type": "string", "enum": ["true", "false"]}}
+
+
+def flag(name: str, description: str) -> dict:
+    """A true/false query parameter (absent: false)."""
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": {"type": "string", "enum": ["true", "false"]}}
+
+
+CODES = flag("codes", "true: option codes instead of labels (plain format only)")
 
 
 def codebook_schema() -> dict:
@@ -341,11 +429,12 @@ def codebook_schema() -> dict:
               "properties": {"code": {"type": "integer", "minimum": 0}, "label": text,
                              "csv_value": text}}
     question = {"type": "object",
-                "required": ["id", "text", "type", "options", "alpha", "beta", "epsilon"],
+                "required": ["id", "text", "type", "options", "epsilon"],
                 "additionalProperties": False,
-                "properties": {"id": text, "text": text, "type": text,
+                "properties": {"id": text, "text": text, "type": text, **MECHANISM_PARAMETERS,
+                               "columns": {"type": "array", "items": text},
                                "options": {"type": "array", "items": option}, "alpha": number,
-                               "beta": {"type": "array", "items": number}, "epsilon": number,
+                               "beta": BETA, "epsilon": number,
                                "concept": text, "irr_alpha": number}}
     return {"type": "object",
             "required": ["format", "survey_id", "title", "key_id", "release_batch",
@@ -372,15 +461,52 @@ PATHS = {
     "/api/key": {"get": _operation("The aggregator's Ed25519 public key",
                                    {"200": _json(_ref("Key"), "The key")})},
     "/api/surveys": {
-        "post": _operation("Publish a survey", {"201": _json(_ref("Created"), "Published"),
-                                                **_errors("400", "401", "403", "413", "415",
-                                                          "422")},
-                           security=BEARER, body="SurveyDefinition"),
-        "get": _operation("List surveys", {"200": _json(_ref("SurveyList"), "Surveys"),
-                                           **_errors("401", "403")}, security=BEARER)},
-    "/api/surveys/{survey_id}": {"get": _operation(
-        "The signed manifest, byte for byte", {"200": _json(_ref("Manifest"), "Manifest"),
-                                               **_errors("404")}, parameters=[SURVEY_ID])},
+        "post": _operation("Publish a survey, or keep it as a draft (draft=true)",
+                           {"201": _json(_ref("Created"), "Published, or kept as a draft"),
+                            **_errors("400", "401", "403", "413", "415", "422")},
+                           security=BEARER, body="SurveyDefinition",
+                           parameters=[flag("draft", "true: keep it as a draft (no manifest, "
+                                                     "404 to respondents) to edit and publish "
+                                                     "later")]),
+        "get": _operation("List surveys and drafts (archived ones with archived=true)",
+                          {"200": _json(_ref("SurveyList"), "Surveys"),
+                           **_errors("400", "401", "403")}, security=BEARER,
+                          parameters=[flag("archived", "true: archived surveys too")])},
+    "/api/surveys/{survey_id}": {
+        "get": _operation("The signed manifest, byte for byte",
+                          {"200": _json(_ref("Manifest"), "Manifest"), **_errors("404")},
+                          parameters=[SURVEY_ID]),
+        "delete": _operation("Delete a survey or draft with every response, token and counter "
+                             "of it (owner or admin); an open one only with force=true",
+                             {"200": _json(_ref("Deleted"), "Deleted"),
+                              **_errors("400", "401", "403", "404", "409")},
+                             security=BEARER,
+                             parameters=[SURVEY_ID, flag("force", "true: delete an open "
+                                                                  "survey too")])},
+    "/api/surveys/{survey_id}/definition": {"put": _operation(
+        "Replace a draft's definition (a published survey never changes: copy it)",
+        {"200": _json(_ref("Created"), "Edited"),
+         **_errors("400", "401", "403", "404", "409", "413", "415", "422")},
+        security=BEARER, parameters=[SURVEY_ID], body="SurveyDefinition")},
+    "/api/surveys/{survey_id}/publish": {"post": _operation(
+        "Publish a draft under its id: sign its manifest and open it",
+        {"200": _json(_ref("Created"), "Published"), **_errors("401", "403", "404", "409",
+                                                               "422")},
+        security=BEARER, parameters=[SURVEY_ID])},
+    "/api/surveys/{survey_id}/copy": {"post": _operation(
+        "A new draft with the survey's definition, owned by the caller",
+        {"201": _json(_ref("Created"), "The new draft"), **_errors("401", "403", "404",
+                                                                   "422")},
+        security=BEARER, parameters=[SURVEY_ID])},
+    "/api/surveys/{survey_id}/archive": {"post": _operation(
+        "Hide a closed survey from listings, keeping its data (owner or admin)",
+        {"200": _json(_ref("Archived"), "Archived"), **_errors("401", "403", "404", "409")},
+        security=BEARER, parameters=[SURVEY_ID])},
+    "/api/surveys/{survey_id}/unarchive": {"post": _operation(
+        "List an archived survey again (owner or admin)",
+        {"200": _json(_ref("Archived"), "No longer archived"),
+         **_errors("401", "403", "404", "409")},
+        security=BEARER, parameters=[SURVEY_ID])},
     "/api/surveys/{survey_id}/manifest.sig": {"get": _operation(
         "Ed25519 signature over the manifest bytes",
         {"200": {"description": "64 bytes", "content": {"application/octet-stream": {
@@ -402,21 +528,21 @@ PATHS = {
         parameters=[SURVEY_ID, IDEMPOTENCY], body="Batch")},
     "/api/surveys/{survey_id}/close": {"post": _operation(
         "Close a survey for good", {"200": _json(_ref("Status"), "Closed"),
-                                    **_errors("401", "403", "404")},
+                                    **_errors("401", "403", "404", "409")},
         security=BEARER, parameters=[SURVEY_ID])},
     "/api/surveys/{survey_id}/shares": {"get": _operation(
         "Who the survey is shared with (its owner or an admin asks)",
-        {"200": _json(_ref("Shares"), "Names"), **_errors("401", "403", "404")},
+        {"200": _json(_ref("Shares"), "Names"), **_errors("401", "403", "404", "409")},
         security=BEARER, parameters=[SURVEY_ID])},
     "/api/surveys/{survey_id}/shares/{name}": {
         "put": _operation("Share the survey with a researcher, who may then read its results "
                           "and exports (owner or admin)",
                           {"200": _json(_ref("Shares"), "Shared"),
-                           **_errors("401", "403", "404", "422")},
+                           **_errors("401", "403", "404", "409", "422")},
                           security=BEARER, parameters=[SURVEY_ID, NAME]),
         "delete": _operation("Stop sharing the survey with a researcher (owner or admin)",
                              {"200": _json(_ref("Shares"), "No longer shared"),
-                              **_errors("401", "403", "404", "422")},
+                              **_errors("401", "403", "404", "409", "422")},
                              security=BEARER, parameters=[SURVEY_ID, NAME])},
     "/api/surveys/{survey_id}/tokens": {"post": _operation(
         "Mint single-use invitation tokens",
@@ -425,9 +551,15 @@ PATHS = {
         security=BEARER, parameters=[SURVEY_ID], body="TokenRequest")},
     "/api/surveys/{survey_id}/estimates": {"get": _operation(
         "Estimates per question and option",
-        {"200": _json(_ref("Estimates"), "Estimates"), **_errors("400", "401", "404")},
+        {"200": _json(_ref("Estimates"), "Estimates"),
+         **_errors("400", "401", "404", "422", "501")},
         security=[{}, *BEARER, {scheme("relay"): []}],
         parameters=[SURVEY_ID, CONFIDENCE,
+                    {"name": "regress", "in": "query", "required": False,
+                     "description": "A formula `outcome ~ a + b` of question ids (+, : and *): "
+                                    "adds `regression`, the logistic regression of the "
+                                    "randomized yes/no outcome on the others",
+                     "schema": {"type": "string", "minLength": 1, "maxLength": 1000}},
                     {"name": "method", "in": "query", "required": False,
                      "schema": {"type": "string",
                                 "enum": list(METHODS)}},
@@ -448,23 +580,31 @@ PATHS = {
     "/api/surveys/{survey_id}/export.csv": {"get": _operation(
         "Export as CSV: question ids, then option labels (codes=true: codes); format=rr: the "
         "design in # comment lines, then codes",
-        {"200": EXPORT, **_errors("400", "401", "403", "404")}, security=BEARER,
+        {"200": EXPORT, **_errors("400", "401", "403", "404", "409")}, security=BEARER,
         parameters=[SURVEY_ID, EXPORT_FORMAT, CODES])},
+    **{f"/api/surveys/{{survey_id}}/qr.{kind}": {"get": _operation(
+        f"The QR code of the respondent link, as {kind.upper()} (a published survey, not "
+        "invitation-only)",
+        {"200": {"description": "QR code", "content": {media: {
+            "schema": {"type": "string", "format": "binary"}}}},
+         **_errors("400", "401", "403", "404", "409")},
+        security=BEARER, parameters=[SURVEY_ID])} for kind, media in QR_FORMATS.items()},
     "/api/surveys/{survey_id}/codebook.json": {"get": _operation(
         "What each export's columns and values mean",
-        {"200": _json(_ref("Codebook"), "Codebook"), **_errors("401", "403", "404")},
+        {"200": _json(_ref("Codebook"), "Codebook"), **_errors("401", "403", "404", "409")},
         security=BEARER, parameters=[SURVEY_ID])},
     "/api/surveys/{survey_id}/codebook.md": {"get": _operation(
         "The codebook as Markdown tables",
         {"200": {"description": "Codebook", "content": {"text/markdown": {
-            "schema": {"type": "string", "format": "binary"}}}}, **_errors("401", "403", "404")},
+            "schema": {"type": "string", "format": "binary"}}}},
+         **_errors("401", "403", "404", "409")},
         security=BEARER, parameters=[SURVEY_ID])},
     "/api/surveys/{survey_id}/export.jsonl": {"get": _operation(
         "Export as JSON lines", {"200": {"description": "Manifest line, then one per response",
                                          "content": {"application/jsonl": {
                                              "schema": {"type": "string",
                                                         "format": "binary"}}}},
-                                 **_errors("400", "401", "403", "404")},
+                                 **_errors("400", "401", "403", "404", "409")},
         security=BEARER, parameters=[SURVEY_ID])},
 }
 

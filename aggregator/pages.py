@@ -13,6 +13,8 @@ from flask import (
     Response,
     abort,
     current_app,
+    flash,
+    jsonify,
     redirect,
     render_template,
     request,
@@ -21,14 +23,20 @@ from flask import (
 )
 
 from ldpsurvey.shared import METHODS
+from ldpsurvey.shared.scheme import Settings
+from ldpsurvey.shared.schemes import WORDS
 
-from . import accounts, auth, surveys
+from . import access, accounts, auth, lifecycle, preview, settings, surveys
 from .charts import estimate_chart, timeline_chart
 from .db import get_db
+from .exceptions import DomainError
 from .exports import spreadsheet_safe
+from .qr import FORMATS, qr_code
 
 bp = Blueprint("pages", __name__)
-WEB_ASSETS = {"form.js", "randomizer.js"}
+WEB = resources.files("ldpsurvey.shared") / "web"
+# The form and the schemes' JavaScript twins: every module in shared/web, by name.
+WEB_ASSETS = {entry.name for entry in WEB.iterdir() if entry.name.endswith(".js")}
 
 
 @bp.get("/web/<filename>")
@@ -36,7 +44,7 @@ def web_asset(filename: str):
     """The form's JavaScript, shipped as package data of ldpsurvey.shared."""
     if filename not in WEB_ASSETS:
         abort(404)
-    source = (resources.files("ldpsurvey.shared") / "web" / filename).read_bytes()
+    source = (WEB / filename).read_bytes()
     return Response(source, mimetype="text/javascript")
 
 
@@ -67,7 +75,7 @@ def results(survey_id: str):
                            f"Results of “{page.survey.title}”", "Show results")
     charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
     return render_template("results.html", body=page.estimates, charts=charts,
-                           exposure=page.exposure,
+                           exposure=page.exposure, mechanism_words=WORDS,
                            crosstab=page.crosstab, researcher=page.researcher, methods=METHODS,
                            levels=LEVELS, query=_query(options),
                            timeline=timeline_chart(page.timeline) if page.timeline else None,
@@ -107,17 +115,17 @@ CSV_FIELDS = ("n", "p_mle", "p_hat", "standard_error", "ci_low", "ci_high", "eps
               "warning")
 
 
-def _chosen_options() -> surveys.EstimateOptions:
+def _chosen_options() -> Settings:
     return surveys.estimate_options(request.args.get("confidence"), request.args.get("method"))
 
 
-def _estimates(survey_id: str, options: surveys.EstimateOptions) -> dict:
+def _estimates(survey_id: str, options: Settings) -> dict:
     return surveys.estimates(get_db(), survey_id, auth.session_caller(),
                              current_app.config["CENTRAL_DELTA"], options,
                              current_app.config["RELEASE_EVERY"])
 
 
-def _query(options: surveys.EstimateOptions) -> dict:
+def _query(options: Settings) -> dict:
     """The download links' query: the options shown."""
     return {"confidence": f"{options.confidence:g}", "method": options.method}
 
@@ -135,12 +143,146 @@ def landing():
 @bp.get("/researcher")
 def dashboard():
     """The caller's surveys (an admin's: all), or the login form without a session."""
+    caller = _researcher()
+    if caller is None:
+        return _login_form(url_for("pages.dashboard_login"), "Researcher dashboard", "Log in")
+    return _dashboard(caller)
+
+
+def _dashboard(caller, upload_error: str | None = None, status: int = 200):
+    """The dashboard page; `upload_error`, shown next to the file field, with `status`."""
+    return render_template("dashboard.html", surveys=surveys.listing(get_db(), caller),
+                           caller=caller, csrf=_csrf_token(), upload_error=upload_error,
+                           origin=_origin(),
+                           max_tokens=current_app.config["MAX_TOKENS_PER_REQUEST"]), status
+
+
+def _researcher():
+    """The session's researcher or admin, or None."""
+    caller = auth.session_caller()
+    return caller if caller is not None and caller.role in auth.PEOPLE else None
+
+
+def _origin() -> str:
+    return settings.public_origin(current_app.config, request.host_url)
+
+
+@bp.post("/researcher/surveys")
+def dashboard_upload():
+    """A survey file uploaded on the dashboard becomes a draft, checked as `survey check`
+    checks it (lifecycle.upload_draft); a refusal is shown next to the file field (422)."""
+    _check_csrf()
+    caller = _researcher()
+    if caller is None:
+        return redirect(url_for("pages.dashboard"))
+    upload = request.files.get("file")
+    if upload is None or not upload.filename:
+        return _dashboard(caller, "Choose a survey file (.toml or .json) to upload.", 422)
+    try:
+        survey_id, survey = lifecycle.upload_draft(
+            get_db(), caller, upload.filename, upload.read(),
+            request.form.get("above_default_ceilings") == "yes",
+            float(current_app.config["EPSILON_CAP"]))
+    except DomainError as exc:
+        return _dashboard(caller, str(exc), 422)
+    flash(f"Saved “{survey.title}” as a draft ({survey_id}): preview it, then publish it.")
+    return redirect(url_for("pages.dashboard"), 303)
+
+
+def _publish(db, caller, survey_id: str) -> None:
+    lifecycle.publish(db, caller, survey_id, current_app.extensions["ldp_signing_key"],
+                      float(current_app.config["EPSILON_CAP"]), _origin())
+
+
+# The dashboard's buttons: the service each calls, and what it says once done.
+ACTIONS = {
+    "publish": (_publish, "Published: respondents can answer it now."),
+    "close": (surveys.close, "Closed: it takes no more answers."),
+    "archive": (lifecycle.archive, "Archived: hidden from the list, its data kept "
+                                   "(ldp-survey survey list --archived shows it)."),
+}
+
+
+@bp.post("/researcher/surveys/<survey_id>/<action>")
+def dashboard_action(survey_id: str, action: str):
+    """Publish, close or archive from the dashboard (as the API and the CLI do); a refusal
+    is the friendly error page of errors.py, naming the problem."""
+    if action not in ACTIONS:
+        abort(404)
+    _check_csrf()
+    caller = _researcher()
+    if caller is None:
+        return redirect(url_for("pages.dashboard"))
+    service, done = ACTIONS[action]
+    service(get_db(), caller, survey_id)
+    flash(f"{survey_id}: {done}")
+    return redirect(url_for("pages.dashboard"), 303)
+
+
+@bp.post("/researcher/surveys/<survey_id>/shares")
+def dashboard_share(survey_id: str):
+    """Share with another researcher by name (access.share, as PUT /api/.../shares/NAME)."""
+    _check_csrf()
+    caller = _researcher()
+    if caller is None:
+        return redirect(url_for("pages.dashboard"))
+    shared = access.share(get_db(), caller, survey_id, request.form.get("name", "").strip())
+    flash(f"{survey_id}: shared with {', '.join(shared)}.")
+    return redirect(url_for("pages.dashboard"), 303)
+
+
+@bp.get("/researcher/surveys/<survey_id>/qr.<kind>")
+def dashboard_qr(survey_id: str, kind: str):
+    """The QR code of a published survey's respondent link (SVG or PNG), for its readers."""
+    caller = _researcher()
+    if caller is None or kind not in FORMATS:
+        abort(404)
+    link = surveys.respondent_link(get_db(), caller, survey_id, _origin())
+    return Response(qr_code(link, kind), mimetype=FORMATS[kind],
+                    headers={"Content-Disposition":
+                             f'inline; filename="survey-{survey_id}.{kind}"'})
+
+
+@bp.get("/researcher/counts")
+def dashboard_counts():
+    """What the dashboard refreshes on its own: each listed survey's status and released
+    responses (never how many wait for release; see surveys.listing)."""
+    caller = _researcher()
+    if caller is None:
+        abort(401)
+    return jsonify({s["survey_id"]: {"status": s["status"], "n": s["n"]}
+                    for s in surveys.listing(get_db(), caller)})
+
+
+@bp.get("/researcher/surveys/<survey_id>/preview")
+def draft_preview(survey_id: str):
+    """A draft's respondent form, exactly as respondents will see it once published, marked as
+    a preview, storing and sending nothing (preview.py); its owner or an admin only."""
+    survey = _draft_survey(survey_id)
+    if survey is None:
+        return redirect(url_for("pages.dashboard"))
+    return preview.render(survey, url_for("pages.draft_preview_manifest", survey_id=survey_id),
+                          current_app.config["RELEASE_EVERY"])
+
+
+@bp.get("/researcher/surveys/<survey_id>/preview/manifest.json")
+def draft_preview_manifest(survey_id: str):
+    survey = _draft_survey(survey_id)
+    if survey is None:
+        abort(401)
+    return preview.manifest(survey)
+
+
+def _draft_survey(survey_id: str):
+    """The session's draft as publishing it now would make it (lifecycle.preview); None
+    without a session."""
     caller = auth.session_caller()
     if caller is None or caller.role not in auth.PEOPLE:
-        return _login_form(url_for("pages.dashboard_login"), "Researcher dashboard", "Log in")
-    return render_template("dashboard.html", surveys=surveys.listing(get_db(), caller),
-                           caller=caller, csrf=_csrf_token(),
-                           max_tokens=current_app.config["MAX_TOKENS_PER_REQUEST"])
+        return None
+    return lifecycle.preview(get_db(), caller, survey_id,
+                             float(current_app.config["EPSILON_CAP"]),
+                             current_app.extensions["ldp_signing_key"].key_id,
+                             _origin())
 
 
 @bp.post("/researcher/login")

@@ -24,6 +24,7 @@ from ldpsurvey.shared.protocol import next_instant
 
 from . import store
 from .database import Connection, Database, connection_to
+from .exceptions import SurveyNotFound
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +51,8 @@ def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
     day of release. The idempotency records
     made since the last release are written again in a shuffled order too, so that on
     PostgreSQL they share the release's transaction id instead of each their arrival's."""
-    survey_id = survey.survey_id
-    if store.pending_count(db, survey_id) < max(minimum, 1):
+    survey_id, wanted = survey.survey_id, max(minimum, 1)
+    if store.pending_count(db, survey_id, wanted) < wanted:
         return 0
     rows = store.take_pending(db, survey_id)
     day = store.today()
@@ -67,16 +68,18 @@ def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
 
 
 def tallies(survey: Survey, rows: Sequence[str]) -> tuple[Counter, Counter]:
-    """How often each (question id, option) was reported in these canonical JSON rows, and
-    each (row question, col question, row option, col option) of the survey's declared
-    cross-tabs. Rows repeat (a few questions with few options each), so each distinct row is
-    parsed once."""
+    """What these canonical JSON rows add to each (question id, counter) (scheme.tally; for
+    forced response how often each option was reported), and to each (row question, col
+    question, row option, col option) of the survey's declared cross-tabs. Rows repeat (a few
+    questions with few options each), so each distinct row is parsed once."""
     counts: Counter = Counter()
     joint: Counter = Counter()
+    schemes = {q.id: q.scheme for q in survey.questions}
     for row, times in Counter(rows).items():
         answers = json.loads(row)
-        for pair in answers.items():
-            counts[pair] += times
+        for qid, report in answers.items():
+            for counter, amount in schemes[qid].tally(report):
+                counts[qid, counter] += amount * times
         for a, b in survey.crosstabs:
             joint[a, b, answers[a], answers[b]] += times
     return counts, joint
@@ -89,8 +92,11 @@ def release_due(db: Connection) -> int:
     clocks fire at the same instant release each pool once."""
     released = 0
     for survey_id in store.surveys_with_pending(db):
-        survey = store.get_survey(db, survey_id).survey
-        released += release(db, survey, survey.release_batch)
+        try:
+            survey = store.get_survey(db, survey_id).survey
+            released += release(db, survey, survey.release_batch)
+        except SurveyNotFound:  # deleted meanwhile, with its pool (lifecycle.delete)
+            continue
     return released
 
 

@@ -14,10 +14,14 @@ from flask import (
     url_for,
 )
 
-from . import access, exports, intake, settings, surveys
+from ldpsurvey.shared import Survey
+
+from . import access, exports, intake, lifecycle, settings, surveys
 from .auth import PEOPLE, request_caller, require_key
 from .db import get_db, release_on_close
+from .exceptions import InvalidParameter
 from .http import created, idempotency_key, json_body
+from .qr import FORMATS, qr_code
 from .store import KeyRecord
 
 bp = Blueprint("researchers", __name__)
@@ -26,24 +30,100 @@ bp = Blueprint("researchers", __name__)
 @bp.post("/api/surveys")
 @require_key(*PEOPLE)
 def create_survey(caller: KeyRecord):
-    """Validate a survey definition, publish its signed manifest, open it; the caller owns it."""
+    """Validate a survey definition, publish its signed manifest, open it; the caller owns it.
+    Query draft=true: keep it as a draft instead (edit, preview, then publish)."""
+    draft = flag("draft")
+    if draft:
+        survey_id, survey = lifecycle.create_draft(get_db(), caller, json_body(), _cap())
+        return _draft_reply(survey_id, survey, 201)
     survey = surveys.publish(get_db(), caller, json_body(),
-                             current_app.extensions["ldp_signing_key"],
-                             float(current_app.config["EPSILON_CAP"]),
-                             settings.public_origin(current_app.config, request.host_url))
+                             current_app.extensions["ldp_signing_key"], _cap(), _origin())
+    return _published_reply(survey, 201)
+
+
+def _cap() -> float:
+    return float(current_app.config["EPSILON_CAP"])
+
+
+def _origin() -> str:
+    return settings.public_origin(current_app.config, request.host_url)
+
+
+def flag(name: str) -> bool:
+    """A true/false query parameter (absent: false). InvalidParameter otherwise."""
+    value = request.args.get(name, "false")
+    if value not in ("true", "false"):
+        raise InvalidParameter(f"{name} must be true or false")
+    return value == "true"
+
+
+def _published_reply(survey: Survey, status: int) -> Response:
+    """A published survey: its id, status, total epsilon and manifest's address (Location)."""
     manifest_url = url_for("respondents.manifest", survey_id=survey.survey_id)
     response = jsonify(survey_id=survey.survey_id, status="open",
                        total_epsilon=survey.total_epsilon, manifest_url=manifest_url)
-    response.status_code = 201
+    response.status_code = status
     response.headers["Location"] = manifest_url
+    return response
+
+
+def _draft_reply(survey_id: str, survey: Survey, status: int) -> Response:
+    """A draft: its id, status and total epsilon; no manifest until it is published."""
+    response = jsonify(survey_id=survey_id, status="draft", total_epsilon=survey.total_epsilon,
+                       manifest_url=None)
+    response.status_code = status
     return response
 
 
 @bp.get("/api/surveys")
 @require_key(*PEOPLE)
 def list_surveys(caller: KeyRecord):
-    """The caller's own and shared surveys (an admin's: all)."""
-    return jsonify(surveys=surveys.listing(get_db(), caller))
+    """The caller's own and shared surveys and own drafts (an admin's: all); query
+    archived=true: archived surveys too."""
+    return jsonify(surveys=surveys.listing(get_db(), caller, flag("archived")))
+
+
+@bp.put("/api/surveys/<survey_id>/definition")
+@require_key(*PEOPLE)
+def edit_draft(survey_id: str, caller: KeyRecord):
+    """Replace a draft's definition (a published survey never changes: copy it)."""
+    survey = lifecycle.edit(get_db(), caller, survey_id, json_body(), _cap())
+    return _draft_reply(survey_id, survey, 200)
+
+
+@bp.post("/api/surveys/<survey_id>/publish")
+@require_key(*PEOPLE)
+def publish_draft(survey_id: str, caller: KeyRecord):
+    """Publish a draft under its id: sign its manifest and open it."""
+    survey = lifecycle.publish(get_db(), caller, survey_id,
+                               current_app.extensions["ldp_signing_key"], _cap(), _origin())
+    return _published_reply(survey, 200)
+
+
+@bp.post("/api/surveys/<survey_id>/copy")
+@require_key(*PEOPLE)
+def copy_survey(survey_id: str, caller: KeyRecord):
+    """A new draft with the survey's definition, owned by the caller."""
+    new_id, survey = lifecycle.copy(get_db(), caller, survey_id, _cap())
+    return _draft_reply(new_id, survey, 201)
+
+
+@bp.post("/api/surveys/<survey_id>/<any(archive, unarchive):action>")
+@require_key(*PEOPLE)
+def archive(survey_id: str, action: str, caller: KeyRecord):
+    """Hide a closed survey from listings, keeping its data (or bring it back)."""
+    archived = action == "archive"
+    lifecycle.archive(get_db(), caller, survey_id, archived)
+    return jsonify(survey_id=survey_id, status="closed", archived=archived)
+
+
+@bp.delete("/api/surveys/<survey_id>")
+@require_key(*PEOPLE)
+def delete_survey(survey_id: str, caller: KeyRecord):
+    """Delete a survey or draft and every response, token and counter of it; query
+    force=true for an open survey."""
+    lifecycle.delete(get_db(), caller, survey_id, flag("force"))
+    return jsonify(survey_id=survey_id, status="deleted")
 
 
 @bp.post("/api/surveys/<survey_id>/close")
@@ -111,6 +191,15 @@ def export(survey_id: str, kind: str, caller: KeyRecord):
                                      headers=attachment(result.filename)))
 
 
+@bp.get("/api/surveys/<survey_id>/qr.<any(svg, png):kind>")
+@require_key(*PEOPLE)
+def qr(survey_id: str, kind: str, caller: KeyRecord):
+    """The QR code of a published survey's respondent link, for a flyer or a slide."""
+    link = surveys.respondent_link(get_db(), caller, survey_id, _origin())
+    return Response(qr_code(link, kind), mimetype=FORMATS[kind],
+                    headers=attachment(f"survey-{survey_id}.{kind}"))
+
+
 CODEBOOK_MIMETYPES = {"json": "application/json", "md": "text/markdown"}
 
 
@@ -135,12 +224,13 @@ def estimates(survey_id: str):
     """Per question and option, the shared estimator applied to the stored counts.
 
     Query: confidence (default 0.95), method (shared.METHODS), simultaneous (true: each
-    question's intervals cover together). Public-results surveys need no key; others a key of
-    their owner, a researcher they are shared with, or an admin.
+    question's intervals cover together), regress (a formula: adds `regression`).
+    Public-results surveys need no key; others a key of their owner, a researcher they are
+    shared with, or an admin.
     """
     args = request.args
     options = surveys.estimate_options(args.get("confidence"), args.get("method"),
-                                       args.get("simultaneous"))
+                                       args.get("simultaneous"), args.get("regress"))
     return jsonify(surveys.estimates(get_db(), survey_id, request_caller(),
                                      current_app.config["CENTRAL_DELTA"], options,
                                      current_app.config["RELEASE_EVERY"]))

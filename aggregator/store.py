@@ -6,6 +6,7 @@ exceptions (`exceptions.py`); nothing here knows of HTTP or of the database's di
 """
 
 import hmac
+import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,11 +15,12 @@ from functools import lru_cache
 
 from ldpsurvey.shared import Survey, parse_manifest
 from ldpsurvey.shared.protocol import RESEARCHER_NAME
+from ldpsurvey.shared.scheme import encode
 
 from .answers import Answers
 from .database import Connection
 from .exceptions import IdempotencyConflict, SurveyClosed, SurveyNotFound, TokenRejected
-from .ids import API_KEY_ID, SURVEY_ID, hash_text, new_ids
+from .ids import API_KEY_ID, BUCKETS, SURVEY_ID, bucket_of, hash_text, new_ids
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class StoredSurvey:
     manifest: bytes
     signature: bytes
     status: str
+    archived: bool = False
 
     @property
     def survey(self) -> Survey:
@@ -39,17 +42,19 @@ def _parse(manifest: bytes) -> Survey:
 
 
 def answers_json(survey: Survey, responses: list[Answers]) -> list[str]:
-    """Each response as canonical JSON {"<question id>": index, ...} with sorted keys (question
-    ids are [a-z0-9_], so they need no escaping)."""
+    """Each response as canonical JSON {"<question id>": report, ...} with sorted keys (question
+    ids are [a-z0-9_], so they need no escaping) and each report's canonical text
+    (scheme.encode: an option index is its digits)."""
     ids = [q.id for q in survey.questions]
     order = sorted(range(len(ids)), key=ids.__getitem__)
-    template = "{" + ",".join(f'"{ids[i]}":%d' for i in order) + "}"
-    return [template % tuple(values[i] for i in order) for values in responses]
+    template = "{" + ",".join(f'"{ids[i]}":%s' for i in order) + "}"
+    return [template % tuple(encode(values[i]) for i in order) for values in responses]
 
 
 def longest_row(survey: Survey) -> int:
-    """The length of the survey's longest canonical row: every answer its highest option."""
-    return len(answers_json(survey, [tuple(len(q.options) - 1 for q in survey.questions)])[0])
+    """The length of the survey's longest canonical row: every report its scheme's longest."""
+    return len(answers_json(survey, [tuple(q.scheme.largest_report()
+                                           for q in survey.questions)])[0])
 
 
 def today() -> str:
@@ -66,7 +71,8 @@ def ping(db: Connection) -> None:
 
 def create_survey(db: Connection, survey: Survey, signature: bytes, owner_id: str) -> None:
     """Store the signed manifest, open, owned by a researcher, with a zero counter for every
-    question and option and for every cell of its declared cross-tabs (its own transaction)."""
+    counter of every question's scheme (forced response: one per option) and for every cell
+    of its declared cross-tabs (its own transaction)."""
     with db.transaction():
         db.execute("INSERT INTO surveys (survey_id, manifest, signature, status, owner_id, "
                    "created_day) VALUES (?, ?, ?, 'open', ?, ?)",
@@ -74,7 +80,7 @@ def create_survey(db: Connection, survey: Survey, signature: bytes, owner_id: st
                     owner_id, today()))
         db.insert_rows("counts", ("survey_id", "question_id", "option_index", "count"),
                        [(survey.survey_id, q.id, j, 0) for q in survey.questions
-                        for j in range(len(q.options))])
+                        for j in range(q.scheme.counters)])
         db.insert_rows("joint_counts", ("survey_id", "row_question", "col_question",
                                         "row_option", "col_option", "count"),
                        [(survey.survey_id, a, b, i, j, 0) for a, b in survey.crosstabs
@@ -92,12 +98,13 @@ def _known_form(survey_id: str) -> None:
 def get_survey(db: Connection, survey_id: str) -> StoredSurvey:
     """The stored survey; SurveyNotFound if there is none."""
     _known_form(survey_id)
-    rows = db.query("SELECT manifest, signature, status FROM surveys WHERE survey_id = ?",
-                    (survey_id,))
+    rows = db.query("SELECT manifest, signature, status, archived_day FROM surveys "
+                    "WHERE survey_id = ?", (survey_id,))
     if not rows:
         raise SurveyNotFound(survey_id)
-    manifest, signature, status = rows[0]
-    return StoredSurvey(manifest.encode(), bytes.fromhex(signature), status)
+    manifest, signature, status, archived_day = rows[0]
+    return StoredSurvey(manifest.encode(), bytes.fromhex(signature), status,
+                        archived_day is not None)
 
 
 def has_surveys(db: Connection) -> bool:
@@ -111,26 +118,40 @@ class ListedSurvey:
 
     survey_id: str
     title: str
-    status: str
-    created: str | None  # the UTC day it was published (None: before days were recorded)
+    status: str  # draft, open or closed
+    created: str | None  # the UTC day it was published, or a draft made (None: before days)
     n: int
     invitation_only: bool
+    archived: bool
 
 
-def list_surveys(db: Connection, researcher_id: str | None) -> list[ListedSurvey]:
-    """The surveys the researcher owns or shares, or every survey (None), newest first."""
+def list_surveys(db: Connection, researcher_id: str | None,
+                 archived: bool = False) -> list[ListedSurvey]:
+    """The surveys the researcher owns or shares and the drafts they own, or every survey and
+    draft (None), newest first; archived surveys only if `archived`."""
     rows = db.query(
-        "SELECT s.survey_id, s.manifest, s.status, s.created_day, "
-        "(SELECT COALESCE(SUM(size), 0) FROM releases r WHERE r.survey_id = s.survey_id) "
-        "FROM surveys s "
-        "WHERE CAST(? AS TEXT) IS NULL OR s.owner_id = ? OR s.survey_id IN "
-        "(SELECT survey_id FROM shares WHERE researcher_id = ?) "
-        "ORDER BY s.created_day DESC, s.survey_id", (researcher_id,) * 3)
+        "SELECT survey_id, body, status, created_day, n, archived FROM ("
+        "SELECT s.survey_id, s.manifest AS body, s.status, s.created_day, "
+        "COALESCE(t.released, 0) AS n, "
+        "CASE WHEN s.archived_day IS NULL THEN 0 ELSE 1 END AS archived FROM surveys s "
+        "LEFT JOIN release_totals t ON t.survey_id = s.survey_id "
+        "WHERE (CAST(? AS TEXT) IS NULL OR s.owner_id = ? OR s.survey_id IN "
+        "(SELECT survey_id FROM shares WHERE researcher_id = ?)) "
+        "AND (CAST(? AS INTEGER) = 1 OR s.archived_day IS NULL) "
+        "UNION ALL SELECT d.survey_id, d.definition, 'draft', d.created_day, 0, 0 FROM drafts d "
+        "WHERE CAST(? AS TEXT) IS NULL OR d.owner_id = ?) listed "
+        "ORDER BY created_day DESC, survey_id",
+        (*(researcher_id,) * 3, int(archived), *(researcher_id,) * 2))
     listed = []
-    for survey_id, manifest, status, created, n in rows:
-        survey = _parse(manifest.encode())
-        listed.append(ListedSurvey(survey_id, survey.title, status, created, int(n),
-                                   survey.invitation_only))
+    for survey_id, body, status, created, n, is_archived in rows:
+        if status == "draft":
+            definition = json.loads(body)
+            title, invitation_only = definition["title"], definition.get("invitation_only", False)
+        else:
+            survey = _parse(body.encode())
+            title, invitation_only = survey.title, survey.invitation_only
+        listed.append(ListedSurvey(survey_id, title, status, created, int(n), invitation_only,
+                                   bool(is_archived)))
     return listed
 
 
@@ -157,6 +178,62 @@ def mark_closed(db: Connection, survey_id: str) -> None:
     db.execute("UPDATE surveys SET status = 'closed' WHERE survey_id = ?", (survey_id,))
     db.execute("DELETE FROM idempotency_keys WHERE survey_id = ?", (survey_id,))
     db.execute("DELETE FROM invitation_tokens WHERE survey_id = ?", (survey_id,))
+
+
+# --- drafts, archiving and deletion -------------------------------------------------------------
+
+def insert_draft(db: Connection, survey_id: str, owner_id: str, definition: str) -> None:
+    """Keep a draft: its definition (JSON text, validated), owner and the day made."""
+    db.execute("INSERT INTO drafts (survey_id, owner_id, definition, created_day) "
+               "VALUES (?, ?, ?, ?)", (survey_id, owner_id, definition, today()))
+
+
+@dataclass(frozen=True)
+class Draft:
+    owner_id: str
+    definition: dict
+
+
+def get_draft(db: Connection, survey_id: str) -> Draft | None:
+    """The draft with this id; None if there is none (published, deleted or never made)."""
+    if not SURVEY_ID.fullmatch(survey_id):
+        return None
+    rows = db.query("SELECT owner_id, definition FROM drafts WHERE survey_id = ?", (survey_id,))
+    return Draft(rows[0][0], json.loads(rows[0][1])) if rows else None
+
+
+def update_draft(db: Connection, survey_id: str, definition: str) -> bool:
+    """Replace a draft's definition; False if there is no such draft (any more)."""
+    return bool(db.execute("UPDATE drafts SET definition = ? WHERE survey_id = ?",
+                           (definition, survey_id)))
+
+
+def take_draft(db: Connection, survey_id: str) -> bool:
+    """Delete the draft (published or deleted: inside the caller's transaction); False if
+    there was none, as when another request published it first."""
+    return bool(db.execute("DELETE FROM drafts WHERE survey_id = ?", (survey_id,)))
+
+
+def mark_archived(db: Connection, survey_id: str, archived: bool) -> bool:
+    """Archive a closed survey (the day it was), or bring it back; False if it was already so."""
+    if archived:
+        return bool(db.execute("UPDATE surveys SET archived_day = ? WHERE survey_id = ? AND "
+                               "archived_day IS NULL", (today(), survey_id)))
+    return bool(db.execute("UPDATE surveys SET archived_day = NULL WHERE survey_id = ? AND "
+                           "archived_day IS NOT NULL", (survey_id,)))
+
+
+# Every table that holds rows of a survey, the survey itself last (the others refer to it).
+SURVEY_TABLES = ("pending", "responses", "counts", "joint_counts", "releases", "release_totals",
+                 "release_days",
+                 "idempotency_keys", "invitation_tokens", "relay_surveys", "shares", "surveys")
+
+
+def delete_survey(db: Connection, survey_id: str) -> None:
+    """Delete a published survey and every row of it in every table (inside the caller's
+    transaction, which holds the survey exclusively)."""
+    for table in SURVEY_TABLES:
+        db.execute(f"DELETE FROM {table} WHERE survey_id = ?", (survey_id,))  # noqa: S608  # nosec B608
 
 
 # --- intake: the steps of accepting responses, each inside the caller's transaction -------------
@@ -201,12 +278,22 @@ def insert_pending(db: Connection, survey: Survey, rows: list[str]) -> None:
 
 # --- release: the steps of one release, inside the caller's transaction -------------------------
 
-def pending_count(db: Connection, survey_id: str) -> int:
-    return int(db.query("SELECT COUNT(*) FROM pending WHERE survey_id = ?", (survey_id,))[0][0])
+def pending_count(db: Connection, survey_id: str, at_most: int) -> int:
+    """How many responses the survey's pool holds, counted up to `at_most` (an index range of
+    at most that many entries, however full the pool)."""
+    return int(db.query("SELECT COUNT(*) FROM (SELECT 1 FROM pending WHERE survey_id = ? "
+                        "LIMIT ?) pool", (survey_id, at_most))[0][0])
 
 
 def surveys_with_pending(db: Connection) -> list[str]:
-    return [sid for (sid,) in db.query("SELECT DISTINCT survey_id FROM pending")]
+    """The surveys whose pool holds a response: a loose index scan, one index probe per such
+    survey (the first survey id after the last, starting after '', which no id is), never a
+    read of the pools' rows."""
+    return [sid for (sid,) in db.query(
+        "WITH RECURSIVE pools (survey_id) AS (SELECT CAST('' AS TEXT) UNION ALL "
+        "SELECT (SELECT p.survey_id FROM pending p WHERE p.survey_id > pools.survey_id "
+        "ORDER BY p.survey_id LIMIT 1) FROM pools WHERE pools.survey_id IS NOT NULL) "
+        "SELECT survey_id FROM pools WHERE survey_id <> ''")]
 
 
 def take_pending(db: Connection, survey_id: str) -> list[str]:
@@ -219,19 +306,22 @@ def take_pending(db: Connection, survey_id: str) -> list[str]:
 
 def insert_released(db: Connection, survey_id: str, rows: list[str], day: str) -> None:
     """Store released responses under new random keys (ids.new_ids, from the OS's CSPRNG),
-    with the day, inserted in the order of their keys: sorting independent random keys puts
-    the rows in a uniformly random order, whatever order they came in (a shuffle without a
-    system call per row), and it is the order of the index exports read. They carry the
-    release's number: call before record_release, which records it."""
-    keyed = sorted(zip(new_ids(len(rows)), rows, strict=True))
+    with the day, inserted in the order of their (bucket, key) (ids.bucket_of): sorting
+    independent random keys puts the rows in a uniformly random order, whatever order they
+    came in (a shuffle without a system call per row), and it is the order exports read. They
+    carry the release's number, after the bucket in the primary key, so each release appends
+    at the end of every bucket: call before record_release, which records it."""
+    keyed = sorted((bucket_of(response_id), response_id, row)
+                   for response_id, row in zip(new_ids(len(rows)), rows, strict=True))
     number = last_release_number(db, survey_id) + 1
-    db.insert_rows("responses", ("survey_id", "response_id", "answers", "released_day",
-                                 "release_number"),
-                   [(survey_id, response_id, row, day, number) for response_id, row in keyed])
+    db.insert_rows("responses", ("survey_id", "bucket", "release_number", "response_id",
+                                 "answers", "released_day"),
+                   [(survey_id, bucket, number, response_id, row, day)
+                    for bucket, response_id, row in keyed])
 
 
 def add_counts(db: Connection, survey_id: str, deltas: Counter) -> None:
-    """Add released reports to the per-option counters: deltas[(question id, option)]."""
+    """Add released reports to the questions' counters: deltas[(question id, counter)]."""
     db.executemany("UPDATE counts SET count = count + ? "
                    "WHERE survey_id = ? AND question_id = ? AND option_index = ?",
                    [(delta, survey_id, qid, index)
@@ -247,10 +337,13 @@ def add_joint_counts(db: Connection, survey_id: str, deltas: Counter) -> None:
 
 
 def take_unreleased_idempotency(db: Connection, survey_id: str) -> list[tuple]:
-    """Remove and return the idempotency records made since the last release."""
-    records = db.query("SELECT key_hash, body_mac, accepted FROM idempotency_keys "
+    """Remove and return the idempotency records made since the last release (read through
+    the partial index of unreleased records: never the released ones)."""
+    table = "idempotency_keys" + db.indexed_by("idempotency_unreleased")
+    records = db.query(f"SELECT key_hash, body_mac, accepted FROM {table} "  # noqa: S608  # nosec B608
                        "WHERE survey_id = ? AND released = 0", (survey_id,))
-    db.execute("DELETE FROM idempotency_keys WHERE survey_id = ? AND released = 0", (survey_id,))
+    db.execute(f"DELETE FROM {table} WHERE survey_id = ? AND released = 0",  # noqa: S608  # nosec B608
+               (survey_id,))
     return records
 
 
@@ -262,29 +355,44 @@ def insert_released_idempotency(db: Connection, survey_id: str, records: list[tu
 
 
 def record_release(db: Connection, survey_id: str, day: str, size: int) -> None:
-    """Record the survey's next release (numbered one more than its last)."""
+    """Record the survey's next release (numbered one more than its last), and add it to the
+    survey's totals and to its day's."""
+    number = last_release_number(db, survey_id) + 1
     db.execute("INSERT INTO releases (survey_id, released_day, size, release_number) "
-               "VALUES (?, ?, ?, ?)",
-               (survey_id, day, size, last_release_number(db, survey_id) + 1))
+               "VALUES (?, ?, ?, ?)", (survey_id, day, size, number))
+    db.execute("INSERT INTO release_totals (survey_id, released, smallest, last_number) "
+               "VALUES (?, ?, ?, ?) ON CONFLICT (survey_id) DO UPDATE SET "
+               "released = release_totals.released + excluded.released, "
+               "smallest = CASE WHEN excluded.smallest < release_totals.smallest "
+               "THEN excluded.smallest ELSE release_totals.smallest END, "
+               "last_number = excluded.last_number", (survey_id, size, size, number))
+    db.execute("INSERT INTO release_days (survey_id, released_day, size) VALUES (?, ?, ?) "
+               "ON CONFLICT (survey_id, released_day) DO UPDATE SET "
+               "size = release_days.size + excluded.size", (survey_id, day, size))
+
+
+def _totals(db: Connection, survey_id: str) -> tuple[int, int | None, int]:
+    """(responses released, the smallest release's size or None, the last release's number)
+    from the survey's summary row (0, None, 0 before the first release)."""
+    rows = db.query("SELECT released, smallest, last_number FROM release_totals "
+                    "WHERE survey_id = ?", (survey_id,))
+    return (int(rows[0][0]), int(rows[0][1]), int(rows[0][2])) if rows else (0, None, 0)
 
 
 def last_release_number(db: Connection, survey_id: str) -> int:
     """The number of the survey's last release (1, 2, ...; 0 before the first, and for
     releases made before numbers were kept)."""
-    return int(db.query("SELECT COALESCE(MAX(release_number), 0) FROM releases "
-                        "WHERE survey_id = ?", (survey_id,))[0][0])
+    return _totals(db, survey_id)[2]
 
 
 def released_count(db: Connection, survey_id: str) -> int:
     """How many responses have been released (the sum of the releases' sizes)."""
-    return int(db.query("SELECT COALESCE(SUM(size), 0) FROM releases WHERE survey_id = ?",
-                        (survey_id,))[0][0])
+    return _totals(db, survey_id)[0]
 
 
 def smallest_release(db: Connection, survey_id: str) -> int | None:
     """The size of the survey's smallest release, None before the first."""
-    value = db.query("SELECT MIN(size) FROM releases WHERE survey_id = ?", (survey_id,))[0][0]
-    return None if value is None else int(value)
+    return _totals(db, survey_id)[1]
 
 
 # --- tokens, responses, counts, keys ------------------------------------------------------------
@@ -301,25 +409,24 @@ ANSWERS_CHUNK = 10_000  # released responses read per short transaction
 def stored_answers(db: Connection, survey_id: str, through: int) -> Iterator[str]:
     """Outside a transaction: the answers (canonical JSON) of every response of the survey's
     releases numbered up to `through` (last_release_number when the reader began: released
-    rows never change, and later releases are left out whole), in the order of their random
-    response ids, which is a uniformly random order (see surveys.export).
+    rows never change, and later releases are left out whole), in the order of their
+    (bucket, random response id), which is a uniformly random order (see surveys.export).
 
-    Read ANSWERS_CHUNK at a time after the last id read (keyset pagination), each chunk by one
-    statement, a short read transaction of its own, and handed on after it: a slow reader holds
-    no snapshot, so the scrub of spent tokens and pending answers never waits for it."""
-    after = ""
-    while True:
-        rows = db.query("SELECT response_id, answers FROM responses WHERE survey_id = ? "
-                        "AND response_id > ? AND release_number <= ? "
-                        "ORDER BY response_id LIMIT ?", (survey_id, after, through, ANSWERS_CHUNK))
-        yield from (answers for _, answers in rows)
-        if len(rows) < ANSWERS_CHUNK:
-            return
-        after = rows[-1][0]
+    Read a range of buckets at a time, sized to hold about ANSWERS_CHUNK rows (at least one
+    bucket: released / BUCKETS rows), each by one statement, a short read transaction of its
+    own, and handed on after it: a slow reader holds no snapshot, so the scrub of spent tokens
+    and pending answers never waits for it."""
+    span = max(1, BUCKETS * ANSWERS_CHUNK // max(released_count(db, survey_id), 1))
+    for first in range(0, BUCKETS, span):
+        yield from (answers for (answers,) in db.query(
+            "SELECT answers FROM responses WHERE survey_id = ? AND bucket >= ? AND bucket < ? "
+            "AND release_number <= ? ORDER BY bucket, response_id",
+            (survey_id, first, first + span, through)))
 
 
 def counts(db: Connection, survey_id: str) -> dict[str, list[int]]:
-    """Per question, the count of reports of each option (from the counters, O(questions))."""
+    """Per question, its scheme's counters (forced response: the count of reports of each
+    option), O(questions)."""
     result: dict[str, dict[int, int]] = {}
     for question_id, index, count in db.query(
             "SELECT question_id, option_index, count FROM counts WHERE survey_id = ?",
@@ -474,5 +581,5 @@ def shared_with(db: Connection, survey_id: str) -> list[str]:
 def released_per_day(db: Connection, survey_id: str) -> list[tuple[str, int]]:
     """(day, responses released that day), in day order: the results page's timeline."""
     return [(day, int(size)) for day, size in db.query(
-        "SELECT released_day, SUM(size) FROM releases WHERE survey_id = ? "
-        "GROUP BY released_day ORDER BY released_day", (survey_id,))]
+        "SELECT released_day, size FROM release_days WHERE survey_id = ? "
+        "ORDER BY released_day", (survey_id,))]

@@ -3,7 +3,7 @@ estimates document, cross-tabs and the exports."""
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,28 +11,21 @@ from ldpsurvey.shared import (
     DEFAULT_CONFIDENCE,
     DEFAULT_METHOD,
     METHODS,
-    Estimate,
     Question,
     Survey,
-    SurveyError,
-    best_guess_accuracy,
-    covariance,
     crosstab,
-    estimate,
-    parse_definition,
 )
-from ldpsurvey.shared.budget import exceeds
 from ldpsurvey.shared.crosstab import size_problem
+from ldpsurvey.shared.forced_response import NAME as FORCED_RESPONSE
 from ldpsurvey.shared.protocol import EXPORT_FORMATS, schedule_words
+from ldpsurvey.shared.scheme import Settings
 from ldpsurvey.shared.shuffle import central_epsilon
 
-from . import access, exports, releases, store
+from . import access, analyses, exports, lifecycle, releases, store
 from .database import Connection
 from .exceptions import (
-    EpsilonAboveCap,
     InvalidCount,
     InvalidParameter,
-    InvalidSurvey,
     NotInvitationOnly,
     SurveyClosed,
     SurveyNotFound,
@@ -43,27 +36,13 @@ from .signing import SigningKey
 from .store import KeyRecord
 
 
-def empty_estimate(epsilon: float, confidence: float, method: str) -> dict:
-    """Every estimate key before a question's first answer: what is known, the rest null."""
-    known = {"n": 0, "reported_count": 0, "ci_method": method, "confidence": confidence,
-             "epsilon": epsilon}
-    return {field.name: known.get(field.name) for field in fields(Estimate)}
-
-
 def publish(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
             epsilon_cap: float, origin: str) -> Survey:
-    """Validate a survey definition, give it a new id, sign its manifest (with the web
-    `origin` respondents reach it at), store it open and owned by the caller's researcher."""
-    try:
-        survey = parse_definition(definition)
-    except SurveyError as exc:
-        raise InvalidSurvey(str(exc)) from None
-    for question in survey.questions:
-        epsilon = question.epsilon
-        if exceeds(epsilon, epsilon_cap):
-            raise EpsilonAboveCap(f"question {question.id!r}: epsilon {epsilon:.10g} is above "
-                                  f"this server's cap {epsilon_cap:g}")
-    survey = replace(survey, survey_id=new_survey_id(), key_id=key.key_id, origin=origin)
+    """Validate a survey definition (lifecycle.checked), give it a new id, sign its manifest
+    (with the web `origin` respondents reach it at), store it open and owned by the caller's
+    researcher."""
+    survey = replace(lifecycle.checked(definition, epsilon_cap), survey_id=new_survey_id(),
+                     key_id=key.key_id, origin=origin)
     store.create_survey(db, survey, key.sign(survey.manifest_bytes()), caller.researcher_id)
     return survey
 
@@ -81,12 +60,14 @@ def open_for_answers(db: Connection, survey_id: str) -> Survey:
     return stored.survey
 
 
-def listing(db: Connection, caller: KeyRecord) -> list[dict[str, Any]]:
-    """The surveys the caller owns or shares (an admin: all), newest first: id, title, status,
-    the day published, released responses, whether it is invitation-only. Never how many
-    wait for release: a count that rose with each submission would date it, and tell its
-    owner when a pool lacks one response (see releases.py)."""
-    return [asdict(entry) for entry in store.list_surveys(db, access.listed_for(caller))]
+def listing(db: Connection, caller: KeyRecord, archived: bool = False) -> list[dict[str, Any]]:
+    """The surveys the caller owns or shares and the drafts they own (an admin: all), newest
+    first, archived ones only if `archived`: id, title, status (draft, open, closed), the day
+    published (a draft: made), released responses, whether it is invitation-only and archived.
+    Never how many wait for release: a count that rose with each submission would date it, and
+    tell its owner when a pool lacks one response (see releases.py)."""
+    return [asdict(entry) for entry in store.list_surveys(db, access.listed_for(caller),
+                                                          archived)]
 
 
 @dataclass(frozen=True)
@@ -110,10 +91,21 @@ def exposure(survey: Survey, release_every: float) -> Exposure:
     """The Exposure of a survey under a release schedule of `release_every` seconds."""
     controller = ("the researchers who send the invitations" if survey.invitation_only
                   else "anyone who can open this survey")
-    guesses = {q.id: best_guess_accuracy(q.reported_mechanism.alpha, q.reported_mechanism.beta)
-               for q in survey.questions}
+    guesses = {q.id: q.scheme.best_guess() for q in survey.questions}
     return Exposure(schedule_words(release_every), survey.release_batch, controller,
                     guesses)
+
+
+def respondent_link(db: Connection, caller: KeyRecord, survey_id: str, origin: str) -> str:
+    """The address respondents open a published survey at: its signed origin (a manifest
+    older than format /5 has none: `origin`, this server's), then /s/ID. InvalidParameter for
+    an invitation-only survey, whose respondents each need their own link; SurveyNotFound,
+    Forbidden, SurveyIsDraft (access.check)."""
+    survey = access.check(db, caller, survey_id, access.READ).survey
+    if survey.invitation_only:
+        raise InvalidParameter("this survey is by invitation only: each respondent needs "
+                               "their own link (ldp-survey survey tokens)")
+    return f"{survey.origin or origin}/s/{survey_id}"
 
 
 def close(db: Connection, caller: KeyRecord, survey_id: str) -> None:
@@ -151,23 +143,25 @@ def mint_tokens(db: Connection, caller: KeyRecord, survey_id: str,
 
 
 @dataclass(frozen=True)
-class EstimateOptions:
-    """How to estimate: the confidence level, the interval method and whether the intervals
-    are simultaneous across each question's options."""
+class EstimateOptions(Settings):
+    """Settings (confidence, interval method, simultaneous), and a regression formula to fit
+    too (None: none)."""
 
-    confidence: float
-    method: str
-    simultaneous: bool
+    regress: str | None = None
 
 
 def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_delta: float,
-              options: EstimateOptions, release_every: float) -> dict:
+              options: Settings, release_every: float) -> dict:
     """The estimates document for this caller (None: anonymous) with these options, the
     central epsilon at delta at most `central_delta` and the release schedule.
     SurveyNotFound, Unauthorized (see reader_of)."""
     stored = store.get_survey(db, survey_id)
     readable(db, stored, caller)
-    return estimates_document(db, stored, options, central_delta, release_every)
+    document = estimates_document(db, stored, options, central_delta, release_every)
+    if options.regress is not None:
+        document["regression"] = analyses.regression(db, stored.survey, options.regress,
+                                                     options.confidence)
+    return document
 
 
 def readable(db: Connection, stored: store.StoredSurvey, caller: KeyRecord | None) -> bool:
@@ -206,7 +200,7 @@ class ResultsPage:
 
 
 def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
-                 central_delta: float, options: EstimateOptions, release_every: float,
+                 central_delta: float, options: Settings, release_every: float,
                  rows: str | None = None, cols: str | None = None) -> ResultsPage:
     """The results page's content with these options for the caller of a session (None: not
     logged in), with the cross-tab of rows and cols (by default the first declared pair, if
@@ -226,15 +220,16 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
 
 
 def estimate_options(confidence: str | None, method: str | None,
-                     simultaneous: str | None = None) -> EstimateOptions:
-    """Parse and check query values: the confidence level in (0, 1), the interval method and
-    simultaneous ("true" or "false"). InvalidParameter."""
+                     simultaneous: str | None = None, regress: str | None = None) -> EstimateOptions:
+    """Parse and check query values: the confidence level in (0, 1), the interval method,
+    simultaneous ("true" or "false") and a regression formula. InvalidParameter."""
     method = DEFAULT_METHOD if method is None else method
     if method not in METHODS:
         raise InvalidParameter(f"method must be one of {', '.join(METHODS)}")
     if simultaneous not in (None, "true", "false"):
         raise InvalidParameter("simultaneous must be true or false")
-    return EstimateOptions(confidence_level(confidence), method, simultaneous == "true")
+    return EstimateOptions(confidence_level(confidence), method, simultaneous == "true",
+                           analyses.regression_formula(regress))
 
 
 def confidence_level(confidence: str | None) -> float:
@@ -248,7 +243,7 @@ def confidence_level(confidence: str | None) -> float:
     return level
 
 
-def estimates_document(db: Connection, stored: store.StoredSurvey, options: EstimateOptions,
+def estimates_document(db: Connection, stored: store.StoredSurvey, options: Settings,
                        central_delta: float, release_every: float) -> dict:
     """Per question its parameters, the covariance of its unbiased estimates and, per option,
     the shared estimator's keys applied to the counts of released responses (null before the
@@ -270,26 +265,13 @@ def estimates_document(db: Connection, stored: store.StoredSurvey, options: Esti
     return document
 
 
-def question_estimates(question: Question, counts: list[int], options: EstimateOptions) -> dict:
-    """One question of the estimates document. A concept question's reports went through two
-    layers: its estimates and covariance invert both, composed (reported_mechanism)."""
-    entries = [{"index": j, "option": text} for j, text in enumerate(question.options)]
-    n = sum(counts)
-    mechanism = question.reported_mechanism
-    if n:
-        results = [r.as_dict() for r in estimate(
-            mechanism, counts, confidence=options.confidence, method=options.method,
-            simultaneous=options.simultaneous)]
-        cov = [list(row) for row in covariance(mechanism, counts)]
-    else:
-        results = [empty_estimate(question.epsilon, options.confidence, options.method)] * len(entries)
-        cov = None
-    for entry, result in zip(entries, results, strict=True):
-        entry.update(result)
+def question_estimates(question: Question, counts: list[int], options: Settings) -> dict:
+    """One question of the estimates document: its id, text and type, concept fields, and
+    what its scheme estimates from its counters (scheme.summary)."""
+    concept = ({} if question.concept is None else
+               {"concept": question.concept, "irr_alpha": question.irr_alpha})
     return {"id": question.id, "text": question.text, "type": question.type,
-            "alpha": question.mechanism.alpha, "beta": list(question.mechanism.beta),
-            "epsilon": question.epsilon, "n": n, "covariance": cov, "options": entries,
-            **concept_fields(question)}
+            **question.scheme.summary(counts, options), **concept}
 
 
 def crosstab_document(db: Connection, survey_id: str, caller: KeyRecord | None,
@@ -315,6 +297,10 @@ def _crosstab(db: Connection, survey: Survey, rows: str | None, cols: str | None
                                    f"{', '.join(known)}")
     if rows == cols:
         raise InvalidParameter("rows and cols must be two different questions")
+    for value in (rows, cols):
+        if known[value].scheme.name != FORCED_RESPONSE:
+            raise InvalidParameter(f"question {value!r} uses {known[value].scheme.name}: "
+                                   "cross-tabs are for forced-response questions")
     problem = size_problem(len(known[rows].options), len(known[cols].options))
     if problem:  # before any work: a survey published before the limit may declare one
         raise InvalidParameter(problem)
@@ -344,16 +330,6 @@ def joint_counts(db: Connection, survey: Survey, rows: str, cols: str) -> list[l
         answers = json.loads(stored)
         table[answers[rows]][answers[cols]] += 1
     return table
-
-
-def concept_fields(question: Question) -> dict:
-    """For a concept question: the concept, irr_alpha and the composed (alpha, beta) that its
-    estimates invert; nothing for other questions."""
-    if question.concept is None:
-        return {}
-    m = question.reported_mechanism
-    return {"concept": question.concept, "irr_alpha": question.irr_alpha,
-            "reported": {"alpha": m.alpha, "beta": list(m.beta)}}
 
 
 ASSUMES = ("The central epsilon holds only if the other responses in each release come from "
@@ -426,11 +402,12 @@ def export(db: Connection, caller: KeyRecord, survey_id: str, options: ExportOpt
     manifest, design parameters and central epsilon first. SurveyNotFound, Forbidden
     (access.check).
 
-    The order is that of the responses' ids: 96 bits from the OS's CSPRNG drawn at release,
-    independent of the answers and of arrival. Sorting independent, identically distributed
-    keys gives each of the n! orders the same chance (they are exchangeable; two equal keys
-    have a chance below n^2 / 2^97), so the order is uniformly random, yet needs no shuffle in
-    memory: the database reads the rows in its index's order. It is the same in every export."""
+    The order is that of the responses' (bucket, id): 96 bits from the OS's CSPRNG drawn at
+    release, the bucket being 8 of them, independent of the answers and of arrival. Sorting
+    independent, identically distributed keys gives each of the n! orders the same chance
+    (they are exchangeable; two equal keys have a chance below n^2 / 2^97), so the order is
+    uniformly random, yet needs no shuffle of all rows in memory: the database reads a range of
+    buckets at a time, sorted (store.stored_answers). It is the same in every export."""
     stored = access.check(db, caller, survey_id, access.READ)
     return Export(_export_body(db, stored, options, central_delta), MIMETYPES[options.kind],
                   f"{survey_id}.{options.kind}")

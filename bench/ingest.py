@@ -18,6 +18,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -51,13 +52,18 @@ class Server(typing.NamedTuple):
 
 
 @contextlib.contextmanager
-def gunicorn(app: str, env: dict, folder: Path, workers: int, threads: int):
-    """gunicorn with deploy/gunicorn.conf.py on a free loopback port; yields its Server."""
+def gunicorn(app: str, env: dict, folder: Path, workers: int, threads: int,
+             syncs: Path | None = None):
+    """gunicorn with deploy/gunicorn.conf.py on a free loopback port; yields its Server. With
+    `syncs`, it runs under strace, which counts its fsync and fdatasync calls into that file."""
     port = free_port()
     env = {**os.environ, **env, "LDP_SURVEY_BIND": f"127.0.0.1:{port}",
            "LDP_SURVEY_WORKERS": str(workers), "LDP_SURVEY_THREADS": str(threads)}
     command = [shutil.which("gunicorn", path=os.path.dirname(sys.executable)), "-c",
                str(ROOT / "deploy" / "gunicorn.conf.py"), "--access-logfile", "/dev/null", app]
+    if syncs:
+        command = ["strace", "-f", "-c", "-o", str(syncs), "-e", "trace=fsync,fdatasync",
+                   *command]
     proc = subprocess.Popen(command, env=env, cwd=folder, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -70,21 +76,61 @@ def gunicorn(app: str, env: dict, folder: Path, workers: int, threads: int):
                 break
             except OSError:
                 time.sleep(0.05)
-        yield Server(url, proc.pid)
+        yield Server(url, int(children(proc.pid)[0]) if syncs else proc.pid)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        if syncs:  # stop gunicorn; strace then writes its counts and ends
+            os.kill(int(children(proc.pid)[0]), signal.SIGTERM)
+        else:
+            proc.terminate()
+        proc.wait(timeout=60)
+
+
+def children(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/task/{pid}/children") as found:
+        return found.read().split()
+
+
+def sync_calls(strace_summary: Path) -> int:
+    """fsync and fdatasync calls in an strace -c summary."""
+    return sum(int(line.split()[3]) for line in strace_summary.read_text().splitlines()
+               if line.split()[-1:] in (["fsync"], ["fdatasync"]))
+
+
+def stored_responses(database_url: str) -> int:
+    """Responses stored, pending or released (SQLite)."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(database_url.removeprefix("sqlite:///"))) as db:
+        return db.execute("SELECT (SELECT COUNT(*) FROM pending) + "
+                          "(SELECT COUNT(*) FROM responses)").fetchone()[0]
+
+
+# Each request its own Idempotency-Key, as the Python client and the web form send: the run's
+# random prefix, wrk's thread number and a counter.
+UNIQUE_KEYS = """
+local threads = 0
+function setup(thread) threads = threads + 1; thread:set("tid", threads) end
+function init(args) counter = 0 end
+function request()
+  counter = counter + 1
+  wrk.headers["Idempotency-Key"] = string.format("%s-%d-%d", RUN, tid, counter)
+  return wrk.format()
+end
+"""
 
 
 def wrk(url: str, seconds: int, connections: int, body: dict | None = None,
-        headers: dict | None = None) -> float:
-    """Requests per second that wrk measured (POSTing `body` as JSON when given)."""
+        headers: dict | None = None, idempotency_keys: bool = False) -> float:
+    """Requests per second that wrk measured (POSTing `body` as JSON when given, each request
+    with an Idempotency-Key of its own if `idempotency_keys`)."""
     script = None
     args = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency"]
     if body is not None:
         lines = ['wrk.method = "POST"', f"wrk.body = {json.dumps(json.dumps(body))}",
                  'wrk.headers["Content-Type"] = "application/json"']
         lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in (headers or {}).items()]
+        if idempotency_keys:
+            lines += [f'RUN = "{secrets.token_hex(8)}"', UNIQUE_KEYS]
         script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)  # noqa: SIM115
         script.write("\n".join(lines))
         script.close()
@@ -175,6 +221,21 @@ def postgres_schema(base_url: str):
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+def fsyncs_per_second(folder: Path, seconds: float = 3.0) -> float:
+    """Bare fdatasync calls per second after appending 4 kB to a file (a WAL frame's worth):
+    the disk's own rate of durable writes."""
+    fd = os.open(folder / "fsync.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    count, start, page = 0, time.perf_counter(), b"\0" * 4096
+    try:
+        while time.perf_counter() - start < seconds:
+            os.write(fd, page)
+            os.fdatasync(fd)
+            count += 1
+    finally:
+        os.close(fd)
+    return count / (time.perf_counter() - start)
+
+
 def sqlite_commits_per_second(folder: Path, synchronous: str, seconds: float = 3.0) -> float:
     """One-row transactions per second on a WAL SQLite file: the ceiling that fsync puts on
     durable single-response intake."""
@@ -202,6 +263,8 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--fill", type=int, default=10**6, help="responses for the big estimate")
+    parser.add_argument("--count-syncs", action="store_true",
+                        help="also count SQLite's syncs per keyed single response (strace)")
     args = parser.parse_args()
     results: list[tuple[str, str]] = []
 
@@ -218,9 +281,27 @@ def main() -> None:
                       args.threads) as server:
             noop = wrk(server.url + "/", args.seconds, args.connections, body={"answers": ANSWERS})
         report("do-nothing Flask endpoint (POST), requests/s", f"{noop:,.0f}")
-        for synchronous in ("FULL", "OFF"):
-            report(f"bare SQLite one-row commits/s, synchronous={synchronous}",
-                   f"{sqlite_commits_per_second(folder, synchronous):,.0f}")
+        report("bare fdatasync of a 4 kB append, per second", f"{fsyncs_per_second(folder):,.0f}")
+        commits = {synchronous: sqlite_commits_per_second(folder, synchronous)
+                   for synchronous in ("FULL", "OFF")}
+        for synchronous, rate in commits.items():
+            report(f"bare SQLite one-row commits/s, synchronous={synchronous}", f"{rate:,.0f}")
+
+        if args.count_syncs:
+            home = folder / "syncs"
+            home.mkdir()
+            database_url = f"sqlite:///{home}/syncs.sqlite3"
+            env, key = aggregator_env(home, database_url)
+            with gunicorn("ldpsurvey.aggregator:create_app()", env, home, args.workers,
+                          args.threads, syncs=home / "strace.txt") as server:
+                survey_id = new_survey(server.url, key)
+                time.sleep(2)  # start-up's own syncs (migrations) before the count is read
+                wrk(f"{server.url}/api/surveys/{survey_id}/responses", args.seconds,
+                    args.connections, body={"answers": ANSWERS}, idempotency_keys=True)
+            stored = stored_responses(database_url)
+            calls = sync_calls(home / "strace.txt")
+            report("SQLite syncs per keyed single response (strace; start-up and releases "
+                   "included)", f"{calls / stored:.2f} ({calls:,} for {stored:,})")
 
         with contextlib.ExitStack() as stack:
             backends = [("SQLite", f"sqlite:///{folder}/bench.sqlite3"),
@@ -237,6 +318,12 @@ def main() -> None:
                                  args.connections, body={"answers": ANSWERS})
                     report(f"single-response intake, {name}, responses/s",
                            f"{single:,.0f} ({single / noop:.0%} of do-nothing)")
+                    keyed = wrk(f"{url}/api/surveys/{survey_id}/responses", args.seconds,
+                                args.connections, body={"answers": ANSWERS},
+                                idempotency_keys=True)
+                    report(f"single-response intake with Idempotency-Keys, {name}, responses/s",
+                           f"{keyed:,.0f} ({keyed / noop:.0%} of do-nothing, "
+                           f"{keyed / commits['FULL']:.0%} of bare durable commits)")
                     batch_body = {"responses": [{"answers": ANSWERS}] * 5000}
                     batch = wrk(f"{url}/api/surveys/{survey_id}/responses/batch", args.seconds,
                                 4, body=batch_body, headers={"Authorization": f"Bearer {key}"})

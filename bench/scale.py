@@ -1,19 +1,24 @@
-"""Scale on PostgreSQL: fill a survey through the HTTP batch API under gunicorn, then export,
-estimate and close it, printing each figure beside its comparison from the same run.
+"""Scale on PostgreSQL or SQLite: fill a survey through the HTTP batch API under gunicorn, then
+export, estimate and close it, printing each figure beside its comparison from the same run.
 
     pip install -e '.[server]'
     python bench/scale.py [--target 10000000] [--postgres postgresql://postgres@127.0.0.1/test]
+    python bench/scale.py --database sqlite [--target 3000000] [--json sqlite.json]
 
 Reports: the batch intake rate per tenth of the fill, beside the rate at which the same
 gunicorn parses and validates the same batches without storing them (a bench-only app), and
-the write-ahead log written per response in each tenth; estimates latency at 10^3 and at each
-power of ten reached; the export's time, rows/s and the workers' peak resident memory before
-and during it; the close's time; the database's size on disk per response. The survey has four
-yes/no questions; its server's release clock releases the pool every second.
+the bytes written per response in each tenth (PostgreSQL: its write-ahead log; SQLite: what
+the server's workers wrote to storage, /proc/PID/io write_bytes: log, checkpoints and file);
+estimates latency at 10^3 and at each power of ten reached; the export's time, rows/s and the
+workers' peak resident memory before and during it; the close's time; the database's size on
+disk per response. The survey has four yes/no questions; its server's release clock releases
+the pool every second. --json writes the per-tenth figures for bench/plot.py.
 """
 
 import argparse
+import contextlib
 import json
+import os
 import tempfile
 import threading
 import time
@@ -80,14 +85,28 @@ def rate(url: str, key: str | None, bodies: list[bytes], batches: int, clients: 
     return batches * BATCH / (time.perf_counter() - start)
 
 
+def workers(master: int) -> list[str]:
+    with open(f"/proc/{master}/task/{master}/children") as children:
+        return children.read().split()
+
+
 def rss_of_workers(master: int) -> int:
     """The resident memory of gunicorn's workers (the master's children), bytes."""
     total = 0
-    with open(f"/proc/{master}/task/{master}/children") as children:
-        for pid in children.read().split():
-            with open(f"/proc/{pid}/status") as status:
-                total += next(int(line.split()[1]) for line in status
-                              if line.startswith("VmRSS:")) * 1024
+    for pid in workers(master):
+        with open(f"/proc/{pid}/status") as status:
+            total += next(int(line.split()[1]) for line in status
+                          if line.startswith("VmRSS:")) * 1024
+    return total
+
+
+def written_by_workers(master: int) -> int:
+    """What gunicorn's workers have written to storage (SQLite's log, checkpoints, file)."""
+    total = 0
+    for pid in workers(master):
+        with open(f"/proc/{pid}/io") as io:
+            total += next(int(line.split()[1]) for line in io
+                          if line.startswith("write_bytes:"))
     return total
 
 
@@ -113,6 +132,13 @@ def export(url: str, key: str, master: int) -> tuple[float, int, int, int]:
     return seconds, rows - 1, before, peak[0]  # less the header row
 
 
+def written(database_url: str, master: int) -> int:
+    """Bytes written so far: PostgreSQL's log position, or SQLite's workers' writes."""
+    if database_url.startswith("sqlite"):
+        return written_by_workers(master)
+    return wal_position(database_url)
+
+
 def wal_position(database_url: str) -> int:
     """The server's write-ahead-log position, bytes (its growth is what intake wrote)."""
     import psycopg
@@ -122,6 +148,10 @@ def wal_position(database_url: str) -> int:
 
 
 def database_bytes(database_url: str) -> int:
+    if database_url.startswith("sqlite"):
+        path = database_url.removeprefix("sqlite:///")
+        return sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal")
+                   if os.path.exists(f"{path}{suffix}"))
     import psycopg
 
     with psycopg.connect(database_url) as conn:
@@ -134,7 +164,9 @@ def database_bytes(database_url: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", type=int, default=10**7, help="responses to store")
+    parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--json", help="write the per-tenth figures to this file")
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--clients", type=int, default=3, help="concurrent batch posters")
@@ -143,8 +175,11 @@ def main() -> None:
     bodies = batch_bodies(4)
     print(f"gunicorn {args.workers} workers x {args.threads} threads, {args.clients} clients, "
           f"{batches:,} batches of {BATCH:,}\n", flush=True)
-    with tempfile.TemporaryDirectory() as tmp, postgres_schema(args.postgres) as database_url:
+    tenths = []
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         folder = Path(tmp)
+        database_url = (f"sqlite:///{folder}/scale.sqlite3" if args.database == "sqlite" else
+                        stack.enter_context(postgres_schema(args.postgres)))
         (folder / "validate_app.py").write_text(VALIDATE_APP.format(survey=repr(SURVEY),
                                                                     batch=BATCH))
         with gunicorn("validate_app:app", {"PYTHONPATH": tmp}, folder, args.workers,
@@ -167,13 +202,15 @@ def main() -> None:
             stored, milestone = 0, 10**6
             for tenth in range(10):
                 count = batches // 10 + (tenth < batches % 10)
-                wal = wal_position(database_url)
+                wal = written(database_url, server.pid)
                 got = rate(intake, key, bodies, count, args.clients)
-                wal = (wal_position(database_url) - wal) / (count * BATCH)
+                wal = float(written(database_url, server.pid) - wal) / (count * BATCH)
                 stored += count * BATCH
+                tenths.append({"stored": stored, "rate": got, "bytes_per_response": wal})
                 print(f"intake, tenth {tenth + 1} (to {stored:,}), responses/s{'':<14} "
                       f"{got:,.0f} ({got / validated:.0%} of parse-and-validate), "
-                      f"{wal:,.0f} WAL bytes per response", flush=True)
+                      f"{wal:,.0f} {'WAL' if args.database == 'postgresql' else 'written'} "
+                      "bytes per response", flush=True)
                 while stored >= milestone:
                     released(estimates, key, milestone)
                     latency[milestone] = median_ms(estimates, key)
@@ -192,6 +229,10 @@ def main() -> None:
             print(f"close: {time.perf_counter() - start:.2f} s")
         size = database_bytes(database_url)
         print(f"database on disk: {size / 2**20:,.0f} MB, {size / stored:.0f} bytes per response")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "database": args.database, "validated": validated, "tenths": tenths,
+            "bytes_per_stored_response": float(size) / stored}, indent=1))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from . import math_commands, mock, privacy, researcher, respond, server
+from . import math_commands, mock, privacy, public, researcher, respond, server
 
 
 class LdpSurveyGroup(click.Group):
@@ -31,6 +31,6 @@ def main() -> None:
     """Local-differential-privacy surveys: randomized response on the respondent's device."""
 
 
-for module in (mock, math_commands, server, researcher, respond, privacy):
+for module in (mock, math_commands, server, researcher, respond, privacy, public):
     for command in module.COMMANDS:
         main.add_command(command)

@@ -1,47 +1,78 @@
 """What a survey asks of its respondents, before it is published: `survey check`, and the
-guard `survey create` applies (a survey respondents' default ceilings would refuse)."""
+guard `survey create` applies (a survey respondents' default ceilings would refuse), each
+refusal with the change that would make respondents accept it."""
 
-from ldpsurvey.client.ceilings import DEFAULTS
-from ldpsurvey.shared import Survey, expected_margin, posterior_bounds
-from ldpsurvey.shared.budget import exceeds
+import click
 
-DEFAULT_RESPONDENTS = 1000
+from ldpsurvey.shared import Survey, SurveyError, parse_definition, read_definition
+from ldpsurvey.shared.check import DEFAULT_RESPONDENTS, refusals, refused_message, report
+from ldpsurvey.shared.scheme import required_n
 
-
-def report(survey: Survey, respondents: int) -> dict:
-    """Per question its epsilon, the posterior bound (how sure a guess starting at 1/2 can
-    become after seeing the report: e^eps / (1 + e^eps)) and the expected 95 % margin with
-    `respondents` answers; whether respondents with the default ceilings accept the survey."""
-    questions = [{"id": q.id, "epsilon": q.epsilon,
-                  "posterior_max": posterior_bounds(0.5, q.epsilon).high,
-                  "margin": expected_margin(q.reported_mechanism, respondents)}
-                 for q in survey.questions]
-    return {"title": survey.title, "respondents": respondents,
-            "total_epsilon": survey.total_epsilon,
-            "accepted_by_default": not refusals(survey),
-            "questions": questions}
+__all__ = ["DEFAULT_RESPONDENTS", "above_option", "lines", "read", "read_guarded", "refusals",
+           "report"]
 
 
-def refusals(survey: Survey) -> list[str]:
-    """Why a respondent with the default ceilings would refuse the survey (empty: accepted)."""
-    reasons = [f"question {q.id!r} asks for epsilon {q.epsilon:.4g}, above the default "
-               f"{DEFAULTS.per_question:.4g} (ln 3) per question"
-               for q in survey.questions if exceeds(q.epsilon, DEFAULTS.per_question)]
-    if exceeds(survey.total_epsilon, DEFAULTS.total):
-        reasons.append(f"the survey asks for {survey.total_epsilon:.4g} in all, above the "
-                       f"default {DEFAULTS.total:.4g} (4 ln 3) per submission")
-    return reasons
+above_option = click.option(
+    "--above-default-ceilings", is_flag=True,
+    help="Go ahead even though respondents with default ceilings will refuse it.")
+
+
+def read(file: str) -> tuple[dict, Survey]:
+    """The definition in FILE as read and as validated here (errors name the question and
+    field, in one line)."""
+    try:
+        definition = read_definition(file)
+        return definition, parse_definition(definition)
+    except (SurveyError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def read_guarded(file: str, above_default_ceilings: bool) -> tuple[dict, Survey]:
+    """read(file), refused (with each refusal's fix) if respondents with the default ceilings
+    would refuse the survey, unless `above_default_ceilings`."""
+    definition, parsed = read(file)
+    refused = refusals(parsed)
+    if refused and not above_default_ceilings:
+        raise click.ClickException(
+            f"{refused_message(refused)}. Lower its epsilon, or "
+            "go ahead with --above-default-ceilings (respondents must then raise their "
+            "ceilings to answer)")
+    return definition, parsed
 
 
 def lines(checked: dict, release_batch: int) -> list[str]:
     """The report for people."""
     out = [f"{checked['title']}: total epsilon per respondent {checked['total_epsilon']:.4g}"]
     for q in checked["questions"]:
-        out.append(f"  {q['id']}: epsilon {q['epsilon']:.4g}; a guess of 50 % can become at "
-                   f"most {q['posterior_max']:.0%}; expected margin ±{q['margin']:.1%} with "
-                   f"{checked['respondents']:,} respondents")
-    out.append("respondents with default ceilings will accept it" if checked["accepted_by_default"]
-               else "respondents with default ceilings will REFUSE it")
+        mechanism = "" if q["mechanism"] == "forced_response" else f" ({q['mechanism']})"
+        share = " of its range" if q["quantity"] == "mean" else ""
+        out.append(f"  {q['id']}{mechanism}: epsilon {q['epsilon']:.4g}; a guess of 50 % can "
+                   f"become at most {q['posterior_max']:.0%}; expected margin ±{q['margin']:.1%}"
+                   f"{share} with {checked['respondents']:,} respondents")
+        if q["auto"]:
+            out.append(f"    {q['auto']['words']}")
+    if checked["accepted_by_default"]:
+        out.append("respondents with default ceilings will accept it")
+    else:
+        out.append("respondents with default ceilings will REFUSE it:")
+        out.extend(f"  {r['problem']}; fix: {r['fix']}" for r in checked["refusals"])
     out.append(f"results stay hidden until {release_batch} responses arrive, then move in "
                f"steps of {release_batch} (release_batch)")
     return out
+
+
+def plan(survey: Survey, margin: float, confidence: float) -> dict:
+    """`plan --survey`: per question its mechanism (what `auto` chose), epsilon and the
+    respondents needed for an expected half-width of `margin` on every estimate (for a mean,
+    `margin` is a share of its range, also given in its units), and the survey's largest."""
+    questions = []
+    for q in survey.questions:
+        entry = {"id": q.id, "mechanism": q.scheme.name, "epsilon": q.epsilon,
+                 "n_required": required_n(q.scheme, margin, confidence)}
+        if q.scheme.quantity == "mean":
+            entry["margin_units"] = margin * (q.scheme.high - q.scheme.low)
+        if q.auto is not None:
+            entry["auto"] = q.auto.words()
+        questions.append(entry)
+    return {"title": survey.title, "margin": margin, "confidence": confidence,
+            "n_required": max(q["n_required"] for q in questions), "questions": questions}

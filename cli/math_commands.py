@@ -7,9 +7,11 @@ import click
 from ldpsurvey.shared import (
     DEFAULT_DELTA,
     Mechanism,
+    SurveyError,
     central_epsilon,
     closed_form_epsilon,
     estimate,
+    load_definition,
     n_required,
     n_required_central_laplace,
     n_required_question,
@@ -18,8 +20,9 @@ from ldpsurvey.shared import (
     release_batch_required,
 )
 
+from .check import plan
 from .options import confidence_option, json_option, method_option
-from .output import emit
+from .output import emit, emit_json
 
 ALPHA = click.FloatRange(0.0, 1.0, max_open=True)
 BETA = click.FloatRange(0.0, 1.0, min_open=True, max_open=True)
@@ -138,7 +141,11 @@ MARGIN_NOTE = ("The margin is an expected half-width: about what the interval's 
 
 
 @click.command("plan")
-@click.option("--epsilon", "eps", type=POSITIVE, required=True, help="Epsilon per answer.")
+@click.option("--epsilon", "eps", type=POSITIVE, help="Epsilon per answer (needed without "
+              "--survey).")
+@click.option("--survey", "survey_file", type=click.Path(exists=True, dir_okay=False),
+              help="Plan every question of this survey file with its own mechanism and "
+                   "epsilon (for a number question --margin is a share of its range).")
 @click.option("--options", "options", type=click.IntRange(2, 64),
               help="Options of the question [default: 2 (yes/no), or as many as --beta gives].")
 @click.option("--beta", help="P(report yes) when forced, or one probability per option, "
@@ -152,14 +159,23 @@ MARGIN_NOTE = ("The margin is an expected half-width: about what the interval's 
               help="Wanted central epsilon of a shuffled release: adds release_batch_required.")
 @click.option("--delta", type=UNIT_OPEN, help=f"Delta of the central epsilon [default: {DEFAULT_DELTA:g}].")
 @json_option
-def plan_command(eps: float, options: int | None, beta: str | None, proportion: str | None,
-                 margin: float | None, confidence: float, central: float | None,
-                 delta: float | None, as_json: bool) -> None:
+def plan_command(eps: float | None, survey_file: str | None, options: int | None,
+                 beta: str | None, proportion: str | None, margin: float | None,
+                 confidence: float, central: float | None, delta: float | None,
+                 as_json: bool) -> None:
     """Respondents needed for an expected margin of error on every option of a question with
     k options and any beta (at given proportions or the worst case) and, for a yes/no question
     at a given proportion, under central differential privacy with Laplace noise for
     comparison; with --central-epsilon, the smallest batch of shuffled reports whose central
-    epsilon reaches it. The margin is an expected half-width, not a bound for every survey."""
+    epsilon reaches it. With --survey, every question of a survey file with its own mechanism
+    (forced response, OUE, OLH, check-all-that-apply, numbers). The margin is an expected
+    half-width, not a bound for every survey."""
+    if survey_file is not None:
+        _plan_survey(survey_file, margin, confidence, as_json, eps=eps, options=options,
+                     beta=beta, proportion=proportion, central=central)
+        return
+    if eps is None:
+        raise click.UsageError("Missing option '--epsilon' (or '--survey').")
     for value, option in ((eps, "--epsilon"), (margin, "--margin"),
                           (confidence, "--confidence"), (central, "--central-epsilon"),
                           (delta, "--delta")):
@@ -186,6 +202,33 @@ def plan_command(eps: float, options: int | None, beta: str | None, proportion: 
         record["release_batch_required"] = release_batch_required(
             eps, central, DEFAULT_DELTA if delta is None else delta)
     emit(record, as_json)
+
+
+def _plan_survey(path: str, margin: float | None, confidence: float, as_json: bool,
+                 **alone: object) -> None:
+    """plan --survey: check.plan on the survey file, for people or as JSON."""
+    given = [name for name, value in alone.items() if value is not None]
+    if given:
+        raise click.UsageError(f"--survey plans each question with its own settings: drop "
+                               f"--{given[0].replace('_', '-')}")
+    if margin is None:
+        raise click.UsageError("Missing option '--margin': --survey needs it.")
+    try:
+        planned = plan(load_definition(path), margin, confidence)
+    except SurveyError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(MARGIN_NOTE, err=True)
+    if as_json:
+        emit_json(planned)
+        return
+    click.echo(f"{planned['title']}: {planned['n_required']:,} respondents for an expected "
+               f"margin of {margin:g} on every estimate ({confidence:.0%} intervals)")
+    for q in planned["questions"]:
+        units = f" (±{q['margin_units']:g} in its units)" if "margin_units" in q else ""
+        click.echo(f"  {q['id']} ({q['mechanism']}, epsilon {q['epsilon']:.4g}): "
+                   f"{q['n_required']:,}{units}")
+        if "auto" in q:
+            click.echo(f"    {q['auto']}")
 
 
 @click.command("shuffle")

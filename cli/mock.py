@@ -26,7 +26,6 @@ from ldpsurvey.client.verify import verify_manifest
 from ldpsurvey.shared import Survey, SurveyError, read_definition
 from ldpsurvey.shared.mechanism import BETA_SUM_TOLERANCE
 from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES, next_instant, schedule_words
-from ldpsurvey.shared.randomizer import thresholds
 
 from .api import Api, check_url
 from .extras import load
@@ -91,8 +90,9 @@ def _joint(table, index: int, survey: Survey, taken: set[str]) -> Joint:
 
 
 def read_truth(path: Path, survey: Survey) -> Truth:
-    """The scenario's true proportions: per question under [truth] (P(Yes) for yes/no, a list
-    for choice), or for a pair of questions a [[joint]] table whose marginals they follow."""
+    """The scenario's truth: per question under [truth] as its scheme reads it (truth_of: P(Yes)
+    for yes/no, a list of proportions for choice, per-option selection probabilities for
+    multi_select), or for a pair of questions a [[joint]] table whose marginals they follow."""
     try:
         scenario = tomllib.loads(Path(path).read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -113,14 +113,10 @@ def read_truth(path: Path, survey: Survey) -> Truth:
             if question.id in given:
                 raise _fail(f"question {question.id!r} is given more than once")
             continue
-        value = given.get(question.id)
-        if question.type == "yes_no" and isinstance(value, int | float):
-            value = [1 - value, value]
-        if not _distribution(value, len(question.options)):
-            raise _fail(f"question {question.id!r} needs "
-                        + ("a proportion in [0, 1]" if question.type == "yes_no" else
-                           f"{len(question.options)} proportions summing to 1"))
-        marginals[question.id] = [float(p) for p in value]
+        try:
+            marginals[question.id] = question.scheme.truth_of(given.get(question.id))
+        except ValueError as exc:
+            raise _fail(f"question {question.id!r} needs {exc}") from None
     return Truth(marginals, joints)
 
 
@@ -135,8 +131,8 @@ def true_answers(truth: Truth, survey: Survey, respondents: int, rng) -> dict:
         answers[joint.rows], answers[joint.cols] = cells // k_cols, cells % k_cols
     for question in survey.questions:
         if question.id not in answers:
-            answers[question.id] = simulation.true_answers(truth.marginals[question.id],
-                                                           respondents, rng)
+            answers[question.id] = question.scheme.draw_answers(truth.marginals[question.id],
+                                                                respondents, rng)
     return answers
 
 
@@ -164,7 +160,7 @@ def embedded_aggregator() -> Iterator[Api]:
             aggregator.close_app(app)
 
 
-def beside(truth: float | None, entry: dict) -> dict:
+def beside(truth: float | None, entry: dict, key: str = "true_proportion") -> dict:
     """An estimate with the truth beside it and whether its interval covers the truth. The
     truth is rounded to 12 significant digits: sums of the scenario's shares (0.8200000000000001)
     carry float noise nobody wrote."""
@@ -173,7 +169,7 @@ def beside(truth: float | None, entry: dict) -> dict:
         covered = None
     else:
         covered = truth is not None and entry["ci_low"] <= truth <= entry["ci_high"]
-    return {"true_proportion": truth, **entry, "covered": covered}
+    return {key: truth, **entry, "covered": covered}
 
 
 @dataclass(frozen=True)
@@ -187,12 +183,19 @@ class MockResult:
     read_at: float  # when the estimates were read: seconds since the epoch, by this machine
 
     def rows(self) -> list[dict]:
-        """Per question and option: the estimate keys, the truth, and whether the CI covers it."""
-        return [{"question": question["id"], "option": option["option"],
-                 "index": option["index"],
-                 **beside(self.truth.marginals[question["id"]][option["index"]],
-                          {key: option[key] for key in ESTIMATE_KEYS})}
-                for question in self.estimates["questions"] for option in question["options"]]
+        """Per question and estimated quantity (an option's share, or a mean): the estimate keys,
+        the truth (true_proportion, or true_value for a mean), and whether the CI covers it."""
+        rows = []
+        for question in self.estimates["questions"]:
+            scheme = self.survey.question(question["id"]).scheme
+            truths = scheme.true_values(self.truth.marginals[question["id"]])
+            named = "true_value" if scheme.quantity == "mean" else "true_proportion"
+            rows.extend({"question": question["id"], "option": option["option"],
+                         "index": option["index"],
+                         **beside(truths[option["index"]],
+                                  {key: option[key] for key in ESTIMATE_KEYS}, named)}
+                        for option in question["options"])
+        return rows
 
     def crosstab_rows(self) -> dict | None:
         """The cross-tab with the truth beside each joint cell and each conditional proportion
@@ -236,6 +239,8 @@ class MockResult:
                 "central": self.estimates["central"],
                 "confidence": self.estimates["confidence"], "results": self.rows(),
                 "covariance": {q["id"]: q["covariance"] for q in self.estimates["questions"]},
+                "warnings": {q["id"]: q["warning"] for q in self.estimates["questions"]
+                             if q.get("warning")},
                 "crosstab": self.crosstab_rows()}
 
 
@@ -245,7 +250,7 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
     last responses) unless `keep_open`, read back the estimates and the cross-tab of the first
     joint table."""
     np = load("numpy")
-    simulation = load("ldpsurvey.shared.simulation")
+    load("ldpsurvey.shared.simulation")  # the sim extra, or a clear error saying so
     survey_id = api.post("/api/surveys", json_body=definition).json()["survey_id"]
     click.echo(f"survey {survey_id} published on {api.url}", err=True)
     # Read the survey back as a respondent would: verified bytes only.
@@ -256,16 +261,14 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
     truth = read_truth(truth_path, survey)
     rng = np.random.default_rng(seed)
     answers = true_answers(truth, survey, respondents, rng)
-    reports = np.column_stack([
-        simulation.randomize_many(answers[q.id], thresholds(q.reported_mechanism.alpha,
-                                                            q.reported_mechanism.beta), rng)
-        for q in survey.questions])
+    reports = list(zip(*(q.scheme.simulate(answers[q.id], rng) for q in survey.questions),
+                       strict=True))
     ids = [q.id for q in survey.questions]
     batches = range(0, respondents, batch_size)
     with click.progressbar(length=respondents, label="submitting",
                            file=sys.stderr) as bar:
         for start in batches:
-            chunk = reports[start:start + batch_size].tolist()
+            chunk = reports[start:start + batch_size]
             body = {"responses": [{"answers": dict(zip(ids, row, strict=True))} for row in chunk]}
             api.post(f"/api/surveys/{survey_id}/responses/batch", json_body=body,
                      headers={"Idempotency-Key": secrets.token_urlsafe(18)}, retries=3)
@@ -329,7 +332,7 @@ def print_report(result: MockResult) -> None:
     click.echo(f"\n{survey.title}: {result.respondents:,} simulated respondents (seed "
                f"{result.seed}); the server saw only randomized answers.\n")
     results = result.rows()
-    rows = [(r["question"], r["option"], r["true_proportion"],
+    rows = [(r["question"], r["option"], r.get("true_proportion", r.get("true_value")),
              "-" if r["p_hat"] is None else f"{r['p_hat']:.4f} ± {r['standard_error']:.4f}",
              r["p_mle"], interval(r), COVERED[r["covered"]], r["epsilon"], note(r))
             for r in results]
@@ -347,6 +350,9 @@ def print_report(result: MockResult) -> None:
         click.echo(f"\n{covered} of {len(results)} intervals cover the truth ({result.released:,} "
                    "released).")
     click.echo(f"Epsilon per respondent (sum over questions): {body['total_epsilon']:.4f}.")
+    for question in body["questions"]:
+        if question.get("warning"):
+            click.echo(f"{question['id']}: {question['warning']}.")
     crosstab = result.crosstab_rows()
     if crosstab:
         click.echo(f"\nCross-tab of {crosstab['rows']} (rows) and {crosstab['cols']} (columns), "

@@ -2,6 +2,7 @@
 create/list/close/share/tokens, results."""
 
 import sys
+from importlib import resources
 from urllib.parse import quote
 
 import click
@@ -9,16 +10,12 @@ import click
 from ldpsurvey.shared import (
     Difference,
     Mechanism,
-    Survey,
-    SurveyError,
     difference,
-    parse_definition,
     parse_manifest,
-    read_definition,
 )
 from ldpsurvey.shared.protocol import EXPORT_FORMATS, MAX_TOKENS_PER_REQUEST
 
-from . import check
+from . import check, lifecycle, preview
 from .api import Api, can_prompt, pass_api, url_option
 from .options import confidence_option, json_option, method_option
 from .output import emit_json, interval, note, release_lines, table
@@ -27,40 +24,58 @@ from .terminal import clean_pieces
 
 @click.group()
 def survey() -> None:
-    """Create, share and close surveys on an aggregator."""
+    """Write, check and preview survey files; create, publish, share, close, archive and
+    delete surveys on an aggregator."""
 
 
 @survey.command("create")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--above-default-ceilings", is_flag=True,
-              help="Publish even though respondents with default ceilings will refuse it.")
+@click.option("--draft", is_flag=True,
+              help="Keep it as a draft (respondents cannot see it): edit it with `survey edit`, "
+                   "publish it with `survey publish`.")
+@check.above_option
 @json_option
 @url_option
 @pass_api
-def create(api: Api, file: str, above_default_ceilings: bool, as_json: bool) -> None:
-    """Publish the survey defined in FILE (TOML, or JSON if it ends in .json): print its id,
-    or with --json the API's reply and `form_url`, the respondents' link (null when invitation
-    only: `survey tokens` mints their links)."""
-    definition, parsed = _read(file)
-    refused = check.refusals(parsed)
-    if refused and not above_default_ceilings:
-        raise click.ClickException(
-            f"respondents with default ceilings will refuse this survey: {'; '.join(refused)}. "
-            "Lower its epsilon, or publish anyway with --above-default-ceilings (respondents "
-            "must then raise their ceilings to answer)")
-    result = api.post("/api/surveys", json_body=definition).json()
-    survey_id = result["survey_id"]
-    form_url = None if parsed.invitation_only else f"{api.url}/s/{survey_id}"
+def create(api: Api, file: str, draft: bool, above_default_ceilings: bool,
+           as_json: bool) -> None:
+    """Publish the survey defined in FILE (TOML, or JSON if it ends in .json), or keep it as a
+    draft: print its id, or with --json the API's reply and `form_url`, the respondents' link
+    (null for a draft, and when invitation only: `survey tokens` mints their links)."""
+    definition, parsed = check.read_guarded(file, above_default_ceilings)
+    if draft:
+        result = api.post("/api/surveys?draft=true", json_body=definition).json()
+        lifecycle.announce_draft(result, file, as_json)
+    else:
+        result = api.post("/api/surveys", json_body=definition).json()
+        lifecycle.announce_published(api, result, parsed.invitation_only, as_json)
+
+
+STARTER = "starter.toml"  # in ldpsurvey.shared's examples
+
+
+@survey.command("init")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+@json_option
+def init(file: str, force: bool, as_json: bool) -> None:
+    """Write a commented starter survey to FILE (a yes/no question, a choice question and a
+    declared cross-tab) that `survey check` passes and respondents' default ceilings accept
+    (--json: the file written and its check report, as `survey check --json`)."""
+    text = (resources.files("ldpsurvey.shared") / "examples" / STARTER).read_text()
+    try:
+        with open(file, "w" if force else "x", encoding="utf-8") as out:
+            out.write(text)
+    except FileExistsError:
+        raise click.ClickException(f"{file} exists: choose another name, or overwrite it with "
+                                   "--force") from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {file}: {exc.strerror}") from None
     if as_json:
-        emit_json({**result, "form_url": form_url})
-    else:
-        click.echo(survey_id)
-    click.echo(f"published; total epsilon per respondent {result['total_epsilon']:.4g}", err=True)
-    if form_url is None:
-        click.echo(f"invitation only: mint respondents' links with `ldp-survey survey tokens "
-                   f"{survey_id} --count N`", err=True)
-    else:
-        click.echo(f"respondents answer at {form_url}", err=True)
+        emit_json({"file": file, "check": check.report(check.read(file)[1],
+                                                       check.DEFAULT_RESPONDENTS)})
+    click.echo(f"wrote {file}; next: ldp-survey survey check {file}, then ldp-survey survey "
+               f"preview {file}", err=True)
 
 
 @survey.command("check")
@@ -71,7 +86,7 @@ def create(api: Api, file: str, above_default_ceilings: bool, as_json: bool) -> 
 def check_survey(file: str, respondents: int, as_json: bool) -> None:
     """Check a survey file without publishing it: per question its epsilon, how sure a guess
     can become, the expected margin, and whether respondents' default ceilings accept it."""
-    _, parsed = _read(file)
+    _, parsed = check.read(file)
     checked = check.report(parsed, respondents)
     if as_json:
         emit_json(checked)
@@ -80,27 +95,21 @@ def check_survey(file: str, respondents: int, as_json: bool) -> None:
         click.echo(line)
 
 
-def _read(file: str) -> tuple[dict, Survey]:
-    """The definition as read and as validated here (errors name the question and field)."""
-    try:
-        definition = read_definition(file)
-        return definition, parse_definition(definition)
-    except (SurveyError, OSError) as exc:
-        raise click.ClickException(str(exc)) from None
-
-
 @survey.command("list")
+@click.option("--archived", is_flag=True, help="Archived surveys too.")
 @json_option
 @url_option
 @pass_api
-def list_surveys(api: Api, as_json: bool) -> None:
-    """Your surveys (own and shared; an admin's: all), newest first."""
-    surveys = api.get("/api/surveys").json()["surveys"]
+def list_surveys(api: Api, archived: bool, as_json: bool) -> None:
+    """Your surveys and drafts (own and shared; an admin's: all), newest first."""
+    surveys = api.get(f"/api/surveys?archived={str(archived).lower()}").json()["surveys"]
     if as_json:
         emit_json({"surveys": surveys})
     elif surveys:
-        click.echo(table([[s["survey_id"], s["title"], s["status"], s["created"], s["n"],
-                           s["invitation_only"]]
+        click.echo(table([[s["survey_id"], s["title"],
+                           # .get: an aggregator from before archiving lists no such key
+                           s["status"] + (" (archived)" if s.get("archived") else ""), s["created"],
+                           s["n"], s["invitation_only"]]
                           for s in surveys],
                          ["survey_id", "title", "status", "created", "released",
                           "invitation_only"]))
@@ -183,6 +192,26 @@ def tokens(api: Api, survey_id: str, count: int, as_json: bool) -> None:
         click.echo(link)
 
 
+@survey.command("qr")
+@click.argument("survey_id")
+@click.option("--output", "-o", required=True,
+              type=click.Path(dir_okay=False, writable=True),
+              help="Where to write the QR code: FILE.svg or FILE.png (the name's ending "
+                   "chooses the format).")
+@url_option
+@pass_api
+def qr(api: Api, survey_id: str, output: str) -> None:
+    """Write the QR code of a published survey's respondent link, for a flyer or a slide
+    (an invitation-only survey has none: each respondent needs their own link)."""
+    kind = output.rpartition(".")[2].lower()
+    if kind not in ("svg", "png"):
+        raise click.BadParameter("name a .svg or .png file", param_hint="'--output'")
+    image = api.get(f"/api/surveys/{quote(survey_id, safe='')}/qr.{kind}").body
+    with open(output, "wb") as file:
+        file.write(image)
+    click.echo(f"QR code of survey {survey_id}'s respondent link written to {output}", err=True)
+
+
 @click.command()
 @url_option
 @click.option("--survey", "survey_id", required=True, help="The survey id.")
@@ -194,6 +223,10 @@ def tokens(api: Api, survey_id: str, count: int, as_json: bool) -> None:
               help="The difference of two options of question Q (indices I and J) instead.")
 @click.option("--crosstab", metavar="A,B",
               help="The cross-tab of questions A (rows) and B (columns) instead.")
+@click.option("--regress", metavar="FORMULA",
+              help="Logistic regression of a yes/no question on others instead, e.g. "
+                   "\"smoked ~ sleep + drove\" (question ids joined by +, : or *): "
+                   "coefficients with SEs and CIs, predicted prevalence by group.")
 @json_option
 @click.option("--csv", "export", flag_value="csv",
               help="Print the randomized responses as CSV: a header of question ids, one row "
@@ -214,11 +247,11 @@ def tokens(api: Api, survey_id: str, count: int, as_json: bool) -> None:
                    "value means) to this file, as Markdown if it ends in .md, else JSON.")
 @pass_api
 def results(api: Api, survey_id: str, confidence: float, method: str, simultaneous: bool,
-            difference: str | None, crosstab: str | None, as_json: bool,
+            difference: str | None, crosstab: str | None, regress: str | None, as_json: bool,
             export: str | None, output: str | None, codes: bool, layout: str,
             codebook: str | None) -> None:
     """Print a survey's estimates (public surveys need no key), a difference of two options,
-    a cross-tab of two questions, or export its responses."""
+    a cross-tab of two questions, a regression, or export its responses."""
     if export:
         _export(api, survey_id, export + _export_query(export, codes, layout), output, codebook)
         return
@@ -226,6 +259,9 @@ def results(api: Api, survey_id: str, confidence: float, method: str, simultaneo
         raise click.UsageError("--codes, --format and --codebook go with --csv or --jsonl")
     if crosstab:
         _crosstab(api, survey_id, crosstab, confidence, as_json)
+        return
+    if regress:
+        _regress(api, survey_id, regress, confidence, as_json)
         return
     body = api.get(f"/api/surveys/{survey_id}/estimates?confidence={confidence}&method={method}"
                    f"&simultaneous={str(simultaneous).lower()}", auth=None).json()
@@ -303,6 +339,10 @@ def _difference(body: dict, spec: str):
     if question is None or first_q != second_q:
         raise click.BadParameter("give two options of one question of the survey",
                                  param_hint="'--difference'")
+    if "mechanism" in question:
+        raise click.BadParameter(f"question {first_q!r} uses {question['mechanism']}: "
+                                 "differences are for forced-response questions",
+                                 param_hint="'--difference'")
     design = question.get("reported", question)  # a concept's composed (alpha, beta)
     counts = [o["reported_count"] for o in question["options"]]
     try:
@@ -341,5 +381,35 @@ def _crosstab(api: Api, survey_id: str, spec: str, confidence: float, as_json: b
                       for c, d in zip(body["cells"], body["conditional"], strict=True)],
                      [rows, cols, "joint", "CI", "conditional", "CI"]))
 
+
+def _regress(api: Api, survey_id: str, formula: str, confidence: float, as_json: bool) -> None:
+    """The estimates endpoint's regression (ldpsurvey.analysis.rr_logistic on the server):
+    --json its document (null before the first release), else the coefficients and the
+    predicted prevalence by group."""
+    fit = api.get(f"/api/surveys/{quote(survey_id, safe='')}/estimates?confidence={confidence}"
+                  f"&regress={quote(formula, safe='')}", auth=None).json()["regression"]
+    if as_json:
+        emit_json(fit)
+        return
+    if fit is None:
+        click.echo("no released responses yet: nothing to fit")
+        return
+    covariates = ", ".join(fit["randomized_covariates"]) or "none"
+    click.echo(f"{fit['formula']}: logistic regression of the true answer, n = {fit['n']}, "
+               f"log-likelihood {fit['log_likelihood']:.4f}; {fit['confidence']:.0%} Wald CIs, "
+               f"SEs from the {fit['variance']}; randomized covariates (their true options "
+               f"summed over): {covariates}.")
+    click.echo(table([(c["name"], c["estimate"], c["standard_error"], interval(c),
+                       c["p_value"]) for c in fit["coefficients"]],
+                     ["coefficient", "estimate", "SE", "CI", "p"]))
+    click.echo("Predicted prevalence of a true yes (n estimated for a randomized covariate):")
+    click.echo(table([(g["variable"] or "everyone", g["level"] or "", g["n"], g["prevalence"],
+                       interval(g)) for g in fit["predicted"]],
+                     ["covariate", "level", "n", "prevalence", "CI"]))
+
+
+
+for command in (*lifecycle.COMMANDS, *preview.COMMANDS):
+    survey.add_command(command)
 
 COMMANDS = (survey, results)

@@ -3,6 +3,7 @@
 import base64
 import binascii
 import json
+from typing import Any
 
 import click
 
@@ -42,8 +43,6 @@ from .options import json_option
 from .output import emit_json, messages_to_stderr
 from .terminal import clean
 
-YES = {"yes", "y", "1", "true"}
-NO = {"no", "n", "0", "false"}
 NOT_ANSWERING = (TrustError, SurveyUnavailable, OverBudget, ApiError, NetworkError, ValueError)
 # What a refusal by the respondent's own limits says first, before the exact reason.
 TOO_MUCH = "this survey could reveal more about you than your limits allow"
@@ -62,20 +61,13 @@ aggregator_option = click.option(
          "from this device above this epsilon.")
 
 
-def parse_choice(question: Question, text: str) -> int:
-    """yes/no for yes/no questions; an option number (0-based) or an option's text otherwise."""
-    value = text.strip().lower()
-    if question.type == "yes_no":
-        if value in YES:
-            return 1
-        if value in NO:
-            return 0
-        raise click.BadParameter(f"question {question.id!r} takes yes or no")
-    for index, option in enumerate(question.options):
-        if value in (str(index), option.lower()):
-            return index
-    raise click.BadParameter(f"question {question.id!r} takes an option number from 0 to "
-                             f"{len(question.options) - 1} or an option's text")
+def parse_choice(question: Question, text: str) -> Any:
+    """A typed true answer, as the question's scheme reads it (scheme.parse_text: yes/no, an
+    option number or text, ...)."""
+    try:
+        return question.scheme.parse_text(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"question {question.id!r} {exc}") from None
 
 
 def parse_answers_option(text: str | None) -> dict[str, str]:
@@ -240,7 +232,7 @@ def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
 
 
 def collect_answers(verified: VerifiedSurvey, state: LocalState, given: dict[str, str],
-                    ask: bool = True, details: bool = False) -> dict[str, int]:
+                    ask: bool = True, details: bool = False) -> dict[str, Any]:
     """The true answers to the questions not randomized before on this device: from
     --answers, else asked one by one, with `details` each with its privacy note (ask=False:
     a usage error naming the first one missing)."""
@@ -257,8 +249,7 @@ def collect_answers(verified: VerifiedSurvey, state: LocalState, given: dict[str
     true_answers = {}
     for question in survey.questions:
         click.echo("\n" + clean(f"[{question.id}] {question.text}"))
-        click.echo(clean("  " + "  ".join(f"{j}) {o}" for j, o in
-                                              enumerate(question.options))))
+        click.echo(clean("  " + question.scheme.asked()))
         if details:
             click.echo(f"  {notes[question.id]}")
         if question.id in record["answers"]:
@@ -277,15 +268,15 @@ def collect_answers(verified: VerifiedSurvey, state: LocalState, given: dict[str
     return true_answers
 
 
-def review(survey: Survey, true_answers: dict[str, int]) -> dict[str, int]:
+def review(survey: Survey, true_answers: dict[str, Any]) -> dict[str, Any]:
     """Show the true answers, on this device only, and let the respondent change any before
     anything is randomized (once randomized they are final: asking again until a report one
     likes would bias the estimates)."""
     while True:
         click.echo("\nYour answers, before the coin flips (only you see them; they never "
                    "leave this device):")
-        for qid, index in true_answers.items():
-            click.echo(clean(f"  [{qid}] {survey.question(qid).options[index]}"))
+        for qid, answer in true_answers.items():
+            click.echo(clean(f"  [{qid}] {survey.question(qid).scheme.shown(answer)}"))
         choice = click.prompt("Press Enter to flip the coins (then they are final), or type a "
                               "question id to change its answer", default="",
                               show_default=False).strip()
@@ -318,8 +309,8 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
     declined."""
     survey = verified.survey
     click.echo("\nThis is exactly what will be sent, after the coin flips on this device:")
-    for qid, index in submission.answers.items():
-        click.echo(clean(f"  [{qid}] {survey.question(qid).options[index]}"))
+    for qid, report in submission.answers.items():
+        click.echo(clean(f"  [{qid}] {survey.question(qid).scheme.shown_report(report)}"))
     click.echo(WHY_IT_MAY_DIFFER)
     click.echo(release_summary(survey.release_batch))
     if details:

@@ -14,6 +14,7 @@ from ldpsurvey.shared.protocol import ROLES
 from .extras import load
 from .options import json_option
 from .output import emit_json, table
+from .public import checked_site, public_options, serve_public
 
 database_option = click.option(
     "--database", metavar="URL", envvar="LDP_SURVEY_DATABASE_URL",
@@ -42,10 +43,31 @@ def make_app(database: str | None, instance: str):
 @click.command()
 @database_option
 @instance_option
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
-def serve(database: str | None, instance: str, host: str, port: int) -> None:
-    """Run the aggregator for development (use gunicorn with deploy/ for production)."""
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (development server).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="Port (development server).")
+@click.option("--public", "hostname", metavar="HOSTNAME",
+              help="Serve respondents at https://HOSTNAME: gunicorn behind Caddy, which gets the "
+                   "certificate, redirects HTTP to HTTPS and sends HSTS.")
+@public_options
+def serve(database: str | None, instance: str, host: str, port: int, hostname: str | None,
+          https_port: int, http_port: int, tls: str) -> None:
+    """Run the aggregator: for development on http://HOST:PORT, or for respondents with
+    --public HOSTNAME (production mode; Caddy's certificates and CA in the instance folder)."""
+    given = click.get_current_context().get_parameter_source
+    if hostname is not None:
+        named = [f"--{name}" for name in ("host", "port")
+                 if given(name) is not click.core.ParameterSource.DEFAULT]
+        if named:
+            raise click.UsageError(f"{' and '.join(named)} set the development server's address; "
+                                   "--public uses --https-port and --http-port")
+        serve_public(database, instance, checked_site(hostname, https_port, http_port, tls))
+        return
+    named = [f"--{name.replace('_', '-')}" for name in ("https_port", "http_port", "tls")
+             if given(name) is not click.core.ParameterSource.DEFAULT]
+    if named:
+        raise click.UsageError(f"{' and '.join(named)} need --public HOSTNAME")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     app = make_app(database, instance)
     server = load("ldpsurvey.aggregator.serving").make_server(app, host, port)

@@ -5,12 +5,16 @@ Epsilon bounds how much likelier any guess about the respondent can become: an a
 epsilon e makes it at most e^e times likelier. ln 3 per question means at most 3 times.
 """
 
-import math
 from dataclasses import dataclass
 
-DEFAULT_MAX_EPSILON = math.log(3)                # per question: at most 3x likelier either way
-DEFAULT_MAX_TOTAL_EPSILON = 4 * math.log(3)      # per submission: four such questions
-DEFAULT_MAX_LIFETIME_EPSILON = 8 * math.log(3)   # per device: every aggregator, key and survey
+from ldpsurvey.shared.budget import (
+    DEFAULT_MAX_EPSILON,
+    DEFAULT_MAX_LIFETIME_EPSILON,
+    DEFAULT_MAX_TOTAL_EPSILON,
+)
+
+__all__ = ["DEFAULTS", "DEFAULT_MAX_EPSILON", "DEFAULT_MAX_LIFETIME_EPSILON",
+           "DEFAULT_MAX_TOTAL_EPSILON", "Ceilings"]
 
 
 @dataclass(frozen=True)

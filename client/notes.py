@@ -3,21 +3,17 @@
 from collections.abc import Iterable
 
 from ldpsurvey.shared import Question, posterior_bounds
+from ldpsurvey.shared.scheme import percent
 
 from .verify import VerifiedSurvey
-
-
-def percent(p: float) -> str:
-    return f"{100 * p:.0f} %"
-
 
 # The words a respondent reads first, in the CLI and the web form (shared/web/form.js has a
 # copy of each, which the browser tests compare): what happens, in everyday words. Epsilon,
 # limits and the exact chances are in "How your answers are protected" (question_note and the
 # rest below), one tap (or --details) away.
-INTRO = ("Your device flips a coin for each answer before sending it, and sometimes sends "
-         "another answer on purpose. No one can know your real answers. The researchers can "
-         "still count how common each answer is.")
+INTRO = ("Your device flips a coin for each answer and sometimes sends another answer on "
+         "purpose. No one can know your real answers. Researchers can still count how common "
+         "each one is.")
 
 WHY_IT_MAY_DIFFER = ("Some answers may differ from what you chose. That is on purpose: it "
                      "keeps your real answers private.")
@@ -29,8 +25,8 @@ def bound_note(epsilons: Iterable[float]) -> str:
     reveals most. "No idea before" is a prior of at most 1/2 on the answer (a larger bound
     holds for nobody who starts at 1/2 or less)."""
     most = max(posterior_bounds(0.5, epsilon).high for epsilon in epsilons)
-    return (f"From one sent answer, someone with no idea before can be at most {percent(most)} "
-            "sure of your real answer.")
+    return (f"From one sent answer, someone with no idea can be at most {percent(most)} sure "
+            "of your real answer.")
 
 
 def release_summary(release_batch: int) -> str:
@@ -42,22 +38,9 @@ def release_summary(release_batch: int) -> str:
 
 
 def question_note(question: Question, epsilon: float, total_epsilon: float) -> str:
-    """What the server receives for each answer (for a concept question, through both layers),
-    and how sure an observer could become."""
-    m = question.reported_mechanism
-    if question.type == "yes_no":
-        what = (f"If you answer Yes, the server receives Yes with {percent(m.probability(1, 1))} "
-                f"probability and No with {percent(m.probability(1, 0))}; if you answer No, it "
-                f"receives No with {percent(m.probability(0, 0))} and Yes with "
-                f"{percent(m.probability(0, 1))}.")
-        belief = "you would say Yes"
-    else:
-        kept = [m.probability(j, j) for j in range(m.k)]
-        low, high = percent(min(kept)), percent(max(kept))
-        chance = low if low == high else f"{low} to {high} (depending on the answer)"
-        what = (f"The server receives your own answer with {chance} probability, and "
-                "otherwise one of the other options.")
-        belief = "you would give a particular answer"
+    """What the server receives for each answer (scheme.note; for a concept question, through
+    both layers), and how sure an observer could become."""
+    what, belief = question.scheme.note()
     one = posterior_bounds(0.5, epsilon).high
     every = posterior_bounds(0.5, total_epsilon).high
     return (f"{what} Someone who thought it 50 % likely {belief} could be at most "

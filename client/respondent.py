@@ -3,10 +3,12 @@
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ldpsurvey.shared import Question, Survey
 from ldpsurvey.shared.protocol import REPLAYED_HEADER
 from ldpsurvey.shared.randomizer import Draw, randomize, secure_draw
+from ldpsurvey.shared.scheme import Report
 
 from . import http, ledger
 from .state import LocalState
@@ -20,7 +22,7 @@ class Submission:
     """Exactly what will be sent: randomized answers and the idempotency key. No true answer."""
 
     survey_id: str
-    answers: dict[str, int]
+    answers: dict[str, Report]
     idempotency_key: str
     already_submitted: bool
 
@@ -30,11 +32,11 @@ class Submission:
 
 def body_size(survey: Survey) -> int:
     """The size every response body to `survey` is padded to: the largest possible body (every
-    answer its highest option index; the indices are the only part whose length varies)
-    rounded up to a whole http.BODY_SIZE_CLASS. So every response to one survey has one size
-    on the wire, and surveys of similar size share it."""
-    largest = Submission(survey.survey_id, {q.id: len(q.options) - 1 for q in survey.questions},
-                         "", False)
+    report its scheme's longest, scheme.largest_report: for forced response the highest option
+    index) rounded up to a whole http.BODY_SIZE_CLASS. So every response to one survey has one
+    size on the wire, and surveys of similar size share it."""
+    largest = Submission(survey.survey_id, {q.id: q.scheme.largest_report()
+                                            for q in survey.questions}, "", False)
     return http.size_class(len(http.json_bytes(largest.body())))
 
 
@@ -48,7 +50,7 @@ def unanswered(verified: VerifiedSurvey, state: LocalState) -> list[str]:
             if q.id not in record["answers"] and q.id not in reused]
 
 
-def prepare(verified: VerifiedSurvey, true_answers: Mapping[str, int], state: LocalState,
+def prepare(verified: VerifiedSurvey, true_answers: Mapping[str, Any], state: LocalState,
             draw: Draw = secure_draw) -> Submission:
     """Randomize each question not randomized before and remember the result (and one
     idempotency key) before anything is sent. A question answered before keeps its earlier
@@ -64,8 +66,7 @@ def prepare(verified: VerifiedSurvey, true_answers: Mapping[str, int], state: Lo
             if question.id in record["answers"]:
                 continue
             if question.concept is None:
-                report = randomize(_true_answer(question, true_answers),
-                                   verified.thresholds[question.id], draw)
+                report = question.scheme.randomize(_true_answer(question, true_answers), draw)
             else:
                 report = randomize(permanent_answer(verified, question, true_answers, state,
                                                     draw), verified.instantaneous[question.id],
@@ -78,10 +79,11 @@ def prepare(verified: VerifiedSurvey, true_answers: Mapping[str, int], state: Lo
                       record["idempotency_key"], record["submitted"])
 
 
-def _true_answer(question: Question, true_answers: Mapping[str, int]) -> int:
+def _true_answer(question: Question, true_answers: Mapping[str, Any]) -> Any:
+    """The question's true answer, checked by its scheme (ValueError)."""
     if question.id not in true_answers:
         raise ValueError(f"question {question.id!r} needs an answer")
-    return true_answers[question.id]
+    return question.scheme.check_truth(true_answers[question.id])
 
 
 def permanent_answer(verified: VerifiedSurvey, question: Question,

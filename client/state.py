@@ -203,9 +203,14 @@ def _field(value: dict[str, Any], field: str, kinds: tuple[type, ...], where: st
 
 
 def _answers(value: Any, where: str) -> None:
-    for qid, option in _object(value, where).items():
-        if isinstance(option, bool) or not isinstance(option, int):
-            raise DamagedState(f"{where}[{qid!r}] is {option!r}, not an option number")
+    """Each kept report: an option number (forced response), or a list of whole numbers (the
+    bits of OUE, a seed and value of OLH: scheme.py), as the survey's manifest makes them."""
+    for qid, report in _object(value, where).items():
+        listed = isinstance(report, list) and report
+        if any(isinstance(x, bool) or not isinstance(x, int) for x in
+               (report if listed else [report])):
+            raise DamagedState(f"{where}[{qid!r}] is {report!r}, not " + (
+                "a list of whole numbers" if listed else "an option number"))
 
 
 NULLABLE_STR = (str, type(None))

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from ldpsurvey.shared import Survey, SurveyError, parse_manifest, total_epsilon
 from ldpsurvey.shared.budget import exceeds
 from ldpsurvey.shared.manifest import check_instantaneous, key_id, web_origin
-from ldpsurvey.shared.randomizer import Thresholds, realized_epsilon, thresholds
+from ldpsurvey.shared.randomizer import Thresholds, thresholds
 
 from . import http, ledger
 from .ceilings import DEFAULTS, Ceilings
@@ -32,9 +32,10 @@ class SurveyUnavailable(Exception):
 
 @dataclass(frozen=True)
 class VerifiedSurvey:
-    """A survey whose manifest verified, with the integer thresholds the randomizer uses (for
-    a concept question those of the permanent layer, and in `instantaneous` the second
-    layer's) and the epsilon they realize (recomputed here, never taken from the manifest)."""
+    """A survey whose manifest verified, with each question's epsilon as its integer randomizer
+    realizes it (scheme.realized_epsilon, recomputed here, never taken from the manifest), and
+    for each concept question the integer thresholds of its permanent layer (`thresholds`) and
+    of its second layer (`instantaneous`)."""
 
     aggregator: str
     key_id: str
@@ -96,13 +97,13 @@ def check_origin(survey: Survey, aggregator: str) -> None:
 
 
 def check_ceilings(aggregator: str, survey: Survey, ceilings: Ceilings) -> VerifiedSurvey:
-    """Recompute each question's epsilon from its integer thresholds and refuse a survey above
+    """Recompute each question's epsilon from its integer randomizer and refuse a survey above
     the respondent's per-question or total ceiling, explaining what was asked, or with a
     concept's instantaneous layer above the bound (manifest.check_instantaneous)."""
-    found = {q.id: thresholds(q.mechanism.alpha, q.mechanism.beta) for q in survey.questions}
-    layers = {q.id: thresholds(q.instantaneous.alpha, q.instantaneous.beta)
-              for q in survey.questions if q.instantaneous is not None}
-    eps = {qid: realized_epsilon(t) for qid, t in found.items()}
+    concepts = [q for q in survey.questions if q.concept is not None]
+    found = {q.id: q.scheme.thresholds for q in concepts}
+    layers = {q.id: thresholds(q.instantaneous.alpha, q.instantaneous.beta) for q in concepts}
+    eps = {q.id: q.scheme.realized_epsilon for q in survey.questions}
     for question in survey.questions:
         try:
             check_instantaneous(question)
@@ -162,10 +163,11 @@ def fetch_survey(aggregator: str, survey_id: str, state: LocalState,
 
 def parameters(survey: Survey) -> str:
     """The digest a record keeps of what its survey asks and how each answer is randomized:
-    SHA-256 over each question's id, options, alpha, beta, concept and irr_alpha (not its
-    wording, whose correction changes nothing a respondent discloses)."""
-    asked = [[q.id, list(q.options), q.mechanism.alpha, list(q.mechanism.beta), q.concept,
-              q.irr_alpha] for q in survey.questions]
+    SHA-256 over each question's id, options, parameters (scheme.fields; for forced response
+    alpha and beta), concept and irr_alpha (not its wording, whose correction changes nothing
+    a respondent discloses)."""
+    asked = [[q.id, list(q.options), *q.scheme.fields().values(), q.concept, q.irr_alpha]
+             for q in survey.questions]
     return hashlib.sha256(json.dumps(asked).encode()).hexdigest()
 
 

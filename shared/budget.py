@@ -7,6 +7,13 @@ from collections.abc import Iterable
 # alpha_for_epsilon, or a value that went through JSON and back, never reads as above eps.
 EPSILON_TOLERANCE = 1e-9
 
+# A respondent's default limits, the same in the Python client (client/ceilings.py) and the
+# web form (web/randomizer.js, which the browser tests compare): epsilon e makes a guess at
+# most e^e times likelier, so ln 3 per question means at most 3 times.
+DEFAULT_MAX_EPSILON = math.log(3)                # per question: at most 3x likelier either way
+DEFAULT_MAX_TOTAL_EPSILON = 4 * math.log(3)      # per submission: four such questions
+DEFAULT_MAX_LIFETIME_EPSILON = 8 * math.log(3)   # per device: every aggregator, key and survey
+
 
 def total_epsilon(epsilons: Iterable[float]) -> float:
     """Per-respondent epsilon of a survey: the sum over its questions (sequential composition)."""

@@ -3,7 +3,10 @@
 A definition (TOML or JSON) holds title, description, optional max_epsilon (the promised
 per-respondent ceiling), invitation_only, public_results, release_batch (how many responses the
 server pools before it releases them, shuffled, to counts and exports; default 100) and
-questions. Each question has id, text, type ("yes_no" or "choice" with options), an optional
+questions. Each question has id, text, type ("yes_no" or "choice" with options; or a type with
+a module of its own, schemes.TYPES: "multi_select" with options, "numeric" with min and max),
+for a choice question an optional mechanism ("forced_response", the default, "oue", "olh" or
+"auto", which picks the lowest variance at the question's epsilon: schemes.py), an optional
 concept (a name for a stable trait it asks about, shared by questions that ask the same across
 surveys: the respondent's device randomizes it once, permanently, and reports a fresh
 randomization of that permanent answer each time, with irr_alpha, default 0.75, and uniform
@@ -14,7 +17,12 @@ what the respondent reads.
 
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
-Client and aggregator both read it through parse_manifest. Format /5 added origin, the web
+Client and aggregator both read it through parse_manifest. Format /6 added mechanism on
+choice questions (oue, olh: shared/oue.py, olh.py, with their parameters in place of alpha and
+beta; `auto` in a definition is written as the mechanism it chose) and the types multi_select
+and numeric (multi_select.py, numeric.py); a survey with only
+forced-response questions is still written as /5, so earlier clients read it, and they refuse a
+/6 one by its format. Format /5 added origin, the web
 origin (scheme://host[:port]) the aggregator serves respondents at, signed so that a client or
 the web form refuses the survey reached at any other address (the browser keeps its memory and
 ledger per origin: one server reached at two origins would get two budgets); every survey
@@ -42,16 +50,21 @@ from typing import Any
 from . import strict_json
 from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
 from .crosstab import size_problem
+from .forced_response import NAME as FORCED_RESPONSE
+from .forced_response import ForcedResponse
 from .mechanism import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
-from .randomizer import realized_epsilon, thresholds
+from .scheme import FieldError, Fields, Scheme
+from .schemes import BUILDERS, CHOICE_MECHANISMS, MECHANISM_FIELDS, TYPES, auto_choice, choice
 
-MANIFEST_FORMAT = "ldp-survey-manifest/5"
+MANIFEST_FORMAT = "ldp-survey-manifest/6"
+FORMAT_5 = "ldp-survey-manifest/5"
 FORMAT_4 = "ldp-survey-manifest/4"
 FORMAT_3 = "ldp-survey-manifest/3"
 FORMAT_2 = "ldp-survey-manifest/2"
 FORMAT_1 = "ldp-survey-manifest/1"
 QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+FORMATS = (MANIFEST_FORMAT, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
 DEFAULT_RELEASE_BATCH = 100
 DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
 MAX_IRR_ALPHA = DEFAULT_IRR_ALPHA  # published and answered at most (check_instantaneous)
@@ -98,45 +111,61 @@ class SurveyError(ValueError):
 
 
 @dataclass(frozen=True)
+class Auto:
+    """What `mechanism = "auto"` chose for a question, and the variances it compared
+    (schemes.auto_choice). Not part of the manifest, which names the chosen mechanism."""
+
+    chosen: str
+    variances: dict[str, float]
+
+    def words(self) -> str:
+        """The choice in words, for `survey check`."""
+        compared = ", ".join(f"{name} {value:.3g}" for name, value in self.variances.items())
+        return (f"mechanism auto chose {self.chosen}: the lowest variance of an option's "
+                f"estimate (n Var at a share of 0: {compared})")
+
+
+@dataclass(frozen=True)
 class Question:
-    """One question and its randomizer. options[j] is reported as option index j."""
+    """One question and its scheme (scheme.py), which randomizes, tallies and estimates it.
+    options[j] is option index j."""
 
     id: str
     text: str
     type: str
     options: tuple[str, ...]
-    mechanism: Mechanism
+    scheme: Scheme
     concept: str | None = None
     irr_alpha: float | None = None  # set exactly for concept questions
+    auto: "Auto | None" = None  # what `mechanism = "auto"` compared (definitions only)
 
     @property
     def epsilon(self) -> float:
-        """The epsilon the integer randomizer realizes (what is published, capped and charged):
-        the nominal formula's, or up to about 1e-7 above it when an option's beta is tiny. For a
-        concept question, the permanent layer's: every report of the concept is
+        """The epsilon the integer randomizer realizes (what is published, capped and charged).
+        For a concept question, the permanent layer's: every report of the concept is
         post-processing of the one permanent answer, so together they reveal at most this."""
-        m = self.mechanism
-        return max(m.epsilon, realized_epsilon(thresholds(m.alpha, m.beta)))
+        return self.scheme.epsilon
+
+    @property
+    def mechanism(self) -> Mechanism:
+        """A forced-response question's (permanent) mechanism."""
+        return self.scheme.mechanism
 
     @property
     def instantaneous(self) -> Mechanism | None:
         """A concept question's second layer: irr_alpha with uniform beta (None otherwise)."""
-        if self.irr_alpha is None:
-            return None
-        return Mechanism(self.irr_alpha, uniform_beta(len(self.options)))
+        return self.scheme.instantaneous
 
     @property
     def reported_mechanism(self) -> Mechanism:
-        """What one report is, given the true answer, and so what estimates invert: the
-        question's mechanism, or for a concept question the permanent layer then the
-        instantaneous one, composed (mechanism.compose)."""
-        layer = self.instantaneous
-        return self.mechanism if layer is None else self.mechanism.then(layer)
+        """What one report of a forced-response question is, given the true answer: its
+        mechanism, or for a concept question both layers composed (mechanism.compose)."""
+        return self.scheme.reported
 
     def as_dict(self) -> dict[str, Any]:
-        fields = {"id": self.id, "text": self.text, "type": self.type,
-                  "options": list(self.options), "alpha": self.mechanism.alpha,
-                  "beta": list(self.mechanism.beta), "epsilon": self.epsilon}
+        options = {"options": list(self.options)} if self.options else {}  # none: numeric
+        fields = {"id": self.id, "text": self.text, "type": self.type, **options,
+                  **self.scheme.fields(), "epsilon": self.epsilon}
         if self.concept is None:
             return fields
         return {**fields, "concept": self.concept, "irr_alpha": self.irr_alpha}
@@ -170,10 +199,14 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /5 with the origin (and crosstabs) when the survey has
-        one (every survey published since /5); else /4 with crosstabs if it declares any, else
-        /3 without them."""
-        version = MANIFEST_FORMAT if self.origin else FORMAT_4 if self.crosstabs else FORMAT_3
+        """The manifest's fields: format /6 when a question uses another mechanism than forced
+        response (with origin and crosstabs); else /5 with the origin (and crosstabs) when the
+        survey has one (every survey published since /5); else /4 with crosstabs if it declares
+        any, else /3 without them. So clients of earlier releases keep reading every survey
+        that uses nothing new, and refuse the others by their format."""
+        new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
+        version = (MANIFEST_FORMAT if new else FORMAT_5 if self.origin
+                   else FORMAT_4 if self.crosstabs else FORMAT_3)
         fields = {"format": version,
                   "survey_id": self.survey_id, "key_id": self.key_id,
                   "title": self.title, "description": self.description,
@@ -249,13 +282,18 @@ def _flag(value: Any, where: str) -> bool:
 
 
 def _options(data: Mapping[str, Any], kind: str, where: str) -> tuple[str, ...]:
+    if kind == "numeric":
+        if "options" in data:
+            raise _fail(f"{where}.options", "a numeric question has min and max, not options")
+        return ()
     if kind == "yes_no":
         if data.get("options", list(YES_NO_OPTIONS)) != list(YES_NO_OPTIONS):
             raise _fail(f"{where}.options", "yes_no questions have the fixed options No, Yes")
         return YES_NO_OPTIONS
     options = data.get("options")
     if not isinstance(options, list) or not 2 <= len(options) <= MAX_OPTIONS:
-        raise _fail(f"{where}.options", f"a choice question needs a list of 2 to {MAX_OPTIONS} options")
+        raise _fail(f"{where}.options", f"a {kind} question needs a list of 2 to {MAX_OPTIONS} "
+                    "options")
     texts = tuple(_text(o, f"{where}.options[{j}]") for j, o in enumerate(options))
     if len(set(texts)) != len(texts):
         raise _fail(f"{where}.options", "options must be distinct")
@@ -288,12 +326,17 @@ def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
     return beta
 
 
+FORCED_RESPONSE_FIELDS = {"alpha", "beta", "epsilon", "concept", "irr_alpha"}
+QUESTION_FIELDS = {"options", "mechanism"} | FORCED_RESPONSE_FIELDS | set().union(
+    *MECHANISM_FIELDS.values(), *(fields for module in TYPES.values()
+                                  for fields in module.FIELDS.values()))
+
+
 def _question(data: Any, index: int, seen: set[str]) -> Question:
     qid = data.get("id") if isinstance(data, Mapping) else None
     named = isinstance(qid, str) and QUESTION_ID.fullmatch(qid) and qid not in seen
     where = f"question {qid!r}" if named else f"questions[{index}]"
-    data = _keys(data, where, {"id", "text", "type"},
-                 {"options", "alpha", "beta", "epsilon", "concept", "irr_alpha"})
+    data = _keys(data, where, {"id", "text", "type"}, QUESTION_FIELDS)
     qid = data["id"]
     if not isinstance(qid, str) or not QUESTION_ID.fullmatch(qid):
         raise _fail(f"{where}.id", f"must match [a-z][a-z0-9_]{{0,39}}, got {qid!r}")
@@ -303,9 +346,73 @@ def _question(data: Any, index: int, seen: set[str]) -> Question:
     where = f"question {qid!r}"
     text = _text(data["text"], f"{where}.text")
     kind = data["type"]
-    if kind not in ("yes_no", "choice"):
-        raise _fail(f"{where}.type", f"must be 'yes_no' or 'choice', got {kind!r}")
+    if kind not in ("yes_no", "choice", *TYPES):
+        raise _fail(f"{where}.type", f"must be one of yes_no, choice, {', '.join(TYPES)}, got "
+                    f"{kind!r}")
     options = _options(data, kind, where)
+    if kind in TYPES:
+        return _typed(data, qid, text, kind, options, where)
+    mechanism = data.get("mechanism", "forced_response")
+    if mechanism not in CHOICE_MECHANISMS or (kind == "yes_no" and mechanism in BUILDERS):
+        allowed = ("auto", "forced_response") if kind == "yes_no" else CHOICE_MECHANISMS
+        raise _fail(f"{where}.mechanism", f"must be one of {', '.join(allowed)} for a {kind} "
+                    f"question, got {mechanism!r}")
+    auto = None
+    if mechanism == "auto":
+        _only(data, MECHANISM_FIELDS["auto"], "auto", where)
+        mechanism, variances = auto_choice(len(options), _epsilon(data, where))
+        auto = Auto(mechanism, variances)
+    if mechanism == "forced_response":
+        _only(data, FORCED_RESPONSE_FIELDS, mechanism, where)
+        return _forced_response(data, qid, text, kind, options, where, auto)
+    if auto is None:
+        _only(data, MECHANISM_FIELDS[mechanism], mechanism, where)
+    try:
+        scheme = choice(mechanism, options, Fields(data))
+    except FieldError as exc:
+        raise _fail(f"{where}.{exc.field}", str(exc)) from None
+    return Question(qid, text, kind, options, scheme, auto=auto)
+
+
+def _typed(data: Mapping[str, Any], qid: str, text: str, kind: str, options: tuple[str, ...],
+           where: str) -> Question:
+    """A question of a type with a module of its own (schemes.TYPES): its mechanism (the
+    module's first by default), its fields, its scheme."""
+    module = TYPES[kind]
+    mechanism = data.get("mechanism", module.MECHANISMS[0])
+    if mechanism not in module.MECHANISMS:
+        raise _fail(f"{where}.mechanism", f"must be one of {', '.join(module.MECHANISMS)} for a "
+                    f"{kind} question, got {mechanism!r}")
+    _only(data, module.FIELDS[mechanism], mechanism, where)
+    try:
+        scheme, variances = module.scheme_for(mechanism, options, Fields(data))
+    except FieldError as exc:
+        raise _fail(f"{where}.{exc.field}", str(exc)) from None
+    auto = None if variances is None else Auto(scheme.name, variances)
+    return Question(qid, text, kind, options, scheme, auto=auto)
+
+
+def _only(data: Mapping[str, Any], fields: set[str], mechanism: str, where: str) -> None:
+    """SurveyError for a field the mechanism does not take (alpha on an OUE question, ...)."""
+    extra = sorted(set(data) - {"id", "text", "type", "options", "mechanism"} - fields)
+    if extra:
+        raise _fail(f"{where}.{extra[0]}", f"does not apply to mechanism {mechanism!r} (it "
+                    f"takes {', '.join(sorted(fields))})")
+
+
+def _epsilon(data: Mapping[str, Any], where: str) -> float:
+    if "epsilon" not in data:
+        raise _fail(f"{where}.epsilon", "is needed (the epsilon to spend on the question)")
+    eps = _number(data["epsilon"], f"{where}.epsilon")
+    if eps <= 0.0:
+        raise _fail(f"{where}.epsilon", f"must be > 0, got {eps!r}")
+    return eps
+
+
+def _forced_response(data: Mapping[str, Any], qid: str, text: str, kind: str,
+                     options: tuple[str, ...], where: str, auto: "Auto | None") -> Question:
+    """A yes/no or choice question randomized by forced response: alpha, or epsilon (alpha
+    derived); beta uniform unless given; an optional concept."""
     beta = _beta(data.get("beta"), len(options), f"{where}.beta")
     if ("alpha" in data) == ("epsilon" in data):
         raise _fail(where, "give exactly one of alpha or epsilon")
@@ -314,17 +421,17 @@ def _question(data: Any, index: int, seen: set[str]) -> Question:
         if not 0.0 < alpha < 1.0:
             raise _fail(f"{where}.alpha", f"must be in (0, 1), got {alpha!r}")
     else:
-        eps = _number(data["epsilon"], f"{where}.epsilon")
-        if eps <= 0.0:
-            raise _fail(f"{where}.epsilon", f"must be > 0, got {eps!r}")
+        eps = _epsilon(data, where)
         alpha = alpha_for_epsilon(eps, beta)
         if not 0.0 < alpha < 1.0:
             raise _fail(f"{where}.epsilon", f"{eps!r} gives no usable alpha")
     concept = data.get("concept")
     if concept is not None and not (isinstance(concept, str) and CONCEPT.fullmatch(concept)):
         raise _fail(f"{where}.concept", f"must match {CONCEPT.pattern}, got {concept!r}")
-    return Question(qid, text, kind, options, Mechanism(alpha, beta), concept,
-                    _irr_alpha(data, concept, where))
+    irr_alpha = _irr_alpha(data, concept, where)
+    return Question(qid, text, kind, options,
+                    ForcedResponse(kind, options, Mechanism(alpha, beta), irr_alpha), concept,
+                    irr_alpha, auto)
 
 
 def _irr_alpha(data: Mapping[str, Any], concept: str | None, where: str) -> float | None:
@@ -369,6 +476,9 @@ def _crosstabs(value: Any, questions: tuple[Question, ...]) -> tuple[tuple[str, 
                 or pair[0] == pair[1]):
             raise _fail(f"{where}[{index}]", f"must be two different question ids of this "
                         f"survey, got {pair!r}")
+        if any(q.scheme.name != FORCED_RESPONSE for q in questions if q.id in pair):
+            raise _fail(f"{where}[{index}]", f"cross-tabs need forced-response questions, got "
+                        f"{pair!r}")
         if tuple(pair) in pairs or tuple(reversed(pair)) in pairs:
             raise _fail(f"{where}[{index}]", f"the pair {pair!r} is declared twice")
         pairs.append((pair[0], pair[1]))
@@ -417,18 +527,27 @@ def _survey(data: Any) -> Survey:
     )
     if max_epsilon is not None and exceeds(survey.total_epsilon, max_epsilon):
         raise _fail("survey.max_epsilon", f"the questions add up to epsilon "
-                    f"{survey.total_epsilon:.6g}, above the survey's ceiling {max_epsilon:.6g}")
+                    f"{survey.total_epsilon:.6g}, above the survey's ceiling {max_epsilon:.6g}: "
+                    f"lower the questions' epsilon by {survey.total_epsilon - max_epsilon:.6g} "
+                    "in all, or raise max_epsilon")
     return survey
 
 
 def read_definition(path: str | Path) -> dict[str, Any]:
     """Parse a definition file, unvalidated: TOML, or JSON when the name ends in .json."""
     path = Path(path)
-    raw = path.read_bytes()
+    return decode_definition(path.read_bytes(), path.name)
+
+
+def decode_definition(raw: bytes, name: str) -> dict[str, Any]:
+    """Parse the bytes of a definition file called `name`, unvalidated: TOML, or JSON when the
+    name ends in .json. SurveyError names the file and the problem."""
     try:
-        return strict_json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw.decode())
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
-        raise SurveyError(f"{path.name}: {exc}") from None
+        if name.endswith(".json"):
+            return strict_json.loads(raw)
+        return tomllib.loads(raw.decode())
+    except (ValueError, tomllib.TOMLDecodeError) as exc:  # UnicodeDecodeError is a ValueError
+        raise SurveyError(f"{name}: {exc}") from None
 
 
 def load_definition(path: str | Path) -> Survey:
@@ -447,16 +566,22 @@ def parse_manifest(raw: bytes) -> Survey:
     fields = {"format", "survey_id", "key_id", "title", "description", "max_epsilon",
               "invitation_only", "public_results", "questions", "total_epsilon"}
     version = data.get("format") if isinstance(data, Mapping) else None
-    batched = version in (MANIFEST_FORMAT, FORMAT_4, FORMAT_3, FORMAT_2)
+    if isinstance(version, str) and version not in FORMATS:
+        raise _fail("manifest.format", f"unsupported format {version[:60]!r}: this release "
+                    f"reads up to {MANIFEST_FORMAT}; a newer ldp-survey may read it")
+    batched = version in (MANIFEST_FORMAT, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2)
     fields |= {"release_batch"} if batched else set()
-    fields |= {"crosstabs"} if version in (MANIFEST_FORMAT, FORMAT_4) else set()
-    fields |= {"origin"} if version == MANIFEST_FORMAT else set()
+    fields |= {"crosstabs"} if version in (MANIFEST_FORMAT, FORMAT_5, FORMAT_4) else set()
+    fields |= {"origin"} if version in (MANIFEST_FORMAT, FORMAT_5) else set()
     data = _keys(data, "manifest", fields, set())
-    if data["format"] not in (MANIFEST_FORMAT, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1):
+    if data["format"] not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {data['format']!r}")
-    question_fields = {MANIFEST_FORMAT: {"concept", "irr_alpha"},
+    question_fields = {FORMAT_5: {"concept", "irr_alpha"},
                        FORMAT_4: {"concept", "irr_alpha"}, FORMAT_3: {"concept", "irr_alpha"},
                        FORMAT_2: {"concept"}}
+    required = {"id", "text", "type", "options", "alpha", "beta", "epsilon"}
+    if version == MANIFEST_FORMAT:  # /6: each question has the fields of its mechanism
+        required, question_fields[version] = {"id", "text", "type", "epsilon"}, QUESTION_FIELDS
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
                                              "public_results")}
     definition["release_batch"] = data["release_batch"] if batched else 1
@@ -467,16 +592,15 @@ def parse_manifest(raw: bytes) -> Survey:
     stated = []
     definition["questions"] = []
     for index, q in enumerate(data["questions"] if isinstance(data["questions"], list) else []):
-        q = _keys(q, f"questions[{index}]", {"id", "text", "type", "options", "alpha", "beta",
-                                             "epsilon"}, question_fields.get(version, set()))
+        q = _keys(q, f"questions[{index}]", required, question_fields.get(version, set()))
         stated.append(_number(q["epsilon"], f"questions[{index}].epsilon"))
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
     survey = _survey(definition)
     for question, eps in zip(survey.questions, stated, strict=True):
-        if _disagree(eps, question.epsilon, question.mechanism.epsilon):
-            raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but alpha and "
-                        f"beta give {question.epsilon!r}")
-    nominal_total = total_epsilon(q.mechanism.epsilon for q in survey.questions)
+        if _disagree(eps, question.epsilon, question.scheme.nominal_epsilon):
+            raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but its "
+                        f"parameters give {question.epsilon!r}")
+    nominal_total = total_epsilon(q.scheme.nominal_epsilon for q in survey.questions)
     if _disagree(_number(data["total_epsilon"], "manifest.total_epsilon"), survey.total_epsilon,
                  nominal_total):
         raise _fail("manifest.total_epsilon", "does not equal the sum of the questions' epsilon")

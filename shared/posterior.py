@@ -43,8 +43,8 @@ def best_guess_accuracy(alpha: float, beta: Sequence[float]) -> float:
 
     for forced response, P(r | i) = alpha [r = i] + (1 - alpha) beta_r. It is at most
     e^eps / (e^eps + k - 1), the most any eps-LDP report allows (equal for a uniform beta).
-    This is what someone gets who sees one respondent's report alone (see the README's threat
-    model: an owner who fills a release around them)."""
+    This is what someone gets who sees one respondent's report alone (see the threat model
+    in docs/privacy.md: an owner who fills a release around them)."""
     k = len(beta)
     return sum(max(report_probability(alpha, beta, i, r) for i in range(k))
                for r in range(k)) / k

@@ -71,12 +71,14 @@ def forced_reports(bounds: list[int], draws: np.ndarray, reports: np.ndarray,
 
 def randomize_many(true_options: np.ndarray, t: Thresholds,
                    rng: np.random.Generator) -> np.ndarray:
-    """Randomized reports (int8) of an array of true option indices, with the client's
-    distribution (see the module docstring), one uniform per answer, in chunks of CHUNK."""
-    true_options = np.asarray(true_options, dtype=np.int8)
+    """Randomized reports (int8; int32 past 127 options, as OLH's hash values can be) of an
+    array of true option indices, with the client's distribution (see the module docstring),
+    one uniform per answer, in chunks of CHUNK."""
+    kind = np.int8 if len(t.cumulative) <= 127 else np.int32
+    true_options = np.asarray(true_options, dtype=kind)
     bounds, keep = forced_bounds(t), t.keep / N
-    output = np.empty(true_options.size, dtype=np.int8)
-    draws, kept, change = np.empty(CHUNK), np.empty(CHUNK, dtype=bool), np.empty(CHUNK, np.int8)
+    output = np.empty(true_options.size, dtype=kind)
+    draws, kept, change = np.empty(CHUNK), np.empty(CHUNK, dtype=bool), np.empty(CHUNK, kind)
     for start in range(0, true_options.size, CHUNK):
         size = min(CHUNK, true_options.size - start)
         u, reports, truth = draws[:size], output[start:start + size], true_options[start:start + size]
@@ -88,3 +90,40 @@ def randomize_many(true_options: np.ndarray, t: Thresholds,
         change[:size] *= kept[:size].view(np.int8)
         reports += change[:size]
     return output
+
+
+def xxh32_many(data: bytes, seeds: np.ndarray) -> np.ndarray:
+    """olh.xxh32(data, seed) of fewer than 16 bytes for an array of seeds at once (uint32
+    arithmetic, every product taken mod 2^32 in uint64 so nothing overflows): the same steps,
+    vectorized over seeds."""
+    from .olh import MASK, PRIME32
+    p1, p2, p3, p4, p5 = (np.uint64(p) for p in PRIME32)
+    mask = np.uint64(MASK)
+
+    def rotl(x: np.ndarray, r: int) -> np.ndarray:
+        return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & mask
+
+    acc = (np.asarray(seeds, dtype=np.uint64) + p5 + np.uint64(len(data))) & mask
+    whole = len(data) - len(data) % 4
+    for i in range(0, whole, 4):
+        lane = np.uint64(int.from_bytes(data[i:i + 4], "little"))
+        acc = (rotl((acc + lane * p3) & mask, 17) * p4) & mask
+    for byte in data[whole:]:
+        acc = (rotl((acc + np.uint64(byte) * p5) & mask, 11) * p1) & mask
+    acc ^= acc >> np.uint64(15)
+    acc = (acc * p2) & mask
+    acc ^= acc >> np.uint64(13)
+    acc = (acc * p3) & mask
+    return acc ^ (acc >> np.uint64(16))
+
+
+def hashed_many(options: np.ndarray, seeds: np.ndarray, g: int) -> np.ndarray:
+    """olh.hashed(option, seed, g) elementwise: each distinct option's digits hashed with
+    xxh32_many over the seeds of the reports that hold it."""
+    options = np.asarray(options)
+    out = np.empty(len(options), dtype=np.int64)
+    for option in np.unique(options):
+        rows = options == option
+        out[rows] = (xxh32_many(str(int(option)).encode("ascii"), seeds[rows])
+                     % np.uint64(g)).astype(np.int64)
+    return out

@@ -3,9 +3,11 @@
 import contextlib
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +29,32 @@ SURVEY = {
          "epsilon": 1.0},
     ],
 }
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def doc_pages() -> dict[str, str]:
+    """README.md and every docs/*.md page (the MkDocs site), by path from the repository root:
+    what the documentation tests read and check."""
+    paths = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
+    return {path.relative_to(REPOSITORY).as_posix(): path.read_text() for path in paths}
+
+
+def doc_text(name: str) -> str:
+    """The text of one page: "README.md", or a docs page by name ("exports" or "exports.md")."""
+    if name == "README.md":
+        return (REPOSITORY / name).read_text()
+    return (REPOSITORY / "docs" / (name if name.endswith(".md") else f"{name}.md")).read_text()
+
+
+def doc_blocks(marker: str) -> list[str]:
+    """Every fenced block that follows a `<!-- marker ...-->` comment, in README.md and the
+    docs pages, in that order: the blocks the tests run as written (at least one)."""
+    pattern = re.compile(rf"<!-- {re.escape(marker)}\b.*?-->\n```\w*\n(.*?)```", re.S)
+    blocks = [block for text in doc_pages().values() for block in pattern.findall(text)]
+    assert blocks, f"no page holds the block marked <!-- {marker} -->"
+    return blocks
+
 
 # Every API response any test receives through the test client, with a body-less copy of its
 # request, for the OpenAPI conformance check in test_openapi.py.
@@ -134,3 +162,81 @@ def serving(handler: type) -> Iterator[str]:
 def sent_body(stdout: str) -> dict:
     """The request body `respond --details` showed as exactly what will be sent."""
     return json.loads(stdout.split("The request body: ")[1].splitlines()[0])
+
+
+# The sandbox of every systemd unit ldp-survey ships or writes (deploy/ldp-survey.service,
+# `ldp-survey deploy systemd`); each sets its capabilities (CapabilityBoundingSet) itself.
+SYSTEMD_SANDBOX = {
+    "NoNewPrivileges": "true", "PrivateTmp": "true",
+    "ProtectSystem": "strict", "ProtectHome": "true", "ReadWritePaths": "/var/lib/ldp-survey",
+    "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX",
+    "UMask": "0077", "ProtectKernelTunables": "true", "ProtectKernelModules": "true",
+    "ProtectControlGroups": "true", "PrivateDevices": "true",
+    "SystemCallFilter": "@system-service", "SystemCallArchitectures": "native",
+    "LockPersonality": "true", "RestrictNamespaces": "true", "RestrictRealtime": "true",
+    "RestrictSUIDSGID": "true", "MemoryDenyWriteExecute": "true", "ProtectHostname": "true",
+    "ProtectClock": "true",
+}
+
+
+def unit_settings(path: Path) -> dict[str, dict[str, list[str]]]:
+    """A systemd unit file as {section: {key: [values, in order]}}."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current = None
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        key, _, value = line.partition("=")
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
+def tally(scheme, reports) -> list[int]:
+    """A scheme's counters after these reports, as the aggregator's releases add them."""
+    counts = [0] * scheme.counters
+    for report in reports:
+        for counter, amount in scheme.tally(report):
+            counts[counter] += amount
+    return counts
+
+
+def respond(live_server: str, survey_id: str, answers: str, client_dir, *options: str):
+    """`ldp-survey respond --yes` with these --answers from a device keeping its state in
+    client_dir; the click result."""
+    from click.testing import CliRunner
+
+    from ldpsurvey.cli import main
+
+    return CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(client_dir)}).invoke(main, [
+        "respond", "--url", live_server, "--survey", survey_id, "--yes", "--answers", answers,
+        *options])
+
+
+def run_mock(folder, definition: dict, truth: str, *options: str):
+    """`ldp-survey mock` on this definition (written to folder as JSON) and this scenario (TOML
+    text); the click result."""
+    import json
+
+    from click.testing import CliRunner
+
+    from ldpsurvey.cli import main
+
+    (folder / "survey.json").write_text(json.dumps(definition))
+    (folder / "truth.toml").write_text(truth)
+    return CliRunner().invoke(main, ["mock", "--survey", str(folder / "survey.json"), "--truth",
+                                     str(folder / "truth.toml"), *options])
+
+
+def sent_and_released(client, auth, verified, submission, state) -> list[int]:
+    """Submit a prepared submission as the respondent client does, run the next release, and
+    return each question's released n."""
+    from ldpsurvey.client import submit
+
+    submit(verified, submission, state)
+    release_due(client.application)
+    body = client.get(f"/api/surveys/{verified.survey.survey_id}/estimates", headers=auth).json
+    return [question["n"] for question in body["questions"]]

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -178,3 +179,16 @@ def exchange(method: str, url: str, body=None, headers=None, timeout: float = 10
         return status, json.loads(raw), received
     except ValueError:
         return status, None, received
+
+
+def response_head(url: str, raw_request: bytes) -> tuple[str, list[tuple[str, str]]]:
+    """(status line, header fields) of the answer to a request sent byte for byte."""
+    address = urlsplit(url)
+    with socket.create_connection((address.hostname, address.port), timeout=5) as sock:
+        sock.sendall(raw_request)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    status, *lines = received.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    return status, [(name.strip().lower(), value.strip())
+                    for name, _, value in (line.partition(":") for line in lines)]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import SURVEY
+from helpers import SURVEY, SYSTEMD_SANDBOX, unit_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -248,35 +248,9 @@ def test_respondent_pages_set_no_cookies(client, survey_id):
         assert_hardened(response)
 
 
-def unit_settings(path: Path) -> dict[str, dict[str, list[str]]]:
-    """A systemd unit file as {section: {key: [values, in order]}}."""
-    sections: dict[str, dict[str, list[str]]] = {}
-    current = None
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            current = sections.setdefault(line[1:-1], {})
-            continue
-        key, _, value = line.partition("=")
-        current.setdefault(key.strip(), []).append(value.strip())
-    return sections
-
-
 def test_systemd_unit_keeps_its_sandbox():
     service = unit_settings(ROOT / "deploy" / "ldp-survey.service")["Service"]
-    expected = {
-        "User": "ldp-survey", "NoNewPrivileges": "true", "PrivateTmp": "true",
-        "ProtectSystem": "strict", "ProtectHome": "true", "ReadWritePaths": "/var/lib/ldp-survey",
-        "CapabilityBoundingSet": "", "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX",
-        "UMask": "0077", "ProtectKernelTunables": "true", "ProtectKernelModules": "true",
-        "ProtectControlGroups": "true", "PrivateDevices": "true",
-        "SystemCallFilter": "@system-service", "SystemCallArchitectures": "native",
-        "LockPersonality": "true", "RestrictNamespaces": "true", "RestrictRealtime": "true",
-        "RestrictSUIDSGID": "true", "MemoryDenyWriteExecute": "true", "ProtectHostname": "true",
-        "ProtectClock": "true",
-    }
+    expected = {"User": "ldp-survey", "CapabilityBoundingSet": "", **SYSTEMD_SANDBOX}
     for key, value in expected.items():
         assert service.get(key) == [value], (key, service.get(key))
 

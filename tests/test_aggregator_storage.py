@@ -31,12 +31,20 @@ def test_no_column_can_hold_an_ip_user_agent_token_or_time(app):
     assert set(schema) == {"surveys", "responses", "counts", "idempotency_keys", "api_keys",
                            "invitation_tokens", "schema_version", "pending", "releases",
                            "researchers", "relay_surveys", "shares", "sessions",
-                           "joint_counts", "storage_key"}
+                           "joint_counts", "storage_key", "release_totals", "release_days",
+                           "drafts"}
+    # A draft is its owner's definition (researcher text, nothing from respondents).
+    assert sorted(schema["drafts"]) == ["created_day", "definition", "owner_id", "survey_id"]
     # The release a response came in (its number), which the day alone told when there was
     # one release that day: what an export needs to read only the releases it began with.
-    assert sorted(schema["responses"]) == ["answers", "release_number", "released_day",
+    # And its bucket: eight bits of its random id (ids.bucket_of), so a release appends.
+    assert sorted(schema["responses"]) == ["answers", "bucket", "release_number", "released_day",
                                            "response_id", "survey_id"]
     assert sorted(schema["storage_key"]) == ["check_value"]  # HMAC of a label: no secret
+    # Summaries of the releases table, per survey and per survey and day: nothing per response.
+    assert sorted(schema["release_totals"]) == ["last_number", "released", "smallest",
+                                                "survey_id"]
+    assert sorted(schema["release_days"]) == ["released_day", "size", "survey_id"]
     assert sorted(schema["pending"]) == ["answers", "pending_id", "survey_id"]
     # Hashes of unspent invitation tokens, deleted when spent: nothing joins them to a response.
     assert sorted(schema["invitation_tokens"]) == ["survey_id", "token_hash"]
@@ -169,7 +177,7 @@ def test_the_listing_shows_each_survey_with_its_counts(app, client, auth, survey
         db = get_db()
         [listed] = store.list_surveys(db, None)
         assert listed == store.ListedSurvey(survey_id, SURVEY["title"], "open", store.today(),
-                                            n=1, invitation_only=False)
+                                            n=1, invitation_only=False, archived=False)
         assert store.list_surveys(db, "no-such-researcher") == []
         assert store.has_surveys(db)
 
@@ -277,6 +285,54 @@ def test_the_timeline_counts_released_responses_per_day(app, client, survey_id):
     release_due(app)
     with app.app_context():
         db = get_db()
-        db.execute("UPDATE releases SET released_day = '2026-01-01' WHERE survey_id = ?",
-                   (survey_id,))
+        for table in ("releases", "release_days"):  # the release and its day's summary
+            db.execute(f"UPDATE {table} SET released_day = '2026-01-01' WHERE survey_id = ?",
+                       (survey_id,))
         assert store.released_per_day(db, survey_id) == [("2026-01-01", 3)]
+
+
+def test_release_summaries_follow_every_release(app, client, survey_id):
+    """The per-survey totals and per-day sizes that estimates, exports and listings read are
+    kept by each release: releases of 3, 1 and 2 sum to 6 with the smallest 1, numbered to 3."""
+    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.db import get_db
+
+    with app.app_context():
+        db = get_db()
+        assert (store.released_count(db, survey_id), store.smallest_release(db, survey_id),
+                store.last_release_number(db, survey_id)) == (0, None, 0)
+        assert store.released_per_day(db, survey_id) == []
+    for size in (3, 1, 2):
+        for _ in range(size):
+            client.post(f"/api/surveys/{survey_id}/responses",
+                        json={"answers": {"smoked": 1, "drove": 0, "sleep": 2}})
+        assert release_due(app) == size
+    with app.app_context():
+        db = get_db()
+        assert (store.released_count(db, survey_id), store.smallest_release(db, survey_id),
+                store.last_release_number(db, survey_id)) == (6, 1, 3)
+        assert store.released_per_day(db, survey_id) == [(store.today(), 6)]
+        assert db.query("SELECT release_number, size FROM releases WHERE survey_id = ? "
+                        "ORDER BY release_number", (survey_id,)) == [(1, 3), (2, 1), (3, 2)]
+
+
+def test_the_bucket_is_eight_random_bits_of_the_id_in_python_and_in_sql(app):
+    """ids.bucket_of and the SQL that migration 8 computes it with agree on 4,000 fresh ids
+    (and on ids of other characters, bucket 0 for each unknown one), and fresh ids fill the
+    256 buckets evenly (chi-square, 255 degrees of freedom, within 4.5 SD of its mean)."""
+    from collections import Counter
+
+    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.ids import BUCKETS, bucket_of, bucket_sql, new_ids
+
+    ids = [*new_ids(4000), "A", "AAAA", "__", "_A", "A_", "é_x"]
+    with app.app_context():
+        db = get_db()
+        for response_id in ids:
+            assert db.query(f"SELECT {bucket_sql('?')}", (response_id,) * 2) == [
+                (bucket_of(response_id),)], response_id
+    assert [bucket_of(i) for i in ("AA", "AP", "AQ", "_/", "__")] == [0, 0, 1, 252, 255]
+    counts = Counter(bucket_of(i) for i in new_ids(100 * BUCKETS))
+    assert set(counts) <= set(range(BUCKETS))
+    chi2 = sum((counts[b] - 100) ** 2 / 100 for b in range(BUCKETS))
+    assert abs(chi2 - (BUCKETS - 1)) < 4.5 * (2 * (BUCKETS - 1)) ** 0.5

@@ -180,4 +180,4 @@ def test_the_listing_shows_title_day_and_counts(client, auth):
     release_due(client.application)
     (listed,) = client.get("/api/surveys", headers=auth).json["surveys"]
     assert listed == {"survey_id": survey_id, "title": "Habits", "status": "open",
-                      "created": today(), "n": 3, "invitation_only": False}
+                      "created": today(), "n": 3, "invitation_only": False, "archived": False}

@@ -303,7 +303,8 @@ def test_survey_list(runner, live_server, client, auth):
     release_due(client.application)
     listed = runner.invoke(main, ["survey", "list", "--url", live_server, "--json"])
     (entry,) = json.loads(listed.stdout)["surveys"]
-    assert set(entry) == {"survey_id", "title", "status", "created", "n", "invitation_only"}
+    assert set(entry) == {"survey_id", "title", "status", "created", "n", "invitation_only",
+                          "archived"}
     assert entry["invitation_only"] is False
     assert (entry["survey_id"], entry["title"], entry["n"]) == (survey_id, "Habits", 1)
     shown = runner.invoke(main, ["survey", "list", "--url", live_server])
@@ -329,15 +330,20 @@ def test_survey_check_reports_without_publishing(tmp_path):
     assert checked.exit_code == 0, checked.output
     body = json.loads(checked.stdout)
     assert set(body) == {"title", "respondents", "total_epsilon", "accepted_by_default",
-                         "questions"}
+                         "refusals", "questions"}
     (question,) = body["questions"]
-    assert set(question) == {"id", "epsilon", "posterior_max", "margin"}
+    assert set(question) == {"id", "epsilon", "posterior_max", "margin", "mechanism", "quantity",
+                             "auto"}
+    assert (question["mechanism"], question["quantity"], question["auto"]) == (
+        "forced_response", "proportion", None)
     eps = math.log(1 + 0.5 / (0.5 * 0.3))  # ln(13/3), above ln 3
     assert question["epsilon"] == pytest.approx(eps)
     assert question["posterior_max"] == pytest.approx(math.exp(eps) / (1 + math.exp(eps)))
     # worst case: the reported rate nearest 1/2 is 1/2: z sqrt(1/4 / 400) / 0.5
     assert question["margin"] == pytest.approx(1.959963984540054 * 0.025 / 0.5)
     assert body["accepted_by_default"] is False and body["respondents"] == 400
+    (refusal,) = body["refusals"]
+    assert refusal["questions"] == ["smoked"] and "at most 1.098" in refusal["fix"]
     plain = CliRunner().invoke(main, ["survey", "check", str(EXAMPLE)])
     assert "will accept it" in plain.stdout and "steps of 100" in plain.stdout
 

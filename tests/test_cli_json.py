@@ -23,7 +23,10 @@ HEALTH_ANSWERS = "smoked=yes,drank_and_drove=no,cannabis=n,sleep=6 to 8"
 # Commands without --json, each with the reason: a script has nothing to read from them.
 EXEMPT = {
     "serve": "runs the aggregator until stopped; it prints one log line for people on stderr "
-             "and then request logs, no result",
+             "and then request logs, no result (with --public, also the two addresses it serves, "
+             "which follow from its own options)",
+    "deploy systemd": "prints a systemd unit file, which is its own format, to be saved as is",
+    "survey qr": "writes an image file (SVG or PNG) and says where on stderr: nothing to parse",
 }
 # Commands whose --json is declared apart from options.json_option, each with the reason.
 OWN_DECLARATION: dict[str, str] = {}  # a command that must declare --json itself, and why

@@ -1,4 +1,7 @@
-"""Connections behave alike on SQLite and PostgreSQL: nested transactions, failures."""
+"""Connections behave alike on SQLite and PostgreSQL: nested transactions, failures, grouped
+commits."""
+
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +86,84 @@ def test_an_unreachable_postgresql_is_one_line_within_seconds(tmp_path, url, say
     assert time.monotonic() - start < 5
     assert result.returncode == 1 and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1 and says in result.stderr
+
+
+def insert_name(name: str):
+    """A part of a group: insert a researcher named `name`, returning the name; a name
+    starting with 'fail' raises after its insert, so its part must be undone alone."""
+    def work(tx):
+        tx.execute("INSERT INTO researchers (researcher_id, name) VALUES (?, ?)", (name, name))
+        if name.startswith("fail"):
+            raise ValueError(name)
+        return name
+    return work
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_concurrent_parts_share_one_commit_and_fail_alone(app, monkeypatch):
+    """SQLite's group commit: while one commit is under way, five callers queue; the next
+    leader runs all five in one transaction (one commit, one sync); each caller gets its own
+    result, and the one whose part fails gets its exception with its insert undone."""
+    import threading
+
+    from ldpsurvey.aggregator.database import GroupCommit
+
+    groups, first_started, go_on = [], threading.Event(), threading.Event()
+    run = GroupCommit._run
+
+    def counting(connection, group):
+        groups.append(len(group))
+        run(connection, group)
+
+    monkeypatch.setattr(GroupCommit, "_run", staticmethod(counting))
+
+    def slow(tx):
+        first_started.set()
+        assert go_on.wait(10)
+        return insert_name("first")(tx)
+
+    database = app.extensions["ldp_database"]
+    outcomes: dict[str, object] = {}
+
+    def call(name, work):
+        connection = database.connect()
+        try:
+            outcomes[name] = connection.grouped(work)
+        except ValueError as exc:
+            outcomes[name] = exc
+        finally:
+            database.release(connection)
+
+    leader = threading.Thread(target=call, args=("first", slow))
+    leader.start()
+    assert first_started.wait(10)
+    names_ = ["a", "b", "fail-c", "d", "e"]
+    followers = [threading.Thread(target=call, args=(n, insert_name(n))) for n in names_]
+    for thread in followers:
+        thread.start()
+    group = database.group
+    while len(group._waiting) < len(names_):  # all five queued behind the first commit
+        threading.Event().wait(0.01)
+    go_on.set()
+    for thread in [leader, *followers]:
+        thread.join(10)
+    assert groups == [1, 5]
+    assert {n: str(v) for n, v in outcomes.items()} == {
+        "first": "first", "a": "a", "b": "b", "fail-c": "fail-c", "d": "d", "e": "e"}
+    assert isinstance(outcomes["fail-c"], ValueError)
+    with app.app_context():
+        assert names(get_db()) == ["a", "b", "d", "e", "first"]
+    from ldpsurvey.aggregator.instance import exposed
+
+    assert not exposed(Path(database.writer.path))  # the writers' lock file: 0600, empty
+
+
+def test_grouped_work_is_all_or_nothing(app):
+    """On both databases: a grouped part that fails leaves nothing; one that succeeds is
+    committed when grouped returns."""
+    with app.app_context():
+        db = get_db()
+        with pytest.raises(ValueError, match="fail-x"):
+            db.grouped(insert_name("fail-x"))
+        assert db.grouped(insert_name("kept")) == "kept"
+        assert names(db) == ["kept"]

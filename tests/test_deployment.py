@@ -28,6 +28,7 @@ from processes import (
     production,
     released_all,
     request,
+    response_head,
     start_gunicorn,
     start_nginx,
 )
@@ -296,19 +297,6 @@ def proxy(tmp_path_factory):
     with replicas_behind_nginx(folder, f"sqlite:///{folder}/proxy.sqlite3", rate="100000r/s",
                                rsa_key=True) as running:
         yield running
-
-
-def response_head(url: str, raw_request: bytes) -> tuple[str, list[tuple[str, str]]]:
-    """(status line, header fields) of the answer to a request sent byte for byte."""
-    address = urlsplit(url)
-    with socket.create_connection((address.hostname, address.port), timeout=5) as sock:
-        sock.sendall(raw_request)
-        received = b""
-        while chunk := sock.recv(65536):
-            received += chunk
-    status, *lines = received.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-    return status, [(name.strip().lower(), value.strip())
-                    for name, _, value in (line.partition(":") for line in lines)]
 
 
 def test_plain_http_redirect_never_decodes_the_path(proxy):

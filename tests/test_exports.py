@@ -11,13 +11,12 @@ import shutil
 import subprocess
 from collections import Counter
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from test_accounts import log_in
 
-from helpers import release_due, require
+from helpers import doc_text, release_due, require
 
 # Labels a naive writer or reader gets wrong: a comma, quotes, a newline, a spreadsheet formula,
 # a leading `#` (a comment to `comment="#"` readers), Markdown and HTML, a table's cell separator.
@@ -229,17 +228,11 @@ def test_export_options_out_of_place_are_one_line_and_exit_2(arguments):
 
 # --- the documented snippets ------------------------------------------------------------------
 
-def readme_pandas_snippet() -> str:
-    """The pandas snippet README.md's Export section shows."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("### Export\n", 1)[1]
-    return section.split("```python\n", 1)[1].split("```", 1)[0]
-
-
-PANDAS_SNIPPET = readme_pandas_snippet()
-# The R line README.md's Export section shows, e.g. `d <- read.csv("SURVEY.csv")`.
-R_SNIPPET = re.search(r"In R: `([^`]+)`", (Path(__file__).resolve().parents[1] / "README.md")
-                      .read_text().split("### Export\n", 1)[1]).group(1)
+EXPORTS_PAGE = doc_text("exports")  # docs/exports.md
+# The pandas snippet the exports page shows (its only Python block).
+PANDAS_SNIPPET = EXPORTS_PAGE.split("```python\n", 1)[1].split("```", 1)[0]
+# The R line the exports page shows, e.g. `d <- read.csv("SURVEY.csv")`.
+R_SNIPPET = re.search(r"In R: `([^`]+)`", EXPORTS_PAGE).group(1)
 
 
 def test_the_documented_pandas_snippet_runs(client, auth, tmp_path, monkeypatch):
@@ -265,7 +258,7 @@ def test_the_documented_pandas_snippet_runs(client, auth, tmp_path, monkeypatch)
 # --- R ----------------------------------------------------------------------------------------
 
 def test_the_default_csv_loads_in_r_with_no_options(client, auth, tmp_path):
-    """README's R line, `read.csv(path)` with no options, run on an export: what R read,
+    """The exports page's R line, `read.csv(path)` with no options, run on an export: what R read,
     written back, is what was exported. CI installs R (r-base-core); elsewhere `require`."""
     rscript = shutil.which("Rscript")
     require(rscript is not None, "R is not installed (apt-get install r-base-core)")

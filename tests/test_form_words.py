@@ -167,7 +167,18 @@ def changed_since_answered(page, live_server, client, auth):
     refused(page, live_server, survey_id)
 
 
-STATES = [questions, missing_answers, review, confirm, thanks, already_sent, unreachable,
+def new_question_types(page, live_server, client, auth):
+    """A number and a check-all-that-apply question, with their own hints; 2 questions."""
+    open_form(page, live_server, create(client, auth, {"title": "Habits", "questions": [
+        {"id": "drinks", "text": "How many drinks did you have last week?", "type": "numeric",
+         "min": 0, "max": 30, "unit": "drinks", "epsilon": 1.0},
+        {"id": "sports", "text": "Which of these did you do last week?", "type": "multi_select",
+         "options": ["Run", "Swim", "Bike"], "max_selected": 2, "epsilon": 1.0}]}))
+    page.click("#review")  # neither answered: the number's error at its question
+    return 2
+
+
+STATES = [new_question_types, questions, missing_answers, review, confirm, thanks, already_sent, unreachable,
           sent_again_after_failure, kept_but_not_sent, invitation_refused, too_much_at_once,
           too_much_together, too_much_in_all, invitation_only_without_link,
           closed_while_loading, not_loaded, other_address, changed_since_answered]
@@ -176,9 +187,9 @@ STATES = [questions, missing_answers, review, confirm, thanks, already_sent, unr
 @pytest.mark.parametrize("state", STATES, ids=lambda state: state.__name__)
 def test_every_form_state_reads_plainly_with_the_details_one_tap_away(page, live_server, client,
                                                                       auth, state):
-    state(page, live_server, client, auth)
+    asked = state(page, live_server, client, auth) or QUESTIONS
     closed = visible_text(page)
-    assert problems(page, QUESTIONS) == [], closed
+    assert problems(page, asked) == [], closed
     summary = page.locator("#protection > summary")
     assert summary.is_visible() and summary.inner_text() == "How your answers are protected"
     protection(page)

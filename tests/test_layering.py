@@ -18,6 +18,10 @@ def loaded_modules(statement: str) -> set[str]:
     ("import ldpsurvey.shared", {"numpy", "flask", "cryptography", "click",
                                  "ldpsurvey.client", "ldpsurvey.aggregator"}),
     ("import ldpsurvey.cli", {"numpy", "flask", "ldpsurvey.aggregator"}),
+    ("import ldpsurvey.analysis", {"flask", "click", "ldpsurvey.client", "ldpsurvey.aggregator",
+                                  "ldpsurvey.cli"}),
+    # The server starts without the analysis extra: it loads ldpsurvey.analysis on first use.
+    ("import ldpsurvey.aggregator", {"ldpsurvey.analysis", "numpy", "scipy", "formulaic"}),
 ])
 def test_import_does_not_load(statement, forbidden):
     assert not loaded_modules(statement) & forbidden
@@ -102,7 +106,7 @@ def test_store_never_branches_on_the_database_kind():
 def test_services_raise_plain_exceptions_only():
     """Services and store import nothing of Flask, so they cannot raise an HTTP error."""
     for name in ("store", "surveys", "intake", "answers", "exceptions", "migrations", "ids",
-                 "database"):
+                 "database", "lifecycle"):
         modules = imported_modules(AGGREGATOR / f"{name}.py")
         assert not {m for m in modules if m.split(".")[0] in ("flask", "werkzeug")}, name
         assert not modules & {".errors", ".http", ".auth"}, name

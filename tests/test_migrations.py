@@ -114,6 +114,26 @@ def test_a_release_0_1_0_database_is_upgraded_with_nothing_lost(kind, tmp_path, 
         assert closed.status_code == 409
         counted = client.get(f"/api/surveys/{surveys['open']}/estimates", headers=researcher)
         assert counted.json["questions"][0]["n"] == before["questions"][0]["n"] == 8
+        # Step 7: the release summaries hold what the releases of then add up to.
+        from ldpsurvey.aggregator import store
+
+        with app.app_context():
+            db = get_db()
+            for survey_id in surveys.values():
+                released, smallest, last, days = db.query(
+                    "SELECT COALESCE(SUM(size), 0), MIN(size), COALESCE(MAX(release_number), 0), "
+                    "COUNT(DISTINCT released_day) FROM releases WHERE survey_id = ?",
+                    (survey_id,))[0]
+                assert (store.released_count(db, survey_id), store.smallest_release(db, survey_id),
+                        store.last_release_number(db, survey_id)) == (released, smallest, last)
+                timeline = store.released_per_day(db, survey_id)
+                assert len(timeline) == days and sum(n for _, n in timeline) == released
+            assert store.released_count(db, surveys["open"]) == 8
+            # Step 8: each response of then in its bucket, which the export reads in order.
+            from ldpsurvey.aggregator.ids import bucket_of
+
+            stored = db.query("SELECT bucket, response_id FROM responses")
+            assert len(stored) >= 8 and all(b == bucket_of(i) for b, i in stored)
         # Accounts (step 3): the old keys keep their surveys, a new researcher sees none of
         # them, the old relay key fills no invitation-only survey, and an admin manages them.
         from ldpsurvey.aggregator import accounts, create_api_key

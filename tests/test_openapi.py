@@ -64,6 +64,10 @@ def exercise(client, auth):
                   "?format=rr&codes=true", "?codes=1"):
         client.get(f"/api/surveys/{survey_id}/export.csv{query}", headers=auth)  # 200, 400
     client.get(f"/api/surveys/{survey_id}/export.jsonl?codes=true", headers=auth)  # 400
+    for kind in ("svg", "png"):  # 200, 401, 404, and 400 for an invitation-only survey
+        for sid in (survey_id, "nope", invited):
+            client.get(f"/api/surveys/{sid}/qr.{kind}", headers=auth)
+        client.get(f"/api/surveys/{survey_id}/qr.{kind}")
     for kind in ("json", "md"):
         client.get(f"/api/surveys/{survey_id}/codebook.{kind}", headers=auth)
         client.get(f"/api/surveys/{survey_id}/codebook.{kind}")  # 401
@@ -78,10 +82,43 @@ def exercise(client, auth):
     client.get("/api/surveys/nope/shares", headers=auth)
     client.post(f"/api/surveys/{invited}/responses/batch", json={"responses": [ANSWERS]},
                 headers=auth)  # batches are refused on invitation-only surveys: 403
+    lifecycle(client, auth)
     client.post(f"/api/surveys/{survey_id}/close", headers=auth)
     client.post(f"/api/surveys/{survey_id}/close")
     client.post("/api/surveys/nope/close", headers=auth)
     client.post(url, json=ANSWERS)  # closed
+
+
+def lifecycle(client, auth):
+    """Drafts, publishing, copies, archiving and deletion: each step's success and refusals."""
+    drafted = client.post("/api/surveys?draft=true", json=SURVEY, headers=auth).json["survey_id"]
+    client.post("/api/surveys?draft=maybe", json=SURVEY, headers=auth)  # 400
+    client.get("/api/surveys?archived=true", headers=auth)
+    client.get("/api/surveys?archived=1", headers=auth)  # 400
+    definition = f"/api/surveys/{drafted}/definition"
+    client.put(definition, json=SURVEY, headers=auth)  # 200
+    client.put(definition, json={"title": "x"}, headers=auth)  # 422
+    client.get(f"/api/surveys/{drafted}/export.csv", headers=auth)  # 409: a draft
+    client.get(f"/api/surveys/{drafted}/shares", headers=auth)  # 409
+    client.post(f"/api/surveys/{drafted}/close", headers=auth)  # 409
+    client.post(f"/api/surveys/{drafted}/publish", headers=auth)  # 200
+    client.post(f"/api/surveys/{drafted}/publish", headers=auth)  # 409
+    client.put(definition, json=SURVEY, headers=auth)  # 409
+    client.post("/api/surveys/nope/publish", headers=auth)  # 404
+    copied = client.post(f"/api/surveys/{drafted}/copy", headers=auth).json["survey_id"]
+    client.post("/api/surveys/nope/copy", headers=auth)  # 404
+    for action in ("archive", "unarchive"):
+        client.post(f"/api/surveys/{drafted}/{action}", headers=auth)  # 409: open
+        client.post(f"/api/surveys/nope/{action}", headers=auth)  # 404
+    client.delete(f"/api/surveys/{drafted}", headers=auth)  # 409: open
+    client.delete(f"/api/surveys/{drafted}?force=yes", headers=auth)  # 400
+    client.post(f"/api/surveys/{drafted}/close", headers=auth)
+    client.post(f"/api/surveys/{drafted}/archive", headers=auth)  # 200
+    client.post(f"/api/surveys/{drafted}/unarchive", headers=auth)  # 200
+    client.delete(f"/api/surveys/{drafted}")  # 401
+    client.delete(f"/api/surveys/{drafted}", headers=auth)  # 200
+    client.delete(f"/api/surveys/{drafted}", headers=auth)  # 404
+    client.delete(f"/api/surveys/{copied}", headers=auth)  # 200: a draft
 
 
 def test_every_response_conforms_to_the_description(client, auth):

@@ -1,4 +1,4 @@
-"""The README's statements about which estimate to cite, computed exactly by binomial sums."""
+"""The statements of docs/statistics.md about which estimate to cite, computed exactly by binomial sums."""
 
 import math
 

@@ -153,7 +153,7 @@ def test_the_owner_with_every_token_cannot_tell_spent_from_unspent(app, client, 
     keyed = [t for t in tokens if keys_of(app).token_hash(t).encode() in copy]
     assert keyed[-10:] == tokens[30:]
     if app.config["DATABASE_URL"].startswith("sqlite"):  # (VACUUM need not zero the bytes of
-        assert not set(keyed) & set(tokens[:20])        # what it removes: the README says so)
+        assert not set(keyed) & set(tokens[:20])        # what it removes: docs/privacy.md says so)
 
 
 def table_rows(app) -> dict[str, list]:

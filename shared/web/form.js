@@ -12,14 +12,20 @@ import {
   exceeds,
   posteriorMax,
   randomize,
-  realizedEpsilon,
   reportProbability,
   thresholds,
   uniformBeta,
 } from "./randomizer.js";
+import { schemeOf } from "./schemes.js";
 
 const root = document.getElementById("survey");
 const surveyId = root.dataset.surveyId;
+// A preview (`ldp-survey survey preview`, or a draft's preview on the dashboard) is this form
+// exactly, randomizer and all, for a survey read from data-manifest-url, but it keeps nothing
+// (its memory lives in this page only, as a first-time respondent's would start) and sends
+// nothing.
+const preview = root.dataset.preview === "true";
+const storage = preview ? pageStorage() : localStorage;
 const $ = (id) => document.getElementById(id);
 // Own properties only: a question id such as "constructor" is not inherited from Object.
 const has = (object, key) => Object.hasOwn(object, key);
@@ -27,16 +33,16 @@ const has = (object, key) => Object.hasOwn(object, key);
 // What a respondent reads first, in everyday words: the same words as the Python client's
 // INTRO, WHY_IT_MAY_DIFFER, bound_note and release_summary (ldpsurvey/client/notes.py).
 // Epsilon, the limits and the exact chances go in #protection, collapsed.
-const INTRO = "Your device flips a coin for each answer before sending it, and sometimes " +
-  "sends another answer on purpose. No one can know your real answers. The researchers can " +
-  "still count how common each answer is.";
+const INTRO = "Your device flips a coin for each answer and sometimes sends another answer " +
+  "on purpose. No one can know your real answers. Researchers can still count how common " +
+  "each one is.";
 const WHY_IT_MAY_DIFFER = "Some answers may differ from what you chose. That is on purpose: " +
   "it keeps your real answers private.";
 
 function boundNote(epsilons) {
   const most = Math.max(...epsilons.map((epsilon) => posteriorMax(0.5, epsilon)));
-  return `From one sent answer, someone with no idea before can be at most ${percent(most)} ` +
-    "sure of your real answer.";
+  return `From one sent answer, someone with no idea can be at most ${percent(most)} sure ` +
+    "of your real answer.";
 }
 
 function releaseSummary(releaseBatch = 1) {
@@ -61,6 +67,22 @@ function releaseSummary(releaseBatch = 1) {
 const STORE = "ldp-survey/ledger";
 const LEGACY = "ldp-survey/";
 
+// What a preview keeps instead of localStorage: the same calls, on a Map that the page takes
+// with it when it closes.
+function pageStorage() {
+  const items = new Map();
+  return {
+    getItem: (name) => items.get(name) ?? null,
+    setItem: (name, value) => items.set(name, String(value)),
+    removeItem: (name) => items.delete(name),
+    names: () => [...items.keys()],
+  };
+}
+
+function storedNames() {
+  return preview ? storage.names() : Object.keys(localStorage);
+}
+
 function newRecord() {
   return { answers: {}, idempotencyKey: null, submitted: false, title: null, charged: null,
     estimated: false };
@@ -69,7 +91,7 @@ function newRecord() {
 function readStore(keyId) {
   let store;
   try {
-    store = JSON.parse(localStorage.getItem(STORE));
+    store = JSON.parse(storage.getItem(STORE));
   } catch {
     store = null; // a damaged store is replaced
   }
@@ -81,11 +103,11 @@ function readStore(keyId) {
   const entry = keyEntry(store, keyId);
   // A survey a release-0.2 form sent is charged this page's per-submission limit, the most
   // it could send, until it is seen again; one never sent is charged nothing.
-  for (const name of Object.keys(localStorage)) {
+  for (const name of storedNames()) {
     if (!name.startsWith(LEGACY) || name === STORE) continue;
     const id = name.slice(LEGACY.length);
     try {
-      const old = JSON.parse(localStorage.getItem(name));
+      const old = JSON.parse(storage.getItem(name));
       if (old && typeof old.answers === "object" && !has(entry.surveys, id)) {
         entry.surveys[id] = { ...newRecord(), answers: old.answers,
           idempotencyKey: old.idempotencyKey, submitted: Boolean(old.submitted),
@@ -95,7 +117,7 @@ function readStore(keyId) {
     } catch {
       // a damaged memo is dropped
     }
-    localStorage.removeItem(name);
+    storage.removeItem(name);
   }
   return store;
 }
@@ -131,15 +153,16 @@ function withStore(keyId, change) {
     saveStore(store);
     return result;
   };
-  return navigator.locks ? navigator.locks.request(STORE, run) : Promise.resolve(run());
+  return navigator.locks && !preview ? navigator.locks.request(STORE, run) :
+    Promise.resolve(run());
 }
 
 // What a survey asks, as the Python client's digest: a survey id whose questions or their
 // parameters changed since this browser answered it is refused (answering it again would
 // reveal more, with nothing charged).
 function parametersOf(manifest) {
-  return JSON.stringify(manifest.questions.map((q) => [q.id, q.options, q.alpha, q.beta,
-    q.concept ?? null, q.irr_alpha ?? null]));
+  return JSON.stringify(manifest.questions.map((q) => [q.id, q.options,
+    ...schemeOf(q).parameters(), q.concept ?? null, q.irr_alpha ?? null]));
 }
 
 function changedSince(record, manifest) {
@@ -150,7 +173,7 @@ function changedSince(record, manifest) {
 }
 
 function saveStore(store) {
-  localStorage.setItem(STORE, JSON.stringify(store));
+  storage.setItem(STORE, JSON.stringify(store));
 }
 
 function keyEntry(store, keyId) {
@@ -203,12 +226,12 @@ const BODY_SIZE_CLASS = 256;
 const utf8Length = (text) => new TextEncoder().encode(text).length;
 
 // The size every response body to this survey is padded to: the largest possible body (every
-// answer its highest option index; the indices are the only part whose length varies) rounded
+// report its scheme's longest: for forced response the highest option index) rounded
 // up to a whole BODY_SIZE_CLASS, so the size on the wire tells no answer apart.
 function bodySize(manifest) {
   const largest = { answers: {} };
   for (const question of manifest.questions) {
-    largest.answers[question.id] = question.options.length - 1;
+    largest.answers[question.id] = schemeOf(question).largest();
   }
   return Math.ceil(utf8Length(JSON.stringify(largest)) / BODY_SIZE_CLASS) * BODY_SIZE_CLASS;
 }
@@ -273,9 +296,13 @@ function reported(question) {
 // The same words as the Python client's notes (ldpsurvey/client/notes.py).
 function note(question, epsilon, totalEpsilon) {
   const { alpha, beta } = reported(question);
+  const own = schemeOf(question).note;
   let what;
   let belief;
-  if (question.type === "yes_no") {
+  if (own) {
+    what = own(percent);
+    belief = schemeOf(question).belief ?? "you would give a particular answer";
+  } else if (question.type === "yes_no") {
     const p = (i, j) => percent(reportProbability(alpha, beta, i, j));
     what = `If you answer Yes, the server receives Yes with ${p(1, 1)} probability and No with ` +
       `${p(1, 0)}; if you answer No, it receives No with ${p(0, 0)} and Yes with ${p(0, 1)}.`;
@@ -323,6 +350,31 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
       fieldset.append(element("p", { class: "notice" }, has(record.answers, question.id) ?
         "You answered this before: that answer is used again." :
         "Nothing to answer: you answered this in an earlier survey, and that answer is used."));
+    } else if (schemeOf(question).answer === "number") {
+      fieldset.setAttribute("role", "group");
+      fieldset.setAttribute("aria-required", "true");
+      fieldset.append(element("p", { class: "error", id: `q-${question.id}-error` }));
+      const unit = question.unit ? ` (${question.unit})` : "";
+      const label = element("label", { class: "number", for: `q-${question.id}-value` },
+        `A number from ${question.min} to ${question.max}${unit}`);
+      const input = element("input", { type: "number", id: `q-${question.id}-value`,
+        min: String(question.min), max: String(question.max), step: "any",
+        inputmode: "decimal", "data-number": "" });
+      fieldset.append(label, input);
+    } else if (schemeOf(question).answer === "many") {
+      fieldset.setAttribute("role", "group");
+      const limit = schemeOf(question).limit;
+      fieldset.append(element("p", { class: "error", id: `q-${question.id}-error` }));
+      fieldset.append(element("p", { class: "hint", id: `q-${question.id}-hint` },
+        limit === null ? "Select all that apply (or none)." :
+          `Select all that apply, at most ${limit} (or none).`));
+      question.options.forEach((option, index) => {
+        const label = element("label", { class: "option" });
+        const input = element("input", { type: "checkbox", id: `q-${question.id}-${index}`,
+          "data-option": String(index) });
+        label.append(input, document.createTextNode(` ${option}`));
+        fieldset.append(label);
+      });
     } else {
       fieldset.setAttribute("aria-required", "true");
       // Right under the question, so it shows on a phone with the question in view.
@@ -341,8 +393,25 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
   }
   renderNotes(manifest, epsilons, total, statuses);
   // Radio buttons without a name: keep one choice per question, and arrow keys, by hand.
+  // Checkboxes: at most the question's max_selected, which its epsilon is computed for.
+  // A number's error clears as it is typed, not on leaving the field: cleared on "change", the
+  // message would vanish under a press of the Review button, moving it from under the pointer.
+  container.addEventListener("input", (event) => {
+    if (event.target.type === "number") markAnswered(event.target.closest("fieldset"));
+  });
   container.addEventListener("change", (event) => {
     const group = event.target.closest("fieldset");
+    if (event.target.type === "number") return;
+    if (event.target.type === "checkbox") {
+      const question = manifest.questions.find((q) => q.id === group.dataset.question);
+      const limit = schemeOf(question).limit;
+      if (limit !== null && group.querySelectorAll("input:checked").length > limit) {
+        event.target.checked = false;
+        setText(group.querySelector(".hint"), `You can select at most ${limit}: clear one ` +
+          "first.");
+      }
+      return;
+    }
     for (const input of group.querySelectorAll("input")) {
       input.checked = input === event.target;
       input.tabIndex = input === event.target ? 0 : -1;
@@ -383,7 +452,8 @@ function markMissing(missing) {
     const group = fieldsetOf(question);
     group.setAttribute("aria-invalid", "true");
     group.setAttribute("aria-describedby", `q-${question.id}-error`);
-    $(`q-${question.id}-error`).textContent = ERROR_AT_QUESTION;
+    $(`q-${question.id}-error`).textContent = schemeOf(question).answer === "number" ?
+      `Please enter a number from ${question.min} to ${question.max}.` : ERROR_AT_QUESTION;
   }
   const first = fieldsetOf(missing[0]);
   first.querySelector("input").focus({ preventScroll: true });
@@ -415,8 +485,16 @@ function chosenAnswers(questions) {
   const answers = Object.create(null);
   const missing = [];
   for (const question of questions) {
-    const checked = fieldsetOf(question).querySelector("input:checked");
-    if (checked) answers[question.id] = Number(checked.dataset.option);
+    const checked = [...fieldsetOf(question).querySelectorAll("input:checked")]
+      .map((input) => Number(input.dataset.option));
+    const kind = schemeOf(question).answer;
+    if (kind === "number") {
+      const field = fieldsetOf(question).querySelector("input[data-number]");
+      const value = field.value.trim() === "" ? NaN : Number(field.value);
+      if (Number.isFinite(value)) answers[question.id] = value;
+      else missing.push(question);
+    } else if (kind === "many") answers[question.id] = checked;
+    else if (checked.length) answers[question.id] = checked[0];
     else missing.push(question);
   }
   return { answers, missing };
@@ -437,7 +515,7 @@ function showReview(questions, answers) {
     });
     const item = element("li");
     item.append(element("span", { class: "question-text" }, question.text),
-      element("strong", {}, question.options[answers[question.id]]), change);
+      element("strong", {}, schemeOf(question).truth(answers[question.id])), change);
     list.append(item);
   }
   show("true-review");
@@ -476,9 +554,9 @@ function showConfirm(manifest, record, total, again, focus = true) {
   const list = $("sent-list");
   list.replaceChildren();
   for (const question of manifest.questions) {
-    const index = record.answers[question.id];
-    payload.answers[question.id] = index;
-    list.append(element("li", {}, `${question.text} → ${question.options[index]}`));
+    const report = record.answers[question.id];
+    payload.answers[question.id] = report;
+    list.append(element("li", {}, `${question.text} → ${schemeOf(question).shown(report)}`));
   }
   $("payload").textContent = JSON.stringify(payload);
   $("body-details").hidden = false;
@@ -569,8 +647,8 @@ class Answering {
     const cost = this.cost();
     const spent = spentHere(this.store);
     if (!cost || !exceeds(spent + cost, DEFAULT_MAX_LIFETIME_EPSILON)) return null;
-    return [TOO_MUCH_IN_ALL, `This survey would add epsilon ${cost.toFixed(3)} to the ${spent.toFixed(3)} this ` +
-      `browser has already sent this site, ${(spent + cost).toFixed(3)} in all, above this ` +
+    return [TOO_MUCH_IN_ALL, `This survey would add epsilon ${cost.toFixed(3)} to the ` +
+      `${spent.toFixed(3)} this browser has already sent this site, ${(spent + cost).toFixed(3)} in all, above this ` +
       `page's lifetime limit of ${DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3)} for this browser ` +
       "on this site, whichever researchers' key asks: together your " +
       `answers could make a guess about you ${Math.exp(spent + cost).toFixed(0)} times ` +
@@ -595,13 +673,13 @@ class Answering {
     for (const question of this.manifest.questions) {
       if (has(this.record.answers, question.id)) continue;
       if (question.concept === undefined) {
-        this.record.answers[question.id] = randomize(answers[question.id], this.found[question.id]);
+        this.record.answers[question.id] = this.found[question.id].randomize(answers[question.id]);
         continue;
       }
       const key = conceptKey(question);
       if (!has(this.store.concepts, key)) {
         this.store.concepts[key] = {
-          answer: randomize(answers[question.id], this.found[question.id]), chargedBy: null };
+          answer: this.found[question.id].randomize(answers[question.id]), chargedBy: null };
       }
       this.record.answers[question.id] = randomize(this.store.concepts[key].answer,
         this.layers[question.id]);
@@ -633,6 +711,11 @@ class Answering {
     const headers = { "Content-Type": "application/json",
       "Idempotency-Key": this.record.idempotencyKey };
     if (this.token) headers["Survey-Token"] = this.token;
+    if (preview) {  // the request body is shown above; it goes nowhere
+      await this.update(() => { this.record.submitted = true; });
+      show("thanks");
+      return;
+    }
     $("send").disabled = true;
     $("send-error").textContent = "";
     try {
@@ -661,7 +744,8 @@ class Answering {
 }
 
 async function main() {
-  const response = await fetch(`/api/surveys/${encodeURIComponent(surveyId)}`);
+  const response = await fetch(root.dataset.manifestUrl ??
+    `/api/surveys/${encodeURIComponent(surveyId)}`);
   if (!response.ok) return refuse("This survey could not be loaded. Nothing was sent.");
   const manifest = JSON.parse(await response.text());
   const elsewhere = wrongOrigin(manifest);
@@ -672,8 +756,8 @@ async function main() {
   const layers = {};
   try {
     for (const question of manifest.questions) {
-      found[question.id] = thresholds(question.alpha, question.beta);
-      epsilons[question.id] = realizedEpsilon(found[question.id]);
+      found[question.id] = schemeOf(question);
+      epsilons[question.id] = found[question.id].epsilon;
       if (question.concept !== undefined) {
         layers[question.id] = thresholds(question.irr_alpha ?? DEFAULT_IRR_ALPHA,
           uniformBeta(question.options.length));
@@ -698,13 +782,14 @@ async function main() {
       `above this page's limit of ${DEFAULT_MAX_TOTAL_EPSILON.toFixed(3)} per submission. ` +
       "Nothing was sent.");
   }
-  const status = await fetch(`/api/surveys/${encodeURIComponent(surveyId)}/status`)
-    .then((r) => r.json()).catch(() => ({}));
+  const status = preview ? { status: "open" } :
+    await fetch(`/api/surveys/${encodeURIComponent(surveyId)}/status`)
+      .then((r) => r.json()).catch(() => ({}));
   if (status.status !== "open") {
     return refuse("This survey is closed: it takes no more answers. Nothing was sent.");
   }
   const token = new URLSearchParams(location.hash.slice(1)).get("t");
-  if (manifest.invitation_only && !token) {
+  if (manifest.invitation_only && !token && !preview) {  // a preview shows the invited form
     return refuse("This survey is by invitation only: open the link from your invitation.");
   }
   const answering = await Answering.open(manifest, found, layers, epsilons, total, token);

@@ -1,0 +1,24 @@
+"""Analyses researchers publish beyond proportions, on NumPy, SciPy and formulaic (the
+`analysis` extra): logistic regression of a randomized yes/no answer on covariates
+(`regression`) and survey weights raked to population margins (`weights`). Imports `shared`
+only; the aggregator loads it on first use, so a server without the extra still starts."""
+
+from .data import read_export
+from .errors import AnalysisError, ConvergenceError
+from .regression import Coefficient, GroupPrevalence, Regression, rr_logistic
+from .weights import WeightedEstimate, Weights, load_margins, rake, weighted_estimates
+
+__all__ = [
+    "AnalysisError",
+    "Coefficient",
+    "ConvergenceError",
+    "GroupPrevalence",
+    "Regression",
+    "WeightedEstimate",
+    "Weights",
+    "load_margins",
+    "rake",
+    "read_export",
+    "rr_logistic",
+    "weighted_estimates",
+]

@@ -1,0 +1,220 @@
+"""Survey weights raked to population margins, and weighted estimates of proportions.
+
+Raking (iterative proportional fitting; Deming and Stephan 1940, "On a least squares
+adjustment of a sampled frequency table when the expected marginal totals are known", Annals
+of Mathematical Statistics 11) scales the weights, one margin after another, until every
+weighted margin matches the population's: the raking-ratio calibration estimator of Deville
+and Saerndal (1992, "Calibration estimators in survey sampling", JASA 87), the weights of R's
+survey::rake and survey::calibrate(calfun = "raking").
+
+Standard errors are by linearization through the calibration (Deville and Saerndal 1992,
+section 3; Lumley 2010, Complex Surveys, section 7.4): an estimator's influence values are
+replaced by their residuals e_i on the margins' indicator columns (least squares weighted by
+the design weights before raking: 1 for the equal-probability sample raking starts from),
+and treating the sample as drawn with replacement with one stratum, as survey::svydesign(ids
+= ~1) does, Var = n / (n - 1) sum_i (w_i e_i)^2 for a total (divided by (sum w)^2 for a mean).
+The effective sample size is Kish's (1965, Survey Sampling, section 11.7): (sum w)^2 / sum w^2.
+"""
+
+import csv
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism, unbiased_estimate
+from ldpsurvey.shared.estimate import clip_unit
+from ldpsurvey.shared.intervals import z_value
+
+from .errors import AnalysisError, ConvergenceError
+
+RAKING_TOLERANCE = 1e-10  # largest |weighted share / population share - 1| accepted
+MAX_RAKING_ITERATIONS = 1000  # full sweeps over the margins
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Raking weights for the rows of a data frame (in row order, summing to the number of
+    rows), the raked columns, the indicator matrix of their margins (an intercept and one
+    column per non-reference level: what linearization residualizes on), Kish's effective
+    sample size and the sweeps raking took."""
+
+    values: np.ndarray
+    columns: tuple[str, ...]
+    calibration: np.ndarray
+    effective_n: float
+    iterations: int
+
+
+@dataclass(frozen=True)
+class WeightedEstimate:
+    """One option's weighted estimate: reported_rate = sum w [report = j] / sum w, p_hat the
+    unbiased (reported_rate - (1 - alpha) beta_j) / alpha (it may leave [0, 1]), its
+    linearization standard error, and the Wald interval p_hat -+ z se clipped to [0, 1]."""
+
+    n: int
+    effective_n: float
+    epsilon: float
+    reported_rate: float
+    p_hat: float
+    standard_error: float
+    confidence: float
+    ci_low: float
+    ci_high: float
+
+    def as_dict(self) -> dict:
+        """The fields under their own names (API, CLI --json)."""
+        return asdict(self)
+
+
+def read_margins(table: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """Population margins {column: {level: share}} with each column's values normalized to
+    shares (counts or percentages work too). AnalysisError unless every value is a positive
+    finite number and every column has at least two levels."""
+    if not isinstance(table, Mapping) or not table:
+        raise AnalysisError("margins must map each column to {level: population share}")
+    margins = {}
+    for column, levels in table.items():
+        if not isinstance(levels, Mapping) or len(levels) < 2:
+            raise AnalysisError(f"margin {column!r} needs a share for each of at least 2 levels")
+        for level, share in levels.items():
+            if isinstance(share, bool) or not isinstance(share, int | float) or not (
+                    math.isfinite(share) and share > 0):
+                raise AnalysisError(f"margin {column!r}, level {level!r}: the share must be a "
+                                    f"positive number, got {share!r}")
+        total = math.fsum(levels.values())
+        margins[str(column)] = {str(level): share / total for level, share in levels.items()}
+    return margins
+
+
+def load_margins(path: str | Path) -> dict[str, dict[str, float]]:
+    """Population margins from a file (read_margins checks them): JSON
+    {"column": {"level": share, ...}, ...}, or CSV with the header column,level,share and one
+    row per level. AnalysisError for a file of neither shape."""
+    text = Path(path).read_text(encoding="utf-8")
+    if str(path).endswith(".json"):
+        try:
+            return read_margins(json.loads(text))
+        except json.JSONDecodeError as error:
+            raise AnalysisError(f"{path}: not JSON ({error})") from None
+    rows = list(csv.DictReader(text.splitlines()))
+    if not rows or set(rows[0]) != {"column", "level", "share"}:
+        raise AnalysisError(f"{path}: a CSV of margins has the header column,level,share")
+    table: dict[str, dict[str, float]] = {}
+    for number, row in enumerate(rows, start=2):
+        try:
+            share = float(row["share"])
+        except (TypeError, ValueError):
+            raise AnalysisError(f"{path}, line {number}: share {row['share']!r} is no number") from None
+        table.setdefault(row["column"], {})[row["level"]] = share
+    return read_margins(table)
+
+
+def rake(data: pd.DataFrame, margins: Mapping[str, Mapping[str, float]], *,
+         randomized: Sequence[str] = (), tolerance: float = RAKING_TOLERANCE,
+         max_iterations: int = MAX_RAKING_ITERATIONS) -> Weights:
+    """Weights that make each column's weighted shares equal the margins (module docstring),
+    starting from equal weights and summing to len(data). Columns named in `randomized` are
+    refused: their reported shares are not their population's. AnalysisError for a column
+    that is missing, randomized, or has a level with no margin or a margin level with no row;
+    ConvergenceError when the margins cannot all be met (for example a combination of levels
+    that the margins need and no row has)."""
+    margins = read_margins(margins)
+    n = len(data)
+    if n < 2:
+        raise AnalysisError("raking needs at least 2 rows")
+    codes = {}
+    for column, shares in margins.items():
+        if column not in data.columns:
+            raise AnalysisError(f"no column {column!r} to rake")
+        if column in randomized:
+            raise AnalysisError(f"{column!r} is a randomized question: its reported shares are "
+                                "not the population's, so it cannot be raked; rake on openly "
+                                "answered questions")
+        values = data[column].astype(str).to_numpy()
+        unmatched = sorted(set(values) - set(shares))
+        if unmatched:
+            raise AnalysisError(f"column {column!r} has level {unmatched[0]!r} with no "
+                                "population margin")
+        empty = [level for level in shares if level not in set(values)]
+        if empty:
+            raise AnalysisError(f"margin {column!r}, level {empty[0]!r}: no row has it")
+        codes[column] = (values, shares)
+    weights = np.ones(n)
+    for sweep in range(1, max_iterations + 1):
+        for values, shares in codes.values():
+            for level, share in shares.items():
+                rows = values == level
+                weights[rows] *= share * n / weights[rows].sum()
+        if _largest_gap(weights, codes) < tolerance:
+            return Weights(weights, tuple(margins), indicators(codes),
+                           float(weights.sum() ** 2 / (weights ** 2).sum()), sweep)
+    raise ConvergenceError(
+        f"raking did not meet the margins after {max_iterations} sweeps (largest relative gap "
+        f"{_largest_gap(weights, codes):.3g}): the margins may need a combination of levels "
+        "that no row has")
+
+
+def _largest_gap(weights: np.ndarray, codes: Mapping) -> float:
+    """max |weighted share / population share - 1| over every margin's levels."""
+    total = weights.sum()
+    return max(abs(weights[values == level].sum() / (share * total) - 1.0)
+               for values, shares in codes.values() for level, share in shares.items())
+
+
+def indicators(codes: Mapping) -> np.ndarray:
+    """An intercept and, per margin, the indicator of each level but the first: the span of
+    the margins' indicators, whose residuals linearization takes."""
+    columns = [np.ones(len(next(iter(codes.values()))[0]))]
+    for values, shares in codes.values():
+        columns += [(values == level).astype(float) for level in list(shares)[1:]]
+    return np.column_stack(columns)
+
+
+def linearized_variance(influence: np.ndarray, weights: np.ndarray, calibration: np.ndarray,
+                        count: np.ndarray | None = None) -> np.ndarray:
+    """The covariance of sum_i w_i z_i over a raked sample, z_i the influence values (one
+    row per unit of count_u respondents alike, default 1): the residuals e of z on the
+    calibration columns (least squares weighted by the design weights before raking, 1 per
+    respondent), then the with-replacement, one-stratum variance of the x_i = w_i e_i,
+    n / (n - 1) sum_i (x_i - xbar)(x_i - xbar)' (Deville and Saerndal 1992; what
+    survey::svyrecvar computes for a calibrated svydesign(ids = ~1))."""
+    count = np.ones(len(influence)) if count is None else count
+    root = np.sqrt(count)[:, None]
+    coefficients, *_ = np.linalg.lstsq(root * calibration, root * influence, rcond=None)
+    x = weights[:, None] * (influence - calibration @ coefficients)
+    n = count.sum()
+    centred = x - (count @ x) / n
+    return n / (n - 1.0) * np.einsum("u,ui,uj->ij", count, centred, centred)
+
+
+def weighted_estimates(reports: pd.Series, mechanism: Mechanism, weights: Weights, *,
+                       confidence: float = DEFAULT_CONFIDENCE) -> tuple[WeightedEstimate, ...]:
+    """Per option j of a randomized question (reports: its categorical column, categories in
+    code order), the weighted estimate (WeightedEstimate) with the linearization standard
+    error of the weighted reported rate (a ratio: influence values [r_i = j] - rate_j),
+    divided by alpha."""
+    if len(reports) != len(weights.values):
+        raise AnalysisError(f"{len(weights.values)} weights for {len(reports)} rows")
+    z = z_value(confidence)
+    w = weights.values
+    codes = reports.cat.codes.to_numpy()
+    if (codes < 0).any():
+        raise AnalysisError("weighted estimates need every row's report")
+    n = len(codes)
+    onehot = (codes[:, None] == np.arange(mechanism.k)[None, :]).astype(float)
+    rates = w @ onehot / w.sum()
+    variance = np.diag(linearized_variance(onehot - rates, w, weights.calibration)) / w.sum() ** 2
+    estimates = []
+    for j, (rate, var) in enumerate(zip(rates, variance, strict=True)):
+        p_hat = unbiased_estimate(float(rate), mechanism.alpha, mechanism.beta[j])
+        se = math.sqrt(var) / mechanism.alpha
+        estimates.append(WeightedEstimate(
+            n=n, effective_n=weights.effective_n, reported_rate=float(rate), p_hat=p_hat,
+            standard_error=se, ci_low=clip_unit(p_hat - z * se), ci_high=clip_unit(p_hat + z * se),
+            confidence=confidence, epsilon=mechanism.epsilon))
+    return tuple(estimates)

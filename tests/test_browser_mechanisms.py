@@ -1,0 +1,173 @@
+"""The JavaScript twins of the schemes (shared/web/oue.js, olh.js, schemes.js) in real headless
+Chromium: the shared vectors byte for byte, frequencies with crypto.getRandomValues, and the form
+answering a survey of every mechanism end to end."""
+
+import json
+import math
+from importlib import resources
+
+from test_browser import create, database_url, protection, randomize  # noqa: F401 (database_url: a fixture)
+
+from ldpsurvey.shared import parse_manifest
+
+from helpers import release_due
+
+VECTORS = json.loads((resources.files("ldpsurvey.shared") / "scheme_vectors.json").read_text())
+COUNTRIES = ["Austria", "Belgium", "Chile", "Denmark", "Egypt", "France", "Ghana", "Hungary",
+             "India", "Japan", "Kenya", "Latvia"]
+MECHANISMS = {"title": "Mechanisms", "release_batch": 1, "questions": [
+    {"id": "country", "text": "Which country?", "type": "choice", "options": COUNTRIES,
+     "mechanism": "oue", "epsilon": 1.0},
+    {"id": "product", "text": "Which product?", "type": "choice",
+     "options": ["Apples", "Bread", "Cheese", "Dates", "Eggs"], "mechanism": "olh",
+     "epsilon": 1.0}]}
+
+
+def test_js_schemes_match_the_scheme_vectors(page, live_server, client, auth):
+    survey_id = create(client, auth, MECHANISMS)
+    page.goto(f"{live_server}/s/{survey_id}")
+    results = page.evaluate("""async (cases) => {
+        const s = await import('/web/schemes.js');
+        return cases.map(c => { const scheme = s.schemeOf(c.question);
+            return {eps: scheme.epsilon, outputs: c.draws.map(d => { const u = [...d.u];
+                return scheme.randomize(d.true, () => u.shift()); })}; });
+    }""", VECTORS["cases"])
+    for case, got in zip(VECTORS["cases"], results, strict=True):
+        assert math.isclose(got["eps"], case["epsilon"], rel_tol=1e-12), case["name"]
+        assert got["outputs"] == [d["output"] for d in case["draws"]], case["name"]
+    hashes = page.evaluate("""async () => { const o = await import('/web/olh.js');
+        return [0, 1, 2 ** 31, 2 ** 32 - 1].map(seed => [...Array(70).keys()].map(
+            v => o.hashed(v, seed, 1000003))); }""")
+    from ldpsurvey.shared.olh import hashed
+
+    assert hashes == [[hashed(v, seed, 1000003) for v in range(70)]
+                      for seed in (0, 1, 2**31, 2**32 - 1)]
+
+
+def test_in_browser_oue_bits_follow_p_and_q(page, live_server, client, auth):
+    """20 000 randomizations with crypto.getRandomValues: each bit is set with probability p
+    on the true option and q elsewhere, within 5 standard errors."""
+    survey_id = create(client, auth, MECHANISMS)
+    page.goto(f"{live_server}/s/{survey_id}")
+    manifest = json.loads(client.get(f"/api/surveys/{survey_id}").data)
+    question, draws = manifest["questions"][0], 20_000
+    ones = page.evaluate("""async ([question, draws]) => {
+        const s = await import('/web/schemes.js');
+        const scheme = s.schemeOf(question);
+        const ones = question.options.map(() => 0);
+        for (let i = 0; i < draws; i++) scheme.randomize(3).forEach((b, j) => { ones[j] += b; });
+        return ones; }""", [question, draws])
+    for j, count in enumerate(ones):
+        p = question["p"] if j == 3 else question["q"]
+        assert abs(count / draws - p) < 5 * math.sqrt(p * (1 - p) / draws)
+
+
+def test_the_form_answers_every_mechanism_and_sends_reports_of_their_shape(
+        page, live_server, client, auth):
+    survey_id = create(client, auth, MECHANISMS)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    note = protection(page).locator("#q-country-note").inner_text()
+    assert "one yes/no mark per option" in note
+    assert "a random seed and a number from 0 to 3" in page.locator("#q-product-note").inner_text()
+    page.locator('fieldset[data-question="country"] label', has_text="Egypt").click()
+    page.locator('fieldset[data-question="product"] label', has_text="Cheese").click()
+    randomize(page)
+    payload = json.loads(page.locator("#payload").text_content())
+    country, product = payload["answers"]["country"], payload["answers"]["product"]
+    assert len(country) == 12 and set(country) <= {0, 1}
+    assert 0 <= product[0] < 2**32 and 0 <= product[1] < 4
+    assert "marks " in page.locator("#sent-list").inner_text()
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    release_due(client.application)
+    survey = parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
+    body = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
+    assert [q["n"] for q in body["questions"]] == [1, 1]
+    assert [q.scheme.name for q in survey.questions] == ["oue", "olh"]
+
+
+SPORTS = {"title": "Sports", "release_batch": 1, "questions": [
+    {"id": "sports", "text": "Which sports?", "type": "multi_select",
+     "options": ["Running", "Swimming", "Cycling", "Rowing"], "mechanism": "bits",
+     "max_selected": 2, "epsilon": 1.0},
+    {"id": "drugs", "text": "Which of these?", "type": "multi_select",
+     "options": ["Alcohol", "Tobacco", "Cannabis"], "mechanism": "padding", "max_selected": 1,
+     "epsilon": 1.0}]}
+
+
+def test_the_form_asks_check_all_that_apply_within_max_selected(page, live_server, client,
+                                                                auth):
+    survey_id = create(client, auth, SPORTS)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    sports = page.locator('fieldset[data-question="sports"]')
+    assert sports.get_attribute("role") == "group"
+    assert "at most 2" in sports.locator(".hint").inner_text()
+    for option in ("Running", "Swimming", "Cycling"):
+        sports.locator("label", has_text=option).click()
+    assert sports.locator("input:checked").count() == 2  # the third is refused
+    assert "You can select at most 2" in sports.locator(".hint").inner_text()
+    page.locator('fieldset[data-question="drugs"] label', has_text="Tobacco").click()
+    page.click("#review")
+    page.wait_for_selector("#true-review:not([hidden])")
+    assert "Running; Swimming" in page.locator("#true-list").inner_text()
+    page.click("#randomize")
+    page.wait_for_selector("#confirm:not([hidden])")
+    payload = json.loads(page.locator("#payload").text_content())
+    assert len(payload["answers"]["sports"]) == 4 and set(payload["answers"]["sports"]) <= {0, 1}
+    assert payload["answers"]["drugs"] in range(4)
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    release_due(client.application)
+    body = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
+    assert [q["n"] for q in body["questions"]] == [1, 1]
+
+
+NUMBERS = {"title": "Numbers", "release_batch": 1, "questions": [
+    {"id": "drinks", "text": "Drinks last week?", "type": "numeric", "min": 0, "max": 30,
+     "unit": "drinks", "epsilon": 1.0}]}
+
+
+def test_the_form_asks_a_number_and_sends_one_bit(page, live_server, client, auth):
+    survey_id = create(client, auth, NUMBERS)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    assert "rounded at random to 30 or 0" in protection(page).locator(
+        "#q-drinks-note").inner_text()
+    page.click("#review")
+    assert page.locator('fieldset[data-question="drinks"]').get_attribute("aria-invalid") == (
+        "true")  # no number yet
+    page.fill("#q-drinks-value", "45")
+    page.click("#review")
+    page.wait_for_selector("#true-review:not([hidden])")
+    assert "30 drinks" in page.locator("#true-list").inner_text()  # clamped before anything
+    page.click("#randomize")
+    page.wait_for_selector("#confirm:not([hidden])")
+    payload = json.loads(page.locator("#payload").text_content())
+    assert payload["answers"]["drinks"] in (0, 1)
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    release_due(client.application)
+    body = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
+    assert body["questions"][0]["n"] == 1
+    results = client.get(f"/s/{survey_id}/results", headers=auth)
+    assert results.status_code in (200, 302)
+
+
+def test_the_form_words_each_note_as_the_python_client_does(page, live_server, client,
+                                                            auth):
+    from ldpsurvey.client.notes import question_note
+
+    questions = [{**q, "epsilon": 0.8}  # 4 in all: within the page's default 4 ln 3
+                 for q in (*MECHANISMS["questions"], *SPORTS["questions"], *NUMBERS["questions"])]
+    survey_id = create(client, auth, {"title": "Every kind", "questions": questions})
+    survey = parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    total = sum(q.scheme.realized_epsilon for q in survey.questions)
+    protection(page)  # the notes are in "How your answers are protected", after the question
+    for question in survey.questions:
+        shown = page.locator(f"#q-{question.id}-note > span").inner_text()
+        assert shown == question_note(question, question.scheme.realized_epsilon, total), (
+            question.id)
