@@ -97,8 +97,9 @@ def memcached_available() -> bool:
 
 
 def postgres_url(schema: str) -> str:
-    """The test server's URL with `schema` as the search path."""
-    return f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+    """The test server's URL with `schema` as the search path and the application name, so a
+    test that cuts connections cuts only its own session's (parallel runs share the server)."""
+    return f"{POSTGRES_URL}?options=-csearch_path%3D{schema}&application_name={schema}"
 
 
 def recording_client_class():

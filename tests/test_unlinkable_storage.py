@@ -262,7 +262,8 @@ def test_a_scrub_outlives_a_cut_connection(app, client, auth, caplog, monkeypatc
         assert app.extensions["ldp_database"].scrubber.pending()
         conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
                      "current_database() AND pid NOT IN (pg_backend_pid(), %s) AND "
-                     "backend_type = 'client backend'", (backup.info.backend_pid,))
+                     "backend_type = 'client backend' AND application_name = "
+                     "current_setting('application_name')", (backup.info.backend_pid,))
         deadline = time.monotonic() + 10
         while "retrying" not in caplog.text and time.monotonic() < deadline:
             time.sleep(0.02)
