@@ -5,6 +5,7 @@ import json
 from collections import Counter
 
 from ldpsurvey.shared import Survey
+from ldpsurvey.shared.forced_response import NAME as FORCED_RESPONSE
 
 from . import store
 from .database import Connection
@@ -39,6 +40,10 @@ def regression(db: Connection, survey: Survey, formula: str, confidence: float) 
     if unknown:
         raise InvalidParameter(f"regress: {unknown[0]!r} is no question of this survey; the "
                                f"questions are {', '.join(questions)}")
+    other = [name for name in used if questions[name].scheme.name != FORCED_RESPONSE]
+    if other:
+        raise InvalidParameter(f"regress: {other[0]!r} uses {questions[other[0]].scheme.name}: "
+                               "regression is for forced-response questions")
     through = store.last_release_number(db, survey.survey_id)
     tally = Counter(tuple(answers[q] for q in used)
                     for answers in map(json.loads, store.stored_answers(db, survey.survey_id, through)))

@@ -140,8 +140,9 @@ def codebook_markdown(book: Mapping) -> str:
               ("central delta", central["delta"]),
               ("central epsilon assumes", _markdown(central["assumes"])),
               ("exported at (UTC)", book["exported_at"]), ("format", book["format"])]
-    questions = [(q["id"], _markdown(q["text"]), q["type"], q.get("mechanism", FORCED_RESPONSE),
-                  q.get("alpha"), q["epsilon"], q.get("concept"), q.get("irr_alpha"),
+    questions = [(q["id"], _markdown(q["text"]), q["type"],
+                  q.get("mechanism", q.get("design", FORCED_RESPONSE)), q.get("alpha"),
+                  q["epsilon"], q.get("concept"), q.get("irr_alpha"),
                   ", ".join(q.get("columns", [q["id"]]))) for q in book["questions"]]
     options = [(q["id"], o["code"], _markdown(o["label"]), _markdown(o["csv_value"]),
                 q["beta"][o["code"]] if "beta" in q else None)

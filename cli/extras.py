@@ -5,7 +5,7 @@ from types import ModuleType
 
 import click
 
-EXTRAS = {"ldpsurvey.aggregator": "server", "numpy": "sim"}
+EXTRAS = {"ldpsurvey.aggregator": "server", "numpy": "sim", "formulaic": "analysis"}
 
 
 def load(module: str) -> ModuleType:

@@ -8,6 +8,8 @@ is read from a separate scenario file and never sent.
 
 import base64
 import contextlib
+import itertools
+import math
 import secrets
 import sys
 import tempfile
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
+from urllib.parse import quote
 
 import click
 
@@ -47,12 +50,33 @@ class Joint:
 
 
 @dataclass(frozen=True)
+class Regression:
+    """A scenario's logistic model of a yes/no outcome on randomized covariates: P(true yes |
+    covariates) = 1 / (1 + exp(-x'b)), x the formula's model matrix row (formulaic, as the
+    regression builds it: choice covariates as indicators, first option the reference) and b
+    the true coefficients by name. cells: every combination of the covariates' options, its
+    probability (the covariates drawn independently from their marginals) and P(yes) there."""
+
+    formula: str
+    outcome: str
+    covariates: list[str]
+    coefficients: dict[str, float]
+    cells: list[tuple[tuple[int, ...], float, float]]
+
+    @property
+    def prevalence(self) -> float:
+        """The outcome's true P(Yes): sum over cells of P(cell) P(yes | cell)."""
+        return math.fsum(weight * p for _, weight, p in self.cells)
+
+
+@dataclass(frozen=True)
 class Truth:
-    """A scenario: every question's true proportions, and the joint distributions they follow
-    from for the questions in a [[joint]] table."""
+    """A scenario: every question's true proportions, the joint distributions they follow
+    from for the questions in a [[joint]] table, and a [regression] model, if any."""
 
     marginals: dict[str, list[float]]
     joints: list[Joint]
+    regression: Regression | None = None
 
 
 def _fail(message: str) -> click.ClickException:
@@ -89,10 +113,68 @@ def _joint(table, index: int, survey: Survey, taken: set[str]) -> Joint:
     return Joint(rows, cols, [[float(x) for x in row] for row in p])
 
 
+def _regression(table, survey: Survey, given: dict, taken: set[str]) -> Regression:
+    """The [regression] table: formula (outcome ~ covariates, question ids: a forced-response
+    yes/no outcome not given under [truth], covariates forced-response questions given
+    there) and coefficients, the true value of every column of the formula's model matrix
+    by its name ("Intercept", "sleep[T.6 to 8]", ...)."""
+    where = "[regression]"
+    if not isinstance(table, dict) or set(table) != {"formula", "coefficients"}:
+        raise _fail(f"{where} needs exactly formula and coefficients")
+    formula, coefficients = table["formula"], table["coefficients"]
+    regression = load("ldpsurvey.analysis.regression")
+    try:
+        outcome, covariates = regression.parse_formula(formula)
+    except regression.AnalysisError as exc:
+        raise _fail(f"{where}: {exc}") from None
+    ids = {q.id: q for q in survey.questions}
+    for name in (outcome, *covariates):
+        if name not in ids or ids[name].scheme.name != "forced_response":
+            raise _fail(f"{where}: {name!r} is not a forced-response question of the survey")
+        if name in taken:
+            raise _fail(f"{where}: {name!r} is in a [[joint]] table: give a covariate under "
+                        "[truth]")
+    if ids[outcome].type != "yes_no" or outcome in given:
+        raise _fail(f"{where}: the outcome {outcome!r} must be a yes/no question not given "
+                    "under [truth] (the model gives its truth)")
+    missing = [name for name in covariates if name not in given]
+    if missing:
+        raise _fail(f"{where}: give the covariate {missing[0]!r} under [truth]")
+    combinations = list(itertools.product(*(range(len(ids[c].options)) for c in covariates)))
+    pd = load("pandas")
+    frame = pd.DataFrame({c: pd.Categorical.from_codes([t[j] for t in combinations],
+                                                       categories=ids[c].options)
+                          for j, c in enumerate(covariates)}, index=range(len(combinations)))
+    design = load("formulaic").Formula(formula).rhs.get_model_matrix(frame)
+    names = list(design.columns)
+    if not isinstance(coefficients, dict) or set(coefficients) != set(names) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            for v in coefficients.values()):
+        raise _fail(f"{where}: coefficients needs a number for each of {', '.join(names)}")
+    b = [float(coefficients[name]) for name in names]
+    cells = []
+    for row, combination in zip(design.to_numpy().tolist(), combinations, strict=True):
+        linear = math.fsum(x * c for x, c in zip(row, b, strict=True))
+        weight = math.prod(given_share(ids[c], given[c], combination[j])
+                           for j, c in enumerate(covariates))
+        cells.append((combination, weight, 1.0 / (1.0 + math.exp(-linear))))
+    return Regression(formula, outcome, covariates, dict(zip(names, b, strict=True)), cells)
+
+
+def given_share(question, value, option: int) -> float:
+    """A covariate's true share of `option` as its scheme reads the [truth] value."""
+    try:
+        return question.scheme.truth_of(value)[option]
+    except ValueError as exc:
+        raise _fail(f"question {question.id!r} needs {exc}") from None
+
+
 def read_truth(path: Path, survey: Survey) -> Truth:
     """The scenario's truth: per question under [truth] as its scheme reads it (truth_of: P(Yes)
     for yes/no, a list of proportions for choice, per-option selection probabilities for
-    multi_select), or for a pair of questions a [[joint]] table whose marginals they follow."""
+    multi_select, {yes, noncompliant} for a cheating-detection question), or for a pair of
+    questions a [[joint]] table whose marginals they follow; a [regression] table gives its
+    outcome's truth through the model (Regression)."""
     try:
         scenario = tomllib.loads(Path(path).read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -108,6 +190,11 @@ def read_truth(path: Path, survey: Survey) -> Truth:
     for joint in joints:
         marginals[joint.rows] = [sum(row) for row in joint.p]
         marginals[joint.cols] = [sum(column) for column in zip(*joint.p, strict=True)]
+    regression = (_regression(scenario["regression"], survey, given, taken)
+                  if "regression" in scenario else None)
+    if regression:
+        marginals[regression.outcome] = [1.0 - regression.prevalence, regression.prevalence]
+        taken.add(regression.outcome)
     for question in survey.questions:
         if question.id in taken:
             if question.id in given:
@@ -117,7 +204,7 @@ def read_truth(path: Path, survey: Survey) -> Truth:
             marginals[question.id] = question.scheme.truth_of(given.get(question.id))
         except ValueError as exc:
             raise _fail(f"question {question.id!r} needs {exc}") from None
-    return Truth(marginals, joints)
+    return Truth(marginals, joints, regression)
 
 
 def true_answers(truth: Truth, survey: Survey, respondents: int, rng) -> dict:
@@ -129,10 +216,19 @@ def true_answers(truth: Truth, survey: Survey, respondents: int, rng) -> dict:
         k_cols = len(joint.p[0])
         cells = simulation.true_answers([x for row in joint.p for x in row], respondents, rng)
         answers[joint.rows], answers[joint.cols] = cells // k_cols, cells % k_cols
+    model = truth.regression
     for question in survey.questions:
-        if question.id not in answers:
+        if question.id not in answers and not (model and question.id == model.outcome):
             answers[question.id] = question.scheme.draw_answers(truth.marginals[question.id],
                                                                 respondents, rng)
+    if model:  # the outcome: yes with the model's P(yes) in each respondent's cell
+        np = load("numpy")
+        cell = np.zeros(respondents, dtype=np.int64)
+        for name in model.covariates:  # the cell's index in itertools.product order
+            k = len(survey.question(name).options)
+            cell = cell * k + answers[name]
+        p_yes = np.array([p for _, _, p in model.cells])[cell]
+        answers[model.outcome] = (rng.random(respondents) < p_yes).astype(np.int8)
     return answers
 
 
@@ -181,6 +277,7 @@ class MockResult:
     truth: Truth
     crosstab: dict | None  # the cross-tab of the scenario's first [[joint]] table
     read_at: float  # when the estimates were read: seconds since the epoch, by this machine
+    regression: dict | None = None  # the fit of the scenario's [regression] (the API's)
 
     def rows(self) -> list[dict]:
         """Per question and estimated quantity (an option's share, or a mean): the estimate keys,
@@ -215,6 +312,19 @@ class MockResult:
                     p[c["row"]][c["col"]] / sum(p[c["row"]]) if sum(p[c["row"]]) else None, c))
                     for c in body["conditional"]]}
 
+    def regression_rows(self) -> list[dict] | None:
+        """Per coefficient of the [regression] model: the fit's estimate, SE and interval, the
+        true value beside it and whether the interval covers it (None: no model, or nothing
+        released to fit)."""
+        if self.truth.regression is None or self.regression is None:
+            return None
+        true = self.truth.regression.coefficients
+        return [{"coefficient": c["name"],
+                 **beside(true[c["name"]], {key: c[key] for key in (
+                     "estimate", "standard_error", "ci_low", "ci_high", "p_value")},
+                          "true_value")}
+                for c in self.regression["coefficients"]]
+
     @property
     def released(self) -> int:
         """How many of the responses sent the aggregator has released (all, once closed)."""
@@ -241,7 +351,11 @@ class MockResult:
                 "covariance": {q["id"]: q["covariance"] for q in self.estimates["questions"]},
                 "warnings": {q["id"]: q["warning"] for q in self.estimates["questions"]
                              if q.get("warning")},
-                "crosstab": self.crosstab_rows()}
+                "crosstab": self.crosstab_rows(),
+                "regression": None if self.truth.regression is None else {
+                    "formula": self.truth.regression.formula,
+                    "n": None if self.regression is None else self.regression["n"],
+                    "coefficients": self.regression_rows()}}
 
 
 def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, seed: int,
@@ -283,7 +397,11 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
         pair = truth.joints[0]
         crosstab = api.get(f"/api/surveys/{survey_id}/crosstab?rows={pair.rows}&cols={pair.cols}"
                            ).json()
-    return MockResult(survey, respondents, seed, estimates, truth, crosstab, read_at)
+    fit = None
+    if truth.regression:  # what `results --regress FORMULA` reads
+        fit = api.get(f"/api/surveys/{survey_id}/estimates?regress="
+                      f"{quote(truth.regression.formula, safe='')}").json()["regression"]
+    return MockResult(survey, respondents, seed, estimates, truth, crosstab, read_at, fit)
 
 
 @click.command()
@@ -334,7 +452,9 @@ def print_report(result: MockResult) -> None:
     results = result.rows()
     rows = [(r["question"], r["option"], r.get("true_proportion", r.get("true_value")),
              "-" if r["p_hat"] is None else f"{r['p_hat']:.4f} ± {r['standard_error']:.4f}",
-             r["p_mle"], interval(r), COVERED[r["covered"]], r["epsilon"], note(r))
+             r["p_mle"], interval(r), COVERED[r["covered"]], r["epsilon"],
+             "; ".join(filter(None, (f"{r['ci_method']} CI" if r["ci_method"] != body[
+                 "ci_method"] else "", note(r)))))
             for r in results]
     click.echo(table(rows, ["question", "option", "truth", "unbiased ± SE", "MLE",
                             f"{body['confidence']:.0%} CI ({body['ci_method']})", "covers",
@@ -364,6 +484,17 @@ def print_report(result: MockResult) -> None:
                           for c, d in zip(crosstab["cells"], crosstab["conditional"], strict=True)],
                          ["row", "col", "truth", "joint ± SE", "CI", "truth", "conditional",
                           "CI"]))
+    coefficients = result.regression_rows()
+    if coefficients:
+        click.echo(f"\nLogistic regression {result.truth.regression.formula} (n = "
+                   f"{result.regression['n']}): each true coefficient beside its estimate")
+        click.echo(table([(c["coefficient"], c["true_value"],
+                           f"{c['estimate']:.4f} ± {c['standard_error']:.4f}", interval(c),
+                           COVERED[c["covered"]]) for c in coefficients],
+                         ["coefficient", "truth", "estimate ± SE",
+                          f"{result.regression['confidence']:.0%} CI", "covers"]))
+        click.echo(f"{sum(c['covered'] for c in coefficients)} of {len(coefficients)} "
+                   "coefficient intervals cover the truth.")
     for line in release_lines(body):
         click.echo(line)
 

@@ -25,15 +25,48 @@ two linear equations in (pi, gamma), solvable when D = alpha_2 y_1 - alpha_1 y_2
 
 Each respondent's group is drawn independently of the answer and reported with it, so a
 respondent's (group, report) has epsilon max_g epsilon_g: the design's epsilon.
+
+As a question design (`design = "cheating_detection"` on a yes/no question, the scheme
+`CheatingDetection`, JavaScript twin web/cheating.js) the device runs it exactly: one 53-bit
+draw U0 picks the group, group 1 iff U0 < 2^52 (probability exactly 1/2), then the group's
+forced response on the exact yes/no randomizer (randomizer.py) on U1, U2; the report is
+[group, bit] (group 0 or 1). P(g, y | x) = P_g(y | x) / 2, so every ratio between two answers
+is a ratio of the group's randomizer and the design's epsilon is the largest group's, each
+computed from the integer thresholds (RandomizerEpsilon). On a device the randomizer cannot be
+overridden, so a non-complier here is a report of No whatever the group's draw said: a client
+that sends No regardless, or a respondent who re-answers until the report shows No. Someone
+who types No as the true answer is indistinguishable from an honest No in any design.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
-from .estimate import DEFAULT_CONFIDENCE, clip_unit, cover
+from .distributions import chi_square_sf
+from .estimate import (
+    DEFAULT_CONFIDENCE,
+    FIT_LEVEL,
+    SMALL_SAMPLE,
+    clip_unit,
+    cover,
+    project_to_simplex,
+)
+from .forced_response import NO, YES
 from .intervals import z_value
-from .mechanism import Mechanism, alpha_for_epsilon
+from .mechanism import Mechanism, alpha_for_epsilon, as_beta
+from .posterior import best_guess_accuracy
+from .randomizer import Draw, N, Thresholds, randomize, realized_epsilon, thresholds
+from .scheme import (
+    FieldError,
+    Fields,
+    OneOption,
+    Report,
+    Settings,
+    empty_entry,
+    is_index,
+    percent,
+)
 
 # The default design at epsilon eps: group 1 forces yes with beta (m, 1 - m) = (no, yes),
 # group 2 mirrors it, alpha the largest at eps; m on this grid minimizing Var(pi) + Var(gamma)
@@ -245,3 +278,257 @@ def estimate_cheating(design: CheatingDesign, yes: Sequence[int], n: Sequence[in
         warning=(f"some respondents answer No whatever they are told: the non-compliant "
                  f"share's {confidence:.0%} interval excludes 0, so a plain forced-response "
                  "estimate of this question would be biased" if detected else None))
+
+
+# --- the question design ----------------------------------------------------------------------
+
+DESIGN = "cheating_detection"  # the question's `design`
+FIELDS = {"design", "epsilon", "groups"}  # a definition gives epsilon or groups
+LABELS = ("Yes (honest)", "No (honest)", "No regardless (non-compliant)")  # SHARES, in words
+HALF = N // 2  # group 1 iff U0 < HALF: probability exactly 1/2
+CI_METHOD = "wald"
+
+
+def fit_p_value(yes: Sequence[int], n: Sequence[int], fitted: float) -> float:
+    """The likelihood-ratio test of the design on the two groups' counts: G = 2 (l_sat -
+    fitted), `fitted` the log-likelihood at the constrained fit (CheatingEstimate), l_sat the
+    two binomials at the observed rates. G is 0 whenever `solve` lands in the simplex; under
+    the design it is asymptotically chi-bar-squared (a mixture of chi^2_0, chi^2_1, chi^2_2:
+    Self and Liang 1987), whose tail never exceeds chi^2_2's, which this p-value uses
+    (conservative), as likelihood.fit_p_value does for choice questions."""
+    saturated = 0.0
+    for c, size in zip(yes, n, strict=True):
+        saturated += math.fsum(count * math.log(count / size) for count in (c, size - c) if count)
+    return chi_square_sf(max(0.0, 2.0 * (saturated - fitted)), 2)
+
+
+@dataclass(frozen=True)
+class CheatingDetection(OneOption):
+    """The scheme of a yes/no question asked with the two-group cheating-detection design
+    (module docstring): report [group, bit], four counters (reports of bit y in group g at
+    2g + y), estimates of the three SHARES from estimate_cheating."""
+
+    options: tuple[str, ...]
+    cdm: CheatingDesign  # the two groups' mechanisms and the estimator
+    type: str = "yes_no"
+    name: str = DESIGN
+    counters: int = 4
+
+    @property
+    def groups(self) -> tuple[Mechanism, Mechanism]:
+        return self.cdm.groups
+
+    @property
+    def thresholds(self) -> tuple[Thresholds, Thresholds]:
+        return tuple(thresholds(m.alpha, m.beta) for m in self.groups)
+
+    def group_epsilon(self, group: int) -> float:
+        """The group's randomizer's epsilon: its integer thresholds' (randomizer.realized_epsilon)
+        or the float formula's where larger, as forced response publishes (RandomizerEpsilon)."""
+        return max(realized_epsilon(self.thresholds[group]), self.groups[group].epsilon)
+
+    @property
+    def epsilon(self) -> float:
+        """max_g of group_epsilon (module docstring): what is published, capped and charged."""
+        return max(self.group_epsilon(g) for g in range(2))
+
+    @property
+    def realized_epsilon(self) -> float:
+        return max(realized_epsilon(t) for t in self.thresholds)
+
+    @property
+    def nominal_epsilon(self) -> float:
+        return self.cdm.epsilon
+
+    def fields(self) -> dict[str, Any]:
+        return {"design": self.name, "groups": [{"alpha": m.alpha, "beta": list(m.beta)}
+                                                for m in self.groups]}
+
+    def parse_text(self, text: str) -> int:
+        value = text.strip().lower()
+        if value in YES | NO:
+            return int(value in YES)
+        raise ValueError("takes yes or no")
+
+    def randomize(self, truth: Any, draw: Draw) -> Report:
+        """[group, report]: U0 picks the group, then the group's randomizer on U1, U2."""
+        truth = self.check_truth(truth)
+        group = int(draw() >= HALF)
+        return [group, randomize(truth, self.thresholds[group], draw)]
+
+    def check_report(self, value: Any) -> str | None:
+        if not (type(value) is list and len(value) == 2 and all(is_index(v, 2) for v in value)):
+            return "must be [group, answer]: a list of two integers, each 0 or 1"
+        return None
+
+    def largest_report(self) -> Report:
+        return [1, 1]
+
+    def tally(self, report: Report) -> Iterable[tuple[int, int]]:
+        return ((2 * report[0] + report[1], 1),)
+
+    def summary(self, counts: Sequence[int], settings: Settings) -> dict[str, Any]:
+        """design, groups (each with alpha, beta, epsilon, n and yes), epsilon, n, per share
+        (SHARES, labelled LABELS) the estimate keys from estimate_cheating (Wald intervals,
+        whatever method is asked), the covariance of the three p_hat, the log-likelihood and
+        noncompliance_detected with its `warning`. With fewer than 2 reports in a group the
+        shares are null (their standard errors need n_g - 1 > 0)."""
+        sizes = [counts[2 * g] + counts[2 * g + 1] for g in range(2)]
+        yes = [counts[2 * g + 1] for g in range(2)]
+        n = sum(sizes)
+        groups = [{"alpha": m.alpha, "beta": list(m.beta), "epsilon": self.group_epsilon(g),
+                   "n": sizes[g], "yes": yes[g]} for g, m in enumerate(self.groups)]
+        document = {"design": self.name, "groups": groups, "epsilon": self.epsilon, "n": n}
+        if min(sizes) < 2:
+            entry = {**empty_entry(self.epsilon, settings), "n": n, "reported_count": None,
+                     "ci_method": CI_METHOD}
+            return {**document, "covariance": None, "log_likelihood": None,
+                    "noncompliance_detected": None, "warning": None,
+                    "options": [{"index": j, "option": label, "share": share, **entry}
+                                for j, (share, label) in enumerate(zip(SHARES, LABELS,
+                                                                       strict=True))]}
+        fit = estimate_cheating(self.cdm, yes, sizes, confidence=settings.confidence)
+        p_value = fit_p_value(yes, sizes, fit.log_likelihood)
+        clipped = project_to_simplex([s.p_hat for s in fit.shares])
+        small = f"small sample: n = {n} < {SMALL_SAMPLE}" if n < SMALL_SAMPLE else None
+        options = []
+        for j, (share, label) in enumerate(zip(fit.shares, LABELS, strict=True)):
+            notes = [w for w in (small, fit.warning if j == 2 else None) if w]
+            options.append({
+                "index": j, "option": label, "share": share.name, "n": n,
+                "reported_count": None, "reported_rate": None, "p_hat": share.p_hat,
+                "p_hat_clipped": clipped[j], "p_mle": share.p_mle,
+                "standard_error": share.standard_error, "ci_low": share.ci_low,
+                "ci_high": share.ci_high, "ci_method": CI_METHOD,
+                "confidence": settings.confidence, "fit_p_value": p_value,
+                "design_consistent": p_value >= FIT_LEVEL, "epsilon": self.epsilon,
+                "warning": "; ".join(notes) or None})
+        return {**document, "covariance": [list(row) for row in fit.covariance],
+                "log_likelihood": fit.log_likelihood,
+                "noncompliance_detected": fit.noncompliance_detected, "warning": fit.warning,
+                "options": options}
+
+    def simulate(self, truths: Any, rng: Any) -> list[Report]:
+        """Reports of simulated behaviours (draw_answers: 0 honest no, 1 honest yes, 2 a
+        non-complier): the group [U0 >= 2^52], U0 uniform in [0, 2^53), then the group's
+        randomizer (simulation.randomize_many) on the true answer, and a non-complier's
+        report replaced by No. The device's distribution for compliers exactly."""
+        import numpy as np
+
+        from . import simulation
+
+        truths = np.asarray(truths)
+        group = (rng.integers(0, N, size=truths.size, dtype=np.int64) >= HALF).astype(np.int8)
+        answer = np.minimum(truths, 1).astype(np.int8)
+        bits = np.where(group == 1,
+                        simulation.randomize_many(answer, self.thresholds[1], rng),
+                        simulation.randomize_many(answer, self.thresholds[0], rng))
+        bits[truths == 2] = 0
+        return np.stack([group, bits], axis=1).tolist()
+
+    def truth_of(self, value: Any) -> list[float]:
+        """A scenario's shares: {yes = pi, noncompliant = gamma} (honest no the rest), or a
+        number, P(Yes) with everyone complying. Returned in SHARES order."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = {"yes": value, "noncompliant": 0.0}
+        need = ("{ yes = P(honest Yes), noncompliant = share answering No regardless }, two "
+                "numbers >= 0 summing to at most 1")
+        if not (isinstance(value, dict) and set(value) == {"yes", "noncompliant"}
+                and all(isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1
+                        for v in value.values())
+                and value["yes"] + value["noncompliant"] <= 1 + 1e-9):
+            raise ValueError(need)
+        pi, gamma = float(value["yes"]), float(value["noncompliant"])
+        return [pi, max(0.0, 1.0 - pi - gamma), gamma]
+
+    def draw_answers(self, truth: Sequence[float], n: int, rng: Any) -> Any:
+        """Behaviours (simulate): 0 honest no, 1 honest yes, 2 non-complier."""
+        from . import simulation
+
+        pi, beta, gamma = truth
+        return simulation.true_answers([beta, pi, gamma], n, rng)
+
+    def best_guess(self) -> float:
+        """The group is seen with the report: the mean over the two equally likely groups of
+        each group's best-guess accuracy."""
+        return math.fsum(best_guess_accuracy(m.alpha, m.beta) for m in self.groups) / 2
+
+    def expected_margin(self, n: int, confidence: float = 0.95) -> float:
+        """z sqrt(max_j Cov_jj) with n/2 reports a group at the worst rates lambda_g = 1/2
+        (each share's variance is sum_g J_jg^2 lambda_g (1 - lambda_g) / n_g: largest there)."""
+        cov = self.cdm.covariance([0.25 / (n / 2)] * 2)
+        return z_value(confidence) * math.sqrt(max(cov[j][j] for j in range(3)))
+
+    def design(self) -> dict[str, Any]:
+        """The groups' forced-response parameters (each as rr's forced-known design), RRreg's
+        CDMsym p and what a report holds."""
+        groups = [{"group": g + 1, "alpha": m.alpha, "beta": list(m.beta),
+                   "epsilon": self.group_epsilon(g),
+                   "rr_forced_known": {"p": m.alpha, "p1": self.cdm.forced(g)[0],
+                                       "p0": self.cdm.forced(g)[1]}}
+                  for g, m in enumerate(self.groups)]
+        return {**self.fields(), "epsilon": self.epsilon, "options": list(self.options),
+                "groups": groups, "group_probability": 0.5,
+                "rrreg_cdmsym_p": list(self.cdm.rrreg_p),
+                "report": "the group (1 or 2, drawn with probability 1/2 each) and the answer, "
+                          "kept with probability alpha, else Yes with probability beta[1] of "
+                          "the group; shares of honest Yes, honest No and of respondents "
+                          "answering No regardless (Clark and Desharnais 1998, symmetric)"}
+
+    def columns(self, qid: str) -> list[str]:
+        return [f"{qid}_group", qid]
+
+    def cells(self, report: Report, codes: bool) -> list[str]:
+        """The group as 1 or 2 (RRreg's group coding) and the answer's label, or with `codes`
+        its index."""
+        group, bit = report
+        return [str(group + 1), str(bit) if codes else self.options[bit]]
+
+    def shown_report(self, report: Report) -> str:
+        return f"group {report[0] + 1}: {self.options[report[1]]}"
+
+    def note(self) -> tuple[str, str]:
+        parts = []
+        for g, m in enumerate(self.groups):
+            parts.append(f"in group {g + 1} it receives your own answer with "
+                         f"{percent(m.alpha)} probability, and otherwise Yes with "
+                         f"{percent(m.beta[1])} and No with {percent(m.beta[0])}")
+        return ("Your device puts you in one of two groups at random, and the server learns "
+                f"which: {'; '.join(parts)}.", "you would say Yes")
+
+
+def _group(value: Any, where: str) -> Mechanism:
+    """One group of a definition's or manifest's `groups`: {alpha, beta}, beta P(forced Yes)
+    or [P(forced No), P(forced Yes)]."""
+    if not isinstance(value, dict) or set(value) != {"alpha", "beta"}:
+        raise FieldError("groups", f"{where} must be {{alpha, beta}}")
+    alpha, beta = value["alpha"], value["beta"]
+    numbers = [alpha, *(beta if isinstance(beta, list) else [beta])]
+    if any(isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+           for v in numbers) or not 0.0 < alpha < 1.0:
+        raise FieldError("groups", f"{where}: alpha must be a number in (0, 1) and beta "
+                         "P(forced Yes) in (0, 1) or [P(forced No), P(forced Yes)]")
+    try:
+        return Mechanism(float(alpha), as_beta(beta))
+    except ValueError as exc:
+        raise FieldError("groups", f"{where}: {exc}") from None
+
+
+def scheme_for(options: tuple[str, ...], fields: Fields) -> CheatingDetection:
+    """The scheme from `groups` (two {alpha, beta}: a manifest, or explicit designs) or from
+    `epsilon` alone (CheatingDesign.from_epsilon: both groups at exactly that epsilon)."""
+    if fields.has("groups") == fields.has("epsilon"):
+        raise FieldError("epsilon", "give exactly one of epsilon (both groups derived at it) "
+                         "or groups (two {alpha, beta})")
+    if fields.has("epsilon"):
+        return CheatingDetection(options, CheatingDesign.from_epsilon(fields.epsilon()))
+    groups = fields.data["groups"]
+    if not isinstance(groups, list) or len(groups) != 2:
+        raise FieldError("groups", "must be a list of two groups, each {alpha, beta}")
+    mechanisms = tuple(_group(g, f"group {j + 1}") for j, g in enumerate(groups))
+    try:
+        scheme = CheatingDetection(options, CheatingDesign(mechanisms))
+        scheme.thresholds  # noqa: B018 -- refuses parameters the randomizer cannot realize
+    except ValueError as exc:
+        raise FieldError("groups", str(exc)) from None
+    return scheme

@@ -17,7 +17,10 @@ what the respondent reads.
 
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
-Client and aggregator both read it through parse_manifest. Format /6 added mechanism on
+Client and aggregator both read it through parse_manifest. Format /7 added design on yes/no
+questions ("cheating_detection": two forced-response groups, with groups in place of alpha and
+beta; cheating.py); a survey without one is written as before, so earlier clients read it, and
+they refuse a /7 one by its format. Format /6 added mechanism on
 choice questions (oue, olh: shared/oue.py, olh.py, with their parameters in place of alpha and
 beta; `auto` in a definition is written as the mechanism it chose) and the types multi_select
 and numeric (multi_select.py, numeric.py); a survey with only
@@ -54,9 +57,18 @@ from .forced_response import NAME as FORCED_RESPONSE
 from .forced_response import ForcedResponse
 from .mechanism import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
 from .scheme import FieldError, Fields, Scheme
-from .schemes import BUILDERS, CHOICE_MECHANISMS, MECHANISM_FIELDS, TYPES, auto_choice, choice
+from .schemes import (
+    BUILDERS,
+    CHOICE_MECHANISMS,
+    DESIGNS,
+    MECHANISM_FIELDS,
+    TYPES,
+    auto_choice,
+    choice,
+)
 
-MANIFEST_FORMAT = "ldp-survey-manifest/6"
+MANIFEST_FORMAT = "ldp-survey-manifest/7"
+FORMAT_6 = "ldp-survey-manifest/6"
 FORMAT_5 = "ldp-survey-manifest/5"
 FORMAT_4 = "ldp-survey-manifest/4"
 FORMAT_3 = "ldp-survey-manifest/3"
@@ -64,7 +76,7 @@ FORMAT_2 = "ldp-survey-manifest/2"
 FORMAT_1 = "ldp-survey-manifest/1"
 QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
-FORMATS = (MANIFEST_FORMAT, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
+FORMATS = (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
 DEFAULT_RELEASE_BATCH = 100
 DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
 MAX_IRR_ALPHA = DEFAULT_IRR_ALPHA  # published and answered at most (check_instantaneous)
@@ -199,13 +211,15 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /6 when a question uses another mechanism than forced
-        response (with origin and crosstabs); else /5 with the origin (and crosstabs) when the
+        """The manifest's fields: format /7 when a question has a design (cheating_detection),
+        else /6 when a question uses another mechanism than forced response (with origin and
+        crosstabs); else /5 with the origin (and crosstabs) when the
         survey has one (every survey published since /5); else /4 with crosstabs if it declares
         any, else /3 without them. So clients of earlier releases keep reading every survey
         that uses nothing new, and refuse the others by their format."""
+        designed = any(q.scheme.name in DESIGNS for q in self.questions)
         new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
-        version = (MANIFEST_FORMAT if new else FORMAT_5 if self.origin
+        version = (MANIFEST_FORMAT if designed else FORMAT_6 if new else FORMAT_5 if self.origin
                    else FORMAT_4 if self.crosstabs else FORMAT_3)
         fields = {"format": version,
                   "survey_id": self.survey_id, "key_id": self.key_id,
@@ -327,9 +341,10 @@ def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
 
 
 FORCED_RESPONSE_FIELDS = {"alpha", "beta", "epsilon", "concept", "irr_alpha"}
-QUESTION_FIELDS = {"options", "mechanism"} | FORCED_RESPONSE_FIELDS | set().union(
+QUESTION_FIELDS_6 = {"options", "mechanism"} | FORCED_RESPONSE_FIELDS | set().union(
     *MECHANISM_FIELDS.values(), *(fields for module in TYPES.values()
                                   for fields in module.FIELDS.values()))
+QUESTION_FIELDS = QUESTION_FIELDS_6 | set().union(*(module.FIELDS for module in DESIGNS.values()))
 
 
 def _question(data: Any, index: int, seen: set[str]) -> Question:
@@ -352,6 +367,8 @@ def _question(data: Any, index: int, seen: set[str]) -> Question:
     options = _options(data, kind, where)
     if kind in TYPES:
         return _typed(data, qid, text, kind, options, where)
+    if "design" in data:
+        return _designed(data, qid, text, kind, options, where)
     mechanism = data.get("mechanism", "forced_response")
     if mechanism not in CHOICE_MECHANISMS or (kind == "yes_no" and mechanism in BUILDERS):
         allowed = ("auto", "forced_response") if kind == "yes_no" else CHOICE_MECHANISMS
@@ -390,6 +407,25 @@ def _typed(data: Mapping[str, Any], qid: str, text: str, kind: str, options: tup
         raise _fail(f"{where}.{exc.field}", str(exc)) from None
     auto = None if variances is None else Auto(scheme.name, variances)
     return Question(qid, text, kind, options, scheme, auto=auto)
+
+
+def _designed(data: Mapping[str, Any], qid: str, text: str, kind: str,
+              options: tuple[str, ...], where: str) -> Question:
+    """A yes/no question asked with a design of its own (schemes.DESIGNS): its fields, its
+    scheme."""
+    design = data["design"]
+    if kind != "yes_no" or design not in DESIGNS or "mechanism" in data:
+        problem = (f"a design is for yes/no questions, not {kind}" if kind != "yes_no" else
+                   "a design replaces mechanism: give one of them" if design in DESIGNS else
+                   f"must be one of {', '.join(DESIGNS)}, got {design!r}")
+        raise _fail(f"{where}.design", problem)
+    module = DESIGNS[design]
+    _only(data, module.FIELDS, design, where)
+    try:
+        scheme = module.scheme_for(options, Fields(data))
+    except FieldError as exc:
+        raise _fail(f"{where}.{exc.field}", str(exc)) from None
+    return Question(qid, text, kind, options, scheme)
 
 
 def _only(data: Mapping[str, Any], fields: set[str], mechanism: str, where: str) -> None:
@@ -569,10 +605,10 @@ def parse_manifest(raw: bytes) -> Survey:
     if isinstance(version, str) and version not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {version[:60]!r}: this release "
                     f"reads up to {MANIFEST_FORMAT}; a newer ldp-survey may read it")
-    batched = version in (MANIFEST_FORMAT, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2)
+    batched = version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2)
     fields |= {"release_batch"} if batched else set()
-    fields |= {"crosstabs"} if version in (MANIFEST_FORMAT, FORMAT_5, FORMAT_4) else set()
-    fields |= {"origin"} if version in (MANIFEST_FORMAT, FORMAT_5) else set()
+    fields |= {"crosstabs"} if version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4) else set()
+    fields |= {"origin"} if version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5) else set()
     data = _keys(data, "manifest", fields, set())
     if data["format"] not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {data['format']!r}")
@@ -580,8 +616,10 @@ def parse_manifest(raw: bytes) -> Survey:
                        FORMAT_4: {"concept", "irr_alpha"}, FORMAT_3: {"concept", "irr_alpha"},
                        FORMAT_2: {"concept"}}
     required = {"id", "text", "type", "options", "alpha", "beta", "epsilon"}
-    if version == MANIFEST_FORMAT:  # /6: each question has the fields of its mechanism
-        required, question_fields[version] = {"id", "text", "type", "epsilon"}, QUESTION_FIELDS
+    if version in (MANIFEST_FORMAT, FORMAT_6):  # each question has its mechanism's fields
+        required = {"id", "text", "type", "epsilon"}
+        question_fields[version] = QUESTION_FIELDS if version == MANIFEST_FORMAT else (
+            QUESTION_FIELDS_6)
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
                                              "public_results")}
     definition["release_batch"] = data["release_batch"] if batched else 1

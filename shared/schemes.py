@@ -12,7 +12,7 @@ Forced response wins while k < 3 e^eps + 2 (Wang et al. 2017, section 5).
 
 from typing import Any
 
-from . import multi_select, numeric, olh, oue, support
+from . import cheating, multi_select, numeric, olh, oue, support
 from .mechanism import Mechanism
 from .scheme import FieldError, Fields, Scheme
 
@@ -21,10 +21,15 @@ CHOICE_MECHANISMS = ("auto", "forced_response", "oue", "olh")
 WORDS = {"forced_response": "forced response", "oue": "optimized unary encoding (OUE)",
          "olh": "optimized local hashing (OLH)", "bits": "one randomized yes/no per option",
          "padding": "padding and sampling",
-         "duchi": "stochastic rounding then randomized response (Duchi et al.)"}
+         "duchi": "stochastic rounding then randomized response (Duchi et al.)",
+         cheating.DESIGN: "cheating detection (two forced-response groups, Clark and "
+                          "Desharnais)"}
 # Question types beyond yes/no and choice, each one module: its MECHANISMS (the first is the
 # default), FIELDS per mechanism and scheme_for(mechanism, options, fields).
 TYPES = {multi_select.TYPE: multi_select, numeric.TYPE: numeric}
+# Designs of a yes/no question (its `design` field), each one module: FIELDS and
+# scheme_for(options, fields).
+DESIGNS = {cheating.DESIGN: cheating}
 MECHANISM_FIELDS = {"auto": {"epsilon"}, "oue": {"epsilon", "p", "q"},
                     "olh": {"epsilon", "g", "alpha"}}
 

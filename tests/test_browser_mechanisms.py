@@ -171,3 +171,39 @@ def test_the_form_words_each_note_as_the_python_client_does(page, live_server, c
         shown = page.locator(f"#q-{question.id}-note > span").inner_text()
         assert shown == question_note(question, question.scheme.realized_epsilon, total), (
             question.id)
+
+
+CHEATING = {"title": "Honesty", "release_batch": 1, "questions": [
+    {"id": "shoplifted", "text": "Have you ever shoplifted?", "type": "yes_no",
+     "design": "cheating_detection", "epsilon": 1.0}]}
+
+
+def test_the_form_answers_a_cheating_detection_question_with_group_and_answer(
+        page, live_server, client, auth):
+    """The page's scheme (web/cheating.js) randomizes with crypto.getRandomValues: the group
+    is 1 or 2 half the time each and, given the group, Yes is reported at its rate for the
+    true answer, within 5 standard errors; the form sends [group, answer] and shows both."""
+    survey_id = create(client, auth, CHEATING)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    question = json.loads(client.get(f"/api/surveys/{survey_id}").data)["questions"][0]
+    draws = 20_000
+    counts = page.evaluate("""async ([question, draws]) => {
+        const s = await import('/web/schemes.js');
+        const scheme = s.schemeOf(question);
+        const counts = [0, 0, 0, 0];
+        for (let i = 0; i < draws; i++) { const [g, y] = scheme.randomize(1); counts[2 * g + y]++; }
+        return counts; }""", [question, draws])
+    sizes = [counts[0] + counts[1], counts[2] + counts[3]]
+    assert abs(sizes[0] / draws - 0.5) < 5 * math.sqrt(0.25 / draws)
+    for g, group in enumerate(question["groups"]):
+        lam = group["alpha"] + (1 - group["alpha"]) * group["beta"][1]
+        assert abs(counts[2 * g + 1] / sizes[g] - lam) < 5 * math.sqrt(lam * (1 - lam) / sizes[g])
+    assert "one of two groups at random" in protection(page).locator(
+        "#q-shoplifted-note").inner_text()
+    page.locator('fieldset[data-question="shoplifted"] label', has_text="Yes").click()
+    randomize(page)
+    payload = json.loads(page.locator("#payload").text_content())
+    group, answer = payload["answers"]["shoplifted"]
+    assert group in (0, 1) and answer in (0, 1)
+    assert f"group {group + 1}: " in page.locator("#sent-list").inner_text()

@@ -5,6 +5,7 @@
 // written in form.js).
 
 import { randomize, realizedEpsilon, secureDraw, thresholds } from "./randomizer.js";
+import { cheatingDetection } from "./cheating.js";
 import { multiSelect } from "./multi_select.js";
 import { numeric } from "./numeric.js";
 import { localHashing } from "./olh.js";
@@ -31,10 +32,15 @@ const oneOption = (question) => ({ answer: "one", limit: null,
 
 const SCHEMES = { forced_response: forcedResponse, oue: unaryEncoding, olh: localHashing };
 const TYPES = { multi_select: multiSelect, numeric }; // question types with a module of their own
+const DESIGNS = { cheating_detection: cheatingDetection }; // a yes/no question's `design`
 
 export function schemeOf(question) {
   const make = Object.hasOwn(TYPES, question.type) ? TYPES[question.type] :
-    SCHEMES[question.mechanism ?? "forced_response"];
-  if (!make) throw new Error(`this page does not know the mechanism ${question.mechanism}`);
+    question.design !== undefined ? (Object.hasOwn(DESIGNS, question.design) ?
+      DESIGNS[question.design] : null) : SCHEMES[question.mechanism ?? "forced_response"];
+  if (!make) {
+    throw new Error(`this page does not know the ${question.design !== undefined ?
+      `design ${question.design}` : `mechanism ${question.mechanism}`}`);
+  }
   return { ...oneOption(question), ...make(question) };
 }

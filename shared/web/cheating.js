@@ -1,0 +1,28 @@
+// The cheating-detection design of a yes/no question, as ldpsurvey/shared/cheating.py, bit for
+// bit: one 53-bit draw U0 picks the group (group 1 iff U0 < 2^52, probability exactly 1/2), then
+// the group's forced response on the exact yes/no randomizer (randomizer.js) on U1, U2: three
+// draws, the report [group, answer]. epsilon is the largest group's (derived in cheating.py),
+// each group's the larger of its integer thresholds' and the float formula's, as Python's.
+
+import { N, randomize, realizedEpsilon, secureDraw, thresholds } from "./randomizer.js";
+
+export function cheatingDetection(question) {
+  const groups = question.groups.map((g) => ({ ...g, t: thresholds(g.alpha, g.beta) }));
+  const epsilonOf = (g) => Math.max(realizedEpsilon(g.t),
+    Math.log1p(g.alpha / ((1 - g.alpha) * Math.min(...g.beta))));
+  return {
+    epsilon: Math.max(...groups.map(epsilonOf)),
+    randomize(truth, draw = secureDraw) {
+      const group = draw() < N / 2 ? 0 : 1;
+      return [group, randomize(truth, groups[group].t, draw)];
+    },
+    largest: () => [1, 1],
+    shown: (report) => `group ${report[0] + 1}: ${question.options[report[1]]}`,
+    parameters: () => [question.design, question.groups],
+    note: (percent) => "Your device puts you in one of two groups at random, and the server " +
+      "learns which: " + groups.map((g, j) => `in group ${j + 1} it receives your own answer ` +
+        `with ${percent(g.alpha)} probability, and otherwise Yes with ${percent(g.beta[1])} ` +
+        `and No with ${percent(g.beta[0])}`).join("; ") + ".",
+    belief: "you would say Yes",
+  };
+}
