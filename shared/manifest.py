@@ -117,12 +117,12 @@ class Auto:
 
     chosen: str
     variances: dict[str, float]
+    measure: str = "variance of an option's estimate (n Var at a share of 0"  # TYPES' AUTO_MEASURE
 
     def words(self) -> str:
         """The choice in words, for `survey check`."""
         compared = ", ".join(f"{name} {value:.3g}" for name, value in self.variances.items())
-        return (f"mechanism auto chose {self.chosen}: the lowest variance of an option's "
-                f"estimate (n Var at a share of 0: {compared})")
+        return f"mechanism auto chose {self.chosen}: the lowest {self.measure}: {compared})"
 
 
 @dataclass(frozen=True)
@@ -388,7 +388,8 @@ def _typed(data: Mapping[str, Any], qid: str, text: str, kind: str, options: tup
         scheme, variances = module.scheme_for(mechanism, options, Fields(data))
     except FieldError as exc:
         raise _fail(f"{where}.{exc.field}", str(exc)) from None
-    auto = None if variances is None else Auto(scheme.name, variances)
+    auto = None if variances is None else Auto(scheme.name, variances,
+                                                    module.AUTO_MEASURE)
     return Question(qid, text, kind, options, scheme, auto=auto)
 
 

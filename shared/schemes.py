@@ -21,7 +21,9 @@ CHOICE_MECHANISMS = ("auto", "forced_response", "oue", "olh")
 WORDS = {"forced_response": "forced response", "oue": "optimized unary encoding (OUE)",
          "olh": "optimized local hashing (OLH)", "bits": "one randomized yes/no per option",
          "padding": "padding and sampling",
-         "duchi": "stochastic rounding then randomized response (Duchi et al.)"}
+         "duchi": "stochastic rounding then randomized response (Duchi et al.)",
+         "piecewise": "the piecewise mechanism on a grid (Wang et al.)",
+         "hybrid": "the hybrid of the piecewise and Duchi's mechanisms (Wang et al.)"}
 # Question types beyond yes/no and choice, each one module: its MECHANISMS (the first is the
 # default), FIELDS per mechanism and scheme_for(mechanism, options, fields).
 TYPES = {multi_select.TYPE: multi_select, numeric.TYPE: numeric}
