@@ -375,12 +375,9 @@ class Piecewise(NumberAnswer):
                 "csv_value": "the report's unbiased value min + (max - min)(1/2 + (2j - M + 1)"
                              " / (2 alpha grid)): their mean is the unbiased mean"}
 
-    def cells_of(self, report: int) -> str:
-        return repr(self.to_units(float(self.decode(report))))
-
-    def cells(self, report: Report, codes: bool) -> list[str]:  # type: ignore[override]
+    def cells(self, report: Report, codes: bool) -> list[str]:
         """The cell with `codes`; else its unbiased value in the answer's units (design)."""
-        return [str(report) if codes else self.outputs_of(report)]
+        return [str(report) if codes else repr(self.to_units(float(self.decode(report))))]
 
     def shown_report(self, report: Report) -> str:
         return f"a randomized cell {report} of 0 to {self.outputs - 1}"
