@@ -9,12 +9,10 @@
 import { N, secureDraw } from "./randomizer.js";
 import { numberAnswer, numeric } from "./numeric.js";
 
-// floor(a / b) for integers 0 <= a, b < 2^53: the double quotient rounds to within one of it,
-// and only ever up across an integer, which the product (exact, at most a) corrects.
-export function quotient(a, b) {
-  const q = Math.floor(a / b);
-  return q * b > a ? q - 1 : q;
-}
+// floor(a / b) for integers 0 <= a < 2^53, 0 < b: Math.floor of the double quotient is exact,
+// since a non-integer a / b lies at least 1/b from every integer and rounding moves it by at
+// most half an ulp, below (a / b) 2^-53 < 1/b.
+export const quotient = (a, b) => Math.floor(a / b);
 
 export function piecewise(question) {
   const { grid, window } = question;
