@@ -29,9 +29,12 @@ yes/no estimator (estimate.estimate on the counts of 0 and 1 under Mechanism(alp
 estimates the mean of r: unbiased (to 2^-53 of the range), its standard error
 sqrt(lam (1 - lam) / n) / alpha (Duchi et al.'s variance (C^2 - E x^2)/n in these units), the
 exact binomial interval mapped through the same line, the constrained point in [0, 1]. Each is
-mapped to the answer's units by v = min + (max - min) s. The Piecewise and Hybrid mechanisms
-(Wang et al., ICDE 2019), better above eps ~ 0.61, are not offered: they sample a continuous
-output, whose exact discretization is left for later.
+mapped to the answer's units by v = min + (max - min) s.
+
+Mechanisms (`mechanism`): "duchi" (this module; the default), "piecewise" and "hybrid" (Wang et
+al., ICDE 2019, on an exact grid: piecewise.py), and "auto", which builds all three from the
+question's epsilon and takes the lowest worst-case variance of the mean (piecewise
+.worst_variance): Duchi's below eps* ~ 0.61, the hybrid above.
 """
 
 import math
