@@ -355,3 +355,24 @@ def test_mock_reports_the_mean_with_its_true_value(tmp_path):
     for row in (drinks, hours):
         assert row["covered"] == (row["ci_low"] <= row["true_value"] <= row["ci_high"])
         assert row["ci_high"] - row["ci_low"] < 3
+
+
+def test_survey_check_says_what_auto_chose(tmp_path):
+    from click.testing import CliRunner
+
+    from ldpsurvey.cli import main
+
+    definition = {"title": "t", "questions": [
+        {"id": "low", "text": "Low?", "type": "numeric", "min": 0, "max": 24, "epsilon": 0.5,
+         "mechanism": "auto"},
+        {"id": "high", "text": "High?", "type": "numeric", "min": 0, "max": 24, "epsilon": 1.0,
+         "mechanism": "auto"}]}
+    path = tmp_path / "numbers.json"
+    path.write_text(json.dumps(definition))
+    result = CliRunner().invoke(main, ["survey", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "low (duchi): epsilon 0.5" in result.output
+    assert "mechanism auto chose duchi: the lowest worst-case variance of the mean" in (
+        result.output)
+    assert "high (hybrid): epsilon 1" in result.output
+    assert "mechanism auto chose hybrid" in result.output and "piecewise 1.31" in result.output
