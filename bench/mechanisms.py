@@ -3,7 +3,11 @@ vectorized simulation randomizer and our estimator (shared/oue.py, olh.py, suppo
 pure-LDP (UEServer/LHServer aggregating our very reports, one call per report) and
 multi-freq-ldpy (its own clients and MI aggregators, one call per report); then, for every
 mechanism of shared/ at a fixed epsilon, the variance of its estimates over repeated simulated
-surveys against its formula (n Var at the truth used).
+surveys against its formula (n Var at the truth used); and for number questions, at several
+epsilons, the worst-case variance of one report of Duchi's mechanism, the Piecewise and the
+Hybrid mechanisms (shared/numeric.py, piecewise.py): Wang et al.'s (ICDE 2019) continuous
+formula, our discretized mechanism's exact value, and our simulation at the answers 0, 1/2 and 1
+of the range (the largest of the three sample variances of the decoded reports).
 
     pip install -e '.[sim,bench]'
     python bench/mechanisms.py [--n 1000000] [--repeats 200] [--skip-peers]
@@ -19,6 +23,7 @@ import time
 import numpy as np
 
 from ldpsurvey.shared import parse_definition
+from ldpsurvey.shared.piecewise import duchi_decoding, worst_variance
 from ldpsurvey.shared.scheme import Settings
 from ldpsurvey.shared.simulation import hashed_many
 
@@ -113,6 +118,9 @@ MECHANISMS = [
     ("padding (k=10, l=2)", dict(type="multi_select", options=[str(j) for j in range(K)],
                                  mechanism="padding", max_selected=2, epsilon=EPSILON)),
     ("duchi (0..30)", dict(type="numeric", min=0, max=30, epsilon=EPSILON)),
+    ("piecewise (0..30)", dict(type="numeric", min=0, max=30, epsilon=EPSILON,
+                               mechanism="piecewise")),
+    ("hybrid (0..30)", dict(type="numeric", min=0, max=30, epsilon=EPSILON, mechanism="hybrid")),
 ]
 
 
@@ -153,14 +161,51 @@ def variances(n: int, repeats: int, rng) -> None:
         print(f"  {label:24} {empirical:.3e}  {formula:.3e}  {empirical / formula:.3f}")
 
 
+def number_formulas(eps: float) -> dict[str, float]:
+    """Worst-case Var of one report as a share of the range (the [-1, 1] formulas over 4):
+    Duchi C_D^2 (t = 0); PM 1/(z-1) + (z+3)/(3(z-1)^2) (t = 1, Lemma 1); HM (z+3)/(3z(z-1))
+    + C_D^2/z above eps* (Lemma 4), Duchi's below it."""
+    z, cd = math.exp(eps / 2), (math.exp(eps) + 1) / (math.exp(eps) - 1)
+    hybrid = (z + 3) / (3 * z * (z - 1)) + cd * cd / z if eps > 0.61 else cd * cd
+    return {"duchi": cd * cd / 4, "piecewise": (1 / (z - 1) + (z + 3) / (3 * (z - 1) ** 2)) / 4,
+            "hybrid": hybrid / 4}
+
+
+def decoded(scheme, reports) -> np.ndarray:
+    """The reports' unbiased values as shares of the range (duchi: (y - c)/(A/N))."""
+    if scheme.name == "duchi":
+        keep, forced = (float(x) for x in duchi_decoding(scheme))
+        return (np.asarray(reports) - forced) / keep
+    table = np.array([float(scheme.decode(j)) for j in range(scheme.largest_report() + 1)])
+    return table[np.asarray(reports)]
+
+
+def number_variances(n: int, rng) -> None:
+    print(f"\nNumber questions: worst-case Var of one report (share of the range squared): "
+          f"formula, ours exact, ours simulated ({n:,} reports at each of 0, 1/2, 1)")
+    for eps in (0.5, 1.0, math.log(3), 2.0, 4.0):
+        formulas = number_formulas(eps)
+        for name in ("duchi", "piecewise", "hybrid"):
+            scheme = question(type="numeric", min=0, max=1, epsilon=eps, mechanism=name)
+            simulated = max(np.var(decoded(scheme, scheme.simulate(np.full(n, x), rng)), ddof=1)
+                            for x in (0.0, 0.5, 1.0))
+            print(f"  eps {eps:.3f} {name:10} {formulas[name]:.5f}  "
+                  f"{float(worst_variance(scheme)):.5f}  {simulated:.5f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=10**6)
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--variance-n", type=int, default=2000)
     parser.add_argument("--skip-peers", action="store_true")
+    parser.add_argument("--number-n", type=int, default=10**6)
+    parser.add_argument("--only-numbers", action="store_true")
     args = parser.parse_args()
     rng = np.random.default_rng(2024)
+    number_variances(args.number_n, rng)
+    if args.only_numbers:
+        return
     print(f"n = {args.n:,} reports, k = {K}, eps = ln 3; seconds, then max |p_hat - truth|")
     for name in ("oue", "olh"):
         result = ours(name, args.n, rng)

@@ -56,6 +56,7 @@ from .crosstab import size_problem
 from .forced_response import NAME as FORCED_RESPONSE
 from .forced_response import ForcedResponse
 from .mechanism import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
+from .piecewise import HYBRID, PIECEWISE
 from .scheme import FieldError, Fields, Scheme
 from .schemes import (
     BUILDERS,
@@ -76,6 +77,9 @@ FORMAT_2 = "ldp-survey-manifest/2"
 FORMAT_1 = "ldp-survey-manifest/1"
 QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+# What a /6 reader does not know: a survey using one of these is /7, so earlier clients refuse
+# it by its format rather than by a field they cannot read.
+SCHEMES_SINCE_7 = frozenset(DESIGNS) | {PIECEWISE, HYBRID}
 FORMATS = (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
 DEFAULT_RELEASE_BATCH = 100
 DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
@@ -129,12 +133,12 @@ class Auto:
 
     chosen: str
     variances: dict[str, float]
+    measure: str = "variance of an option's estimate (n Var at a share of 0"  # TYPES' AUTO_MEASURE
 
     def words(self) -> str:
         """The choice in words, for `survey check`."""
         compared = ", ".join(f"{name} {value:.3g}" for name, value in self.variances.items())
-        return (f"mechanism auto chose {self.chosen}: the lowest variance of an option's "
-                f"estimate (n Var at a share of 0: {compared})")
+        return f"mechanism auto chose {self.chosen}: the lowest {self.measure}: {compared})"
 
 
 @dataclass(frozen=True)
@@ -211,13 +215,13 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /7 when a question has a design (cheating_detection),
-        else /6 when a question uses another mechanism than forced response (with origin and
+        """The manifest's fields: format /7 when a question has a design (cheating_detection) or
+        a number mechanism new in /7 (piecewise, hybrid), else /6 when a question uses another mechanism than forced response (with origin and
         crosstabs); else /5 with the origin (and crosstabs) when the
         survey has one (every survey published since /5); else /4 with crosstabs if it declares
         any, else /3 without them. So clients of earlier releases keep reading every survey
         that uses nothing new, and refuse the others by their format."""
-        designed = any(q.scheme.name in DESIGNS for q in self.questions)
+        designed = any(q.scheme.name in SCHEMES_SINCE_7 for q in self.questions)
         new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
         version = (MANIFEST_FORMAT if designed else FORMAT_6 if new else FORMAT_5 if self.origin
                    else FORMAT_4 if self.crosstabs else FORMAT_3)
@@ -405,7 +409,8 @@ def _typed(data: Mapping[str, Any], qid: str, text: str, kind: str, options: tup
         scheme, variances = module.scheme_for(mechanism, options, Fields(data))
     except FieldError as exc:
         raise _fail(f"{where}.{exc.field}", str(exc)) from None
-    auto = None if variances is None else Auto(scheme.name, variances)
+    auto = None if variances is None else Auto(scheme.name, variances,
+                                                    module.AUTO_MEASURE)
     return Question(qid, text, kind, options, scheme, auto=auto)
 
 
@@ -635,6 +640,9 @@ def parse_manifest(raw: bytes) -> Survey:
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
     survey = _survey(definition)
     for question, eps in zip(survey.questions, stated, strict=True):
+        if version != MANIFEST_FORMAT and question.scheme.name in SCHEMES_SINCE_7:
+            raise _fail(f"question {question.id!r}.mechanism", f"{question.scheme.name} "
+                        f"needs format {MANIFEST_FORMAT}, not {version}")
         if _disagree(eps, question.epsilon, question.scheme.nominal_epsilon):
             raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but its "
                         f"parameters give {question.epsilon!r}")

@@ -29,9 +29,12 @@ yes/no estimator (estimate.estimate on the counts of 0 and 1 under Mechanism(alp
 estimates the mean of r: unbiased (to 2^-53 of the range), its standard error
 sqrt(lam (1 - lam) / n) / alpha (Duchi et al.'s variance (C^2 - E x^2)/n in these units), the
 exact binomial interval mapped through the same line, the constrained point in [0, 1]. Each is
-mapped to the answer's units by v = min + (max - min) s. The Piecewise and Hybrid mechanisms
-(Wang et al., ICDE 2019), better above eps ~ 0.61, are not offered: they sample a continuous
-output, whose exact discretization is left for later.
+mapped to the answer's units by v = min + (max - min) s.
+
+Mechanisms (`mechanism`): "duchi" (this module; the default), "piecewise" and "hybrid" (Wang et
+al., ICDE 2019, on an exact grid: piecewise.py), and "auto", which builds all three from the
+question's epsilon and takes the lowest worst-case variance of the mean (piecewise
+.worst_variance): Duchi's below eps* ~ 0.61, the hybrid above.
 """
 
 import math
@@ -47,45 +50,33 @@ from .randomizer import Draw, N, Thresholds, randomize, thresholds
 from .scheme import FieldError, Fields, RandomizerEpsilon, Report, Settings, empty_entry, percent
 
 TYPE = "numeric"
-MECHANISMS = ("duchi",)
-FIELDS = {"duchi": {"epsilon", "alpha", "min", "max", "unit"}}
+MECHANISMS = ("duchi", "piecewise", "hybrid", "auto")
+RANGE = {"epsilon", "min", "max", "unit"}
+FIELDS = {"duchi": RANGE | {"alpha"}, "piecewise": RANGE | {"grid", "window", "alpha"},
+          "hybrid": RANGE | {"grid", "window", "alpha", "duchi_alpha", "piecewise_share"},
+          "auto": RANGE}
+# What `auto` compares, in words (manifest.Auto).
+AUTO_MEASURE = ("worst-case variance of the mean (n Var over the range squared; the hybrid is "
+                "Duchi's mechanism alone below epsilon 0.61)")
 MAX_UNIT = 40
 HALF = (0.5, 0.5)
 
 
-@dataclass(frozen=True)
-class StochasticRounding(RandomizerEpsilon):
-    low: float  # the question's min
-    high: float  # the question's max
-    alpha: float  # the yes/no randomizer's P(keep the rounded bit)
-    unit: str | None = None
-    name: str = "duchi"
+class NumberAnswer:
+    """What every mechanism of a number question shares (this module's and piecewise.py's):
+    the answer read, clamped and shown, its position r = (x - min)/(max - min) on the device,
+    a mock scenario's truth, and the mean's document in the answer's units."""
+
+    low: float
+    high: float
+    unit: str | None
     options: tuple[str, ...] = ()
     quantity: str = "mean"
 
-    def __post_init__(self) -> None:
+    def check_range(self) -> None:
         if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high
                 and math.isfinite(self.high - self.low)):
             raise ValueError("needs finite min < max")
-        self.thresholds  # noqa: B018 -- refuses parameters with no privacy
-
-    @property
-    def mechanism(self) -> Mechanism:
-        return Mechanism(self.alpha, HALF)
-
-    @property
-    def thresholds(self) -> Thresholds:
-        return thresholds(self.alpha, HALF)
-
-    @property
-    def counters(self) -> int:
-        """Reports of 0 and of 1."""
-        return 2
-
-    def fields(self) -> dict[str, Any]:
-        unit = {} if self.unit is None else {"unit": self.unit}
-        return {"mechanism": self.name, "min": self.low, "max": self.high, "alpha": self.alpha,
-                **unit}
 
     def check_truth(self, truth: Any) -> float:
         """A finite number, clamped to [min, max] (the device never reports outside)."""
@@ -104,55 +95,38 @@ class StochasticRounding(RandomizerEpsilon):
         """R = floor(r 2^53), r = (x - min) / (max - min) in double arithmetic."""
         return math.floor((truth - self.low) / (self.high - self.low) * N)
 
-    def randomize(self, truth: Any, draw: Draw) -> Report:
-        up = int(draw() < self.rounding_threshold(self.check_truth(truth)))
-        return randomize(up, self.thresholds, draw)
+    def thresholds_many(self, truths: Any) -> Any:
+        """R for an array of answers, clamped, as the device computes it (simulation)."""
+        import numpy as np
 
-    def check_report(self, value: Any) -> str | None:
-        if type(value) is not int or value not in (0, 1):
-            return "must be a bit (0 or 1)"
-        return None
-
-    def largest_report(self) -> Report:
-        return 1
-
-    def tally(self, report: Report) -> Iterable[tuple[int, int]]:
-        return ((report, 1),)
+        x = np.clip(np.asarray(truths, dtype=np.float64), self.low, self.high)
+        return np.floor((x - self.low) / (self.high - self.low) * N).astype(np.int64)
 
     def to_units(self, share: float | None) -> float | None:
         return None if share is None else self.low + (self.high - self.low) * share
 
-    def summary(self, counts: Sequence[int], settings: Settings) -> dict[str, Any]:
-        """The mean ("option": "mean"): estimate.estimate's keys for the share r on the counts
-        of 0 and 1, points and interval ends in the answer's units, the SE scaled likewise;
-        the covariance is the mean's variance (1 x 1)."""
-        n = sum(counts)
-        document = {**self.fields(), "epsilon": self.epsilon, "n": n,
+    def unit_fields(self) -> dict[str, Any]:
+        return {} if self.unit is None else {"unit": self.unit}
+
+    def document(self, n: int, entry: dict[str, Any] | None,
+                 settings: Settings) -> dict[str, Any]:
+        """The mean's estimates document ("option": "mean") from an entry in shares of the
+        range (estimate.Estimate's keys), mapped to the answer's units: points and interval
+        ends by min + (max - min) s, the SE scaled by max - min; the covariance is the mean's
+        variance (1 x 1). No entry: nothing released yet."""
+        document = {**self.fields(), "epsilon": self.epsilon, "n": n,  # type: ignore[attr-defined]
                     "scale": {"min": self.low, "max": self.high, "unit": self.unit}}
-        if n == 0:
-            entry = empty_entry(self.epsilon, settings)
+        if entry is None:
+            entry = empty_entry(self.epsilon, settings)  # type: ignore[attr-defined]
             return {**document, "covariance": None,
                     "options": [{"index": 0, "option": "mean", **entry}]}
-        entry = estimate(self.mechanism, counts, confidence=settings.confidence,
-                         method=settings.method)[1].as_dict()
+        entry = dict(entry)
         for key in ("p_hat", "p_hat_clipped", "p_mle", "ci_low", "ci_high"):
             entry[key] = self.to_units(entry[key])
         entry["standard_error"] *= self.high - self.low
-        entry["epsilon"] = self.epsilon
+        entry["epsilon"] = self.epsilon  # type: ignore[attr-defined]
         return {**document, "covariance": [[entry["standard_error"] ** 2]],
                 "options": [{"index": 0, "option": "mean", **entry}]}
-
-    def simulate(self, truths: Any, rng: Any) -> list[Report]:
-        """Clamp, R = floor(r 2^53) as the device computes it, b = [U < R] with U uniform in
-        [0, 2^53), then simulation.randomize_many: the device's distribution."""
-        import numpy as np
-
-        from . import simulation
-
-        x = np.clip(np.asarray(truths, dtype=np.float64), self.low, self.high)
-        limits = np.floor((x - self.low) / (self.high - self.low) * N).astype(np.int64)
-        bits = (rng.integers(0, N, size=len(x), dtype=np.int64) < limits).astype(np.int8)
-        return simulation.randomize_many(bits, self.thresholds, rng).tolist()
 
     def truth_of(self, value: Any) -> dict[str, list[float]]:
         """A scenario's distribution: {values = [...], weights = [...]} (weights >= 0, not all
@@ -184,6 +158,78 @@ class StochasticRounding(RandomizerEpsilon):
         return f"a number from {self.low:g} to {self.high:g}" + (
             f" ({self.unit})" if self.unit else "")
 
+    def columns(self, qid: str) -> list[str]:
+        return [qid]
+
+    def shown(self, truth: Any) -> str:
+        return f"{truth:g}" + (f" {self.unit}" if self.unit else "")
+
+
+@dataclass(frozen=True)
+class StochasticRounding(NumberAnswer, RandomizerEpsilon):
+    low: float  # the question's min
+    high: float  # the question's max
+    alpha: float  # the yes/no randomizer's P(keep the rounded bit)
+    unit: str | None = None
+    name: str = "duchi"
+    options: tuple[str, ...] = ()
+    quantity: str = "mean"
+
+    def __post_init__(self) -> None:
+        self.check_range()
+        self.thresholds  # noqa: B018 -- refuses parameters with no privacy
+
+    @property
+    def mechanism(self) -> Mechanism:
+        return Mechanism(self.alpha, HALF)
+
+    @property
+    def thresholds(self) -> Thresholds:
+        return thresholds(self.alpha, HALF)
+
+    @property
+    def counters(self) -> int:
+        """Reports of 0 and of 1."""
+        return 2
+
+    def fields(self) -> dict[str, Any]:
+        return {"mechanism": self.name, "min": self.low, "max": self.high, "alpha": self.alpha,
+                **self.unit_fields()}
+
+    def randomize(self, truth: Any, draw: Draw) -> Report:
+        up = int(draw() < self.rounding_threshold(self.check_truth(truth)))
+        return randomize(up, self.thresholds, draw)
+
+    def check_report(self, value: Any) -> str | None:
+        if type(value) is not int or value not in (0, 1):
+            return "must be a bit (0 or 1)"
+        return None
+
+    def largest_report(self) -> Report:
+        return 1
+
+    def tally(self, report: Report) -> Iterable[tuple[int, int]]:
+        return ((report, 1),)
+
+    def summary(self, counts: Sequence[int], settings: Settings) -> dict[str, Any]:
+        """The mean: estimate.estimate's keys for the share r on the counts of 0 and 1
+        (NumberAnswer.document maps them to the answer's units)."""
+        n = sum(counts)
+        entry = None if n == 0 else estimate(self.mechanism, counts, confidence=settings.confidence,
+                                             method=settings.method)[1].as_dict()
+        return self.document(n, entry, settings)
+
+    def simulate(self, truths: Any, rng: Any) -> list[Report]:
+        """Clamp, R = floor(r 2^53) as the device computes it, b = [U < R] with U uniform in
+        [0, 2^53), then simulation.randomize_many: the device's distribution."""
+        import numpy as np
+
+        from . import simulation
+
+        limits = self.thresholds_many(truths)
+        bits = (rng.integers(0, N, size=len(limits), dtype=np.int64) < limits).astype(np.int8)
+        return simulation.randomize_many(bits, self.thresholds, rng).tolist()
+
     def best_guess(self) -> float:
         """Whether the answer is at the top or the bottom of the range, both equally likely:
         the yes/no randomizer's best_guess_accuracy (a value inside says less)."""
@@ -201,17 +247,11 @@ class StochasticRounding(RandomizerEpsilon):
                 "csv_value": "the report's unbiased value min + (max - min)(y - (1 - alpha)/2)"
                              " / alpha: their mean is the unbiased mean"}
 
-    def columns(self, qid: str) -> list[str]:
-        return [qid]
-
     def cells(self, report: Report, codes: bool) -> list[str]:
         """The bit with `codes`; else its unbiased value in the answer's units (design)."""
         if codes:
             return [str(report)]
         return [repr(self.to_units((report - (1 - self.alpha) / 2) / self.alpha))]
-
-    def shown(self, truth: Any) -> str:
-        return f"{truth:g}" + (f" {self.unit}" if self.unit else "")
 
     def shown_report(self, report: Report) -> str:
         return f"a randomized bit {report} ({'toward max' if report else 'toward min'})"
@@ -225,8 +265,13 @@ class StochasticRounding(RandomizerEpsilon):
 
 
 def scheme_for(mechanism: str, options: tuple[str, ...],
-               fields: Fields) -> tuple[StochasticRounding, None]:
-    """The scheme of a numeric question from min, max, unit and alpha (a manifest) or epsilon."""
+               fields: Fields) -> tuple[Any, dict[str, float] | None]:
+    """The scheme of a numeric question from min, max, unit and its mechanism's parameters (a
+    manifest: alpha; grid, window, alpha; and duchi_alpha, piecewise_share) or epsilon. `auto`
+    builds all three from epsilon and takes the lowest worst-case variance of the mean
+    (duchi on a tie, then piecewise), returning the variances it compared."""
+    from . import piecewise  # built on this module
+
     low, high = (fields.number(key, -math.inf, math.inf) for key in ("min", "max"))
     unit = fields.data.get("unit")
     if unit is not None and not (isinstance(unit, str) and 0 < len(unit) <= MAX_UNIT
@@ -234,9 +279,34 @@ def scheme_for(mechanism: str, options: tuple[str, ...],
         raise FieldError("unit", f"must be printable text of 1 to {MAX_UNIT} characters")
     if not low < high:
         raise FieldError("max", f"must be above min ({low:g}), got {high:g}")
-    alpha = (fields.number("alpha", 0.0, 1.0) if fields.has("alpha")
-             else alpha_for_epsilon(fields.epsilon(), 0.5))
+    given = sorted((FIELDS[mechanism] - RANGE) & set(fields.data))
     try:
-        return StochasticRounding(low, high, alpha, unit), None
+        if mechanism == "duchi":
+            alpha = (fields.number("alpha", 0.0, 1.0) if given
+                     else alpha_for_epsilon(fields.epsilon(), 0.5))
+            return StochasticRounding(low, high, alpha, unit), None
+        if given:  # a manifest: every parameter
+            grid = fields.count("grid", 2, piecewise.MAX_GRID)
+            window = fields.count("window", 1, piecewise.MAX_GRID)
+            alpha = fields.number("alpha", 0.0, 1.0)
+            if mechanism == "piecewise":
+                return piecewise.Piecewise(low, high, grid, window, alpha, unit), None
+            return piecewise.Hybrid(low, high, grid, window, alpha,
+                                    fields.number("duchi_alpha", 0.0, 1.0),
+                                    fields.number("piecewise_share", -1.0, 1.0), unit), None
+        eps = fields.epsilon()
+        candidates = {"duchi": StochasticRounding(low, high, alpha_for_epsilon(eps, 0.5), unit),
+                      "piecewise": piecewise.Piecewise.from_epsilon(low, high, eps, unit),
+                      "hybrid": piecewise.Hybrid.from_epsilon(low, high, eps, unit)}
     except ValueError as exc:
-        raise FieldError("alpha" if fields.has("alpha") else "epsilon", str(exc)) from None
+        if isinstance(exc, FieldError):
+            raise
+        named = str(exc).split()[0]  # the parameter a message starts with, else alpha
+        raise FieldError(named if named in given else "alpha" if given else "epsilon",
+                         str(exc)) from None
+    if mechanism != "auto":
+        return candidates[mechanism], None
+    variances = {name: float(piecewise.worst_variance(scheme))
+                 for name, scheme in candidates.items()}
+    return candidates[min(variances, key=lambda name: (variances[name], list(variances).index(
+        name)))], variances

@@ -8,7 +8,8 @@ mechanism is one module here and its JavaScript twin in web/ (registered in web/
     oue, olh         choice questions, unary encoding and local hashing (Wang et al., USENIX
                      Security 2017)
     multi_select     check-all-that-apply (per-option bits, or padding and sampling)
-    numeric          a number in [min, max] (Duchi, Jordan and Wainwright, JASA 2018)
+    numeric          a number in [min, max] (Duchi, Jordan and Wainwright, JASA 2018; the
+                     Piecewise and Hybrid mechanisms of Wang et al., ICDE 2019: piecewise.py)
 
 A report is one JSON value per question (an option index, a list of bits, ...); its canonical
 text (`encode`) is what is stored. A scheme's counters are integers the aggregator adds to as

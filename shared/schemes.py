@@ -23,7 +23,9 @@ WORDS = {"forced_response": "forced response", "oue": "optimized unary encoding 
          "padding": "padding and sampling",
          "duchi": "stochastic rounding then randomized response (Duchi et al.)",
          cheating.DESIGN: "cheating detection (two forced-response groups, Clark and "
-                          "Desharnais)"}
+                          "Desharnais)",
+         "piecewise": "the piecewise mechanism on a grid (Wang et al.)",
+         "hybrid": "the hybrid of the piecewise and Duchi's mechanisms (Wang et al.)"}
 # Question types beyond yes/no and choice, each one module: its MECHANISMS (the first is the
 # default), FIELDS per mechanism and scheme_for(mechanism, options, fields).
 TYPES = {multi_select.TYPE: multi_select, numeric.TYPE: numeric}

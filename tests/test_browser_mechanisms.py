@@ -207,3 +207,73 @@ def test_the_form_answers_a_cheating_detection_question_with_group_and_answer(
     group, answer = payload["answers"]["shoplifted"]
     assert group in (0, 1) and answer in (0, 1)
     assert f"group {group + 1}: " in page.locator("#sent-list").inner_text()
+PIECEWISE = {"title": "Wide numbers", "release_batch": 1, "questions": [
+    {"id": "income", "text": "Income (thousands)?", "type": "numeric", "min": 0, "max": 200,
+     "epsilon": 1.0, "mechanism": "piecewise"},
+    {"id": "hours", "text": "Hours online?", "type": "numeric", "min": 0, "max": 24,
+     "epsilon": 1.0, "mechanism": "auto"}]}
+
+
+def test_js_quotient_is_floor_division_at_the_edges(page, live_server, client, auth):
+    """piecewise.js's quotient(a, b) (Math.floor of the double quotient) is floor(a / b) for
+    a < 2^53, at a = n b - 1, n b, n b + 1 (the cell rule's step edges) and near 2^53."""
+    survey_id = create(client, auth, PIECEWISE)
+    page.goto(f"{live_server}/s/{survey_id}")
+    pairs = [(n * b + d, b) for b in (2**42 + 12345, 3 * 2**40 + 7, 2**52 - 1, 2**52, 1, 3)
+             for n in (0, 1, 2, 7, 1023, 2**53 // b) for d in (-1, 0, 1)
+             if 0 <= n * b + d < 2**53]
+    pairs += [(2**53 - 1, b) for b in (2, 3, 2**26 + 1, 2**52 - 3, 2**53 - 1)]
+    got = page.evaluate("""async (pairs) => { const p = await import('/web/piecewise.js');
+        return pairs.map(([a, b]) => p.quotient(a, b)); }""", pairs)
+    assert got == [a // b for a, b in pairs]
+
+
+def test_in_browser_piecewise_reports_are_unbiased(page, live_server, client, auth):
+    """20 000 randomizations with crypto.getRandomValues of one answer, per mechanism: the mean
+    decoded value within 5 standard errors of the answer's share of the range."""
+    survey_id = create(client, auth, PIECEWISE)
+    page.goto(f"{live_server}/s/{survey_id}")
+    survey = parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
+    for question, answer in ((survey.question("income"), 150.0), (survey.question("hours"), 3.0)):
+        s, draws = question.scheme, 20_000
+        reports = page.evaluate("""async ([question, answer, draws]) => {
+            const s = (await import('/web/schemes.js')).schemeOf(question);
+            return Array.from({length: draws}, () => s.randomize(answer)); }""",
+                                [question.as_dict(), answer, draws])
+        assert all(s.check_report(r) is None for r in reports)
+        decoded = [float(s.decode(r)) for r in reports]
+        mean = sum(decoded) / draws
+        sd = math.sqrt(sum((d - mean) ** 2 for d in decoded) / (draws - 1))
+        assert abs(mean - (answer - s.low) / (s.high - s.low)) < 5 * sd / math.sqrt(draws)
+
+
+def test_the_form_answers_piecewise_and_hybrid_questions(page, live_server, client, auth):
+    from ldpsurvey.client.notes import question_note
+
+    survey_id = create(client, auth, PIECEWISE)
+    survey = parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
+    assert [q.scheme.name for q in survey.questions] == ["piecewise", "hybrid"]
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    total = sum(q.scheme.realized_epsilon for q in survey.questions)
+    protection(page)
+    for question in survey.questions:
+        shown = page.locator(f"#q-{question.id}-note > span").inner_text()
+        assert shown == question_note(question, question.scheme.realized_epsilon, total)
+    assert "one of the 621 near your number" in shown
+    page.fill("#q-income-value", "250")
+    page.fill("#q-hours-value", "2.5")
+    page.click("#review")
+    page.wait_for_selector("#true-review:not([hidden])")
+    assert "200" in page.locator("#true-list").inner_text()  # clamped before anything
+    page.click("#randomize")
+    page.wait_for_selector("#confirm:not([hidden])")
+    payload = json.loads(page.locator("#payload").text_content())
+    income, hours = (survey.question(q).scheme for q in ("income", "hours"))
+    assert income.check_report(payload["answers"]["income"]) is None
+    assert hours.check_report(payload["answers"]["hours"]) is None
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    release_due(client.application)
+    body = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
+    assert [q["n"] for q in body["questions"]] == [1, 1]

@@ -2,14 +2,13 @@
 // [min, max], r = (x - min) / (max - min) in double arithmetic, R = floor(r 2^53), the bit
 // b = [U1 < R], then the yes/no randomizer (alpha, beta 1/2) on U2, U3: three draws, one bit
 // reported. epsilon is the yes/no randomizer's realized epsilon (derived in numeric.py).
+// numberAnswer is what every number mechanism shares (piecewise.js builds on it).
 
 import { N, randomize, realizedEpsilon, secureDraw, thresholds } from "./randomizer.js";
 
-export function numeric(question) {
+export function numberAnswer(question) {
   const low = question.min;
   const high = question.max;
-  const t = thresholds(question.alpha, [0.5, 0.5]);
-  const keep = question.alpha + (1 - question.alpha) / 2;
   const unit = question.unit ? ` ${question.unit}` : "";
   const clamp = (x) => {
     if (typeof x !== "number" || !Number.isFinite(x)) throw new Error("the answer must be a number");
@@ -18,18 +17,32 @@ export function numeric(question) {
   return {
     answer: "number",
     limit: null,
+    clamp,
+    // R = floor(r 2^53), as NumberAnswer.rounding_threshold
+    rounded: (x) => Math.floor(((clamp(x) - low) / (high - low)) * N),
+    truth: (x) => `${clamp(x)}${unit}`,
+    belief: `your number is ${high} rather than ${low}`,
+  };
+}
+
+export function numeric(question) {
+  const low = question.min;
+  const high = question.max;
+  const t = thresholds(question.alpha, [0.5, 0.5]);
+  const keep = question.alpha + (1 - question.alpha) / 2;
+  const { rounded, ...answer } = numberAnswer(question);
+  return {
+    ...answer,
     epsilon: Math.max(realizedEpsilon(t), Math.log1p(question.alpha / ((1 - question.alpha) * 0.5))),
     randomize(truth, draw = secureDraw) {
-      const up = draw() < Math.floor(((clamp(truth) - low) / (high - low)) * N) ? 1 : 0;
+      const up = draw() < rounded(truth) ? 1 : 0;
       return randomize(up, t, draw);
     },
     largest: () => 1,
-    truth: (x) => `${clamp(x)}${unit}`,
     shown: (report) => `a randomized bit ${report} (${report ? "toward max" : "toward min"})`,
     parameters: () => [question.mechanism, low, high, question.alpha, question.unit ?? null],
     note: (percent) => `The server receives one yes/no bit: your number is rounded at random ` +
       `to ${high} or ${low} (to ${high} the more often the higher it is), and that is kept ` +
       `with ${percent(keep)} probability, else flipped.`,
-    belief: `your number is ${high} rather than ${low}`,
   };
 }

@@ -9,6 +9,7 @@ import { cheatingDetection } from "./cheating.js";
 import { multiSelect } from "./multi_select.js";
 import { numeric } from "./numeric.js";
 import { localHashing } from "./olh.js";
+import { hybrid, piecewise } from "./piecewise.js";
 import { unaryEncoding } from "./oue.js";
 
 function forcedResponse(question) {
@@ -31,7 +32,14 @@ const oneOption = (question) => ({ answer: "one", limit: null,
   truth: (index) => question.options[index] });
 
 const SCHEMES = { forced_response: forcedResponse, oue: unaryEncoding, olh: localHashing };
-const TYPES = { multi_select: multiSelect, numeric }; // question types with a module of their own
+const NUMERIC = { duchi: numeric, piecewise, hybrid }; // a number question's mechanisms
+const number = (question) => {
+  const make = Object.hasOwn(NUMERIC, question.mechanism ?? "duchi") ?
+    NUMERIC[question.mechanism ?? "duchi"] : null;
+  if (!make) throw new Error(`this page does not know the mechanism ${question.mechanism}`);
+  return make(question);
+};
+const TYPES = { multi_select: multiSelect, numeric: number }; // types with a module of their own
 const DESIGNS = { cheating_detection: cheatingDetection }; // a yes/no question's `design`
 
 export function schemeOf(question) {
