@@ -215,12 +215,13 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /7 when a question has a design (cheating_detection) or
-        a number mechanism new in /7 (piecewise, hybrid), else /6 when a question uses another mechanism than forced response (with origin and
-        crosstabs); else /5 with the origin (and crosstabs) when the
-        survey has one (every survey published since /5); else /4 with crosstabs if it declares
-        any, else /3 without them. So clients of earlier releases keep reading every survey
-        that uses nothing new, and refuse the others by their format."""
+        """The manifest's fields: format /7 when a question has a design (cheating_detection)
+        or a number mechanism new in /7 (piecewise, hybrid); else /6 when a question uses
+        another mechanism than forced response (with origin and crosstabs); else /5 with the
+        origin (and crosstabs) when the survey has one (every survey published since /5); else
+        /4 with crosstabs if it declares any, else /3 without them. So clients of earlier
+        releases keep reading every survey that uses nothing new, and refuse the others by
+        their format."""
         designed = any(q.scheme.name in SCHEMES_SINCE_7 for q in self.questions)
         new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
         version = (MANIFEST_FORMAT if designed else FORMAT_6 if new else FORMAT_5 if self.origin
