@@ -17,7 +17,9 @@ what the respondent reads.
 
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
-Client and aggregator both read it through parse_manifest. Format /6 added mechanism on
+Client and aggregator both read it through parse_manifest. Format /7 added `disclosed: true`
+on yes/no, choice and numeric questions answered openly (disclosed.py: no randomization, no
+epsilon field, counted in no epsilon); a survey without one is written as before. Format /6 added mechanism on
 choice questions (oue, olh: shared/oue.py, olh.py, with their parameters in place of alpha and
 beta; `auto` in a definition is written as the mechanism it chose) and the types multi_select
 and numeric (multi_select.py, numeric.py); a survey with only
@@ -47,7 +49,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import strict_json
+from . import disclosed, strict_json
 from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
 from .crosstab import size_problem
 from .forced_response import NAME as FORCED_RESPONSE
@@ -56,7 +58,8 @@ from .mechanism import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
 from .scheme import FieldError, Fields, Scheme
 from .schemes import BUILDERS, CHOICE_MECHANISMS, MECHANISM_FIELDS, TYPES, auto_choice, choice
 
-MANIFEST_FORMAT = "ldp-survey-manifest/6"
+MANIFEST_FORMAT = "ldp-survey-manifest/7"
+FORMAT_6 = "ldp-survey-manifest/6"
 FORMAT_5 = "ldp-survey-manifest/5"
 FORMAT_4 = "ldp-survey-manifest/4"
 FORMAT_3 = "ldp-survey-manifest/3"
@@ -64,7 +67,7 @@ FORMAT_2 = "ldp-survey-manifest/2"
 FORMAT_1 = "ldp-survey-manifest/1"
 QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
-FORMATS = (MANIFEST_FORMAT, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
+FORMATS = (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
 DEFAULT_RELEASE_BATCH = 100
 DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
 MAX_IRR_ALPHA = DEFAULT_IRR_ALPHA  # published and answered at most (check_instantaneous)
@@ -157,6 +160,11 @@ class Question:
         return self.scheme.instantaneous
 
     @property
+    def disclosed(self) -> bool:
+        """Whether the question is answered openly (disclosed.py): sent as given."""
+        return self.scheme.name == disclosed.NAME
+
+    @property
     def reported_mechanism(self) -> Mechanism:
         """What one report of a forced-response question is, given the true answer: its
         mechanism, or for a concept question both layers composed (mechanism.compose)."""
@@ -164,8 +172,9 @@ class Question:
 
     def as_dict(self) -> dict[str, Any]:
         options = {"options": list(self.options)} if self.options else {}  # none: numeric
+        epsilon = {} if self.disclosed else {"epsilon": self.epsilon}  # open: counted in none
         fields = {"id": self.id, "text": self.text, "type": self.type, **options,
-                  **self.scheme.fields(), "epsilon": self.epsilon}
+                  **self.scheme.fields(), **epsilon}
         if self.concept is None:
             return fields
         return {**fields, "concept": self.concept, "irr_alpha": self.irr_alpha}
@@ -199,13 +208,14 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /6 when a question uses another mechanism than forced
-        response (with origin and crosstabs); else /5 with the origin (and crosstabs) when the
+        """The manifest's fields: format /7 when a question is answered openly; /6 when a
+        question uses another mechanism than forced response (with origin and crosstabs); else /5 with the origin (and crosstabs) when the
         survey has one (every survey published since /5); else /4 with crosstabs if it declares
         any, else /3 without them. So clients of earlier releases keep reading every survey
         that uses nothing new, and refuse the others by their format."""
         new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
-        version = (MANIFEST_FORMAT if new else FORMAT_5 if self.origin
+        version = (MANIFEST_FORMAT if any(q.disclosed for q in self.questions)
+                   else FORMAT_6 if new else FORMAT_5 if self.origin
                    else FORMAT_4 if self.crosstabs else FORMAT_3)
         fields = {"format": version,
                   "survey_id": self.survey_id, "key_id": self.key_id,
@@ -327,7 +337,7 @@ def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
 
 
 FORCED_RESPONSE_FIELDS = {"alpha", "beta", "epsilon", "concept", "irr_alpha"}
-QUESTION_FIELDS = {"options", "mechanism"} | FORCED_RESPONSE_FIELDS | set().union(
+QUESTION_FIELDS = {"options", "mechanism", "disclosed"} | FORCED_RESPONSE_FIELDS | set().union(
     *MECHANISM_FIELDS.values(), *(fields for module in TYPES.values()
                                   for fields in module.FIELDS.values()))
 
@@ -350,6 +360,9 @@ def _question(data: Any, index: int, seen: set[str]) -> Question:
         raise _fail(f"{where}.type", f"must be one of yes_no, choice, {', '.join(TYPES)}, got "
                     f"{kind!r}")
     options = _options(data, kind, where)
+    if _flag(data.get("disclosed", False), f"{where}.disclosed"):
+        return _open(data, qid, text, kind, options, where)
+    data = {key: value for key, value in data.items() if key != "disclosed"}
     if kind in TYPES:
         return _typed(data, qid, text, kind, options, where)
     mechanism = data.get("mechanism", "forced_response")
@@ -390,6 +403,24 @@ def _typed(data: Mapping[str, Any], qid: str, text: str, kind: str, options: tup
         raise _fail(f"{where}.{exc.field}", str(exc)) from None
     auto = None if variances is None else Auto(scheme.name, variances)
     return Question(qid, text, kind, options, scheme, auto=auto)
+
+
+def _open(data: Mapping[str, Any], qid: str, text: str, kind: str, options: tuple[str, ...],
+          where: str) -> Question:
+    """An openly answered question (disclosed.py): yes/no, choice or numeric, with no
+    randomization fields."""
+    if kind not in disclosed.TYPES:
+        raise _fail(f"{where}.disclosed", f"a {kind} question cannot be answered openly (only "
+                    f"{', '.join(disclosed.TYPES)})")
+    _only(data, disclosed.NUMERIC_FIELDS if kind == "numeric" else disclosed.FIELDS,
+          "disclosed", where)
+    if "mechanism" in data:
+        raise _fail(f"{where}.mechanism", "an openly answered question is not randomized")
+    try:
+        scheme = disclosed.scheme_for(kind, options, Fields(data))
+    except FieldError as exc:
+        raise _fail(f"{where}.{exc.field}", str(exc)) from None
+    return Question(qid, text, kind, options, scheme)
 
 
 def _only(data: Mapping[str, Any], fields: set[str], mechanism: str, where: str) -> None:
@@ -569,10 +600,10 @@ def parse_manifest(raw: bytes) -> Survey:
     if isinstance(version, str) and version not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {version[:60]!r}: this release "
                     f"reads up to {MANIFEST_FORMAT}; a newer ldp-survey may read it")
-    batched = version in (MANIFEST_FORMAT, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2)
+    batched = version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2)
     fields |= {"release_batch"} if batched else set()
-    fields |= {"crosstabs"} if version in (MANIFEST_FORMAT, FORMAT_5, FORMAT_4) else set()
-    fields |= {"origin"} if version in (MANIFEST_FORMAT, FORMAT_5) else set()
+    fields |= {"crosstabs"} if version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4) else set()
+    fields |= {"origin"} if version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5) else set()
     data = _keys(data, "manifest", fields, set())
     if data["format"] not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {data['format']!r}")
@@ -580,8 +611,10 @@ def parse_manifest(raw: bytes) -> Survey:
                        FORMAT_4: {"concept", "irr_alpha"}, FORMAT_3: {"concept", "irr_alpha"},
                        FORMAT_2: {"concept"}}
     required = {"id", "text", "type", "options", "alpha", "beta", "epsilon"}
-    if version == MANIFEST_FORMAT:  # /6: each question has the fields of its mechanism
-        required, question_fields[version] = {"id", "text", "type", "epsilon"}, QUESTION_FIELDS
+    if version in (MANIFEST_FORMAT, FORMAT_6):  # each question has its mechanism's fields
+        required, question_fields[version] = {"id", "text", "type"}, QUESTION_FIELDS
+    if version == FORMAT_6:  # /7 added disclosed
+        question_fields[version] = question_fields[version] - {"disclosed"}
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
                                              "public_results")}
     definition["release_batch"] = data["release_batch"] if batched else 1
@@ -593,11 +626,17 @@ def parse_manifest(raw: bytes) -> Survey:
     definition["questions"] = []
     for index, q in enumerate(data["questions"] if isinstance(data["questions"], list) else []):
         q = _keys(q, f"questions[{index}]", required, question_fields.get(version, set()))
+        if q.get("disclosed") is True:  # open: no epsilon stated (_open refuses one)
+            stated.append(None)
+            definition["questions"].append(dict(q))
+            continue
+        if "epsilon" not in q:
+            raise _fail(f"questions[{index}]", "missing field 'epsilon'")
         stated.append(_number(q["epsilon"], f"questions[{index}].epsilon"))
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
     survey = _survey(definition)
     for question, eps in zip(survey.questions, stated, strict=True):
-        if _disagree(eps, question.epsilon, question.scheme.nominal_epsilon):
+        if eps is not None and _disagree(eps, question.epsilon, question.scheme.nominal_epsilon):
             raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but its "
                         f"parameters give {question.epsilon!r}")
     nominal_total = total_epsilon(q.scheme.nominal_epsilon for q in survey.questions)
