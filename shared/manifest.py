@@ -519,10 +519,14 @@ def _crosstabs(value: Any, questions: tuple[Question, ...]) -> tuple[tuple[str, 
 def parse_definition(data: Any) -> Survey:
     """Validate a researcher's survey definition (already parsed from TOML or JSON), with the
     rules of this release for new surveys (check_instantaneous, at most crosstab.MAX_CELLS
-    cells per declared cross-tab)."""
+    cells per declared cross-tab, no public results with an openly answered question)."""
     survey = _survey(data)
     for question in survey.questions:
         check_instantaneous(question)
+    opened = [q.id for q in survey.questions if q.disclosed]
+    if opened and survey.public_results:
+        raise _fail("survey.public_results", f"must be false: question {opened[0]!r} is "
+                    "answered openly, and public results could single a respondent out")
     for index, (rows, cols) in enumerate(survey.crosstabs):
         problem = size_problem(len(survey.question(rows).options), len(survey.question(cols).options))
         if problem:
