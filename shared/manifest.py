@@ -208,11 +208,12 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /7 when a question is answered openly; /6 when a
-        question uses another mechanism than forced response (with origin and crosstabs); else /5 with the origin (and crosstabs) when the
-        survey has one (every survey published since /5); else /4 with crosstabs if it declares
-        any, else /3 without them. So clients of earlier releases keep reading every survey
-        that uses nothing new, and refuse the others by their format."""
+        """The manifest's fields: format /7 when a question is answered openly; /6 when a question
+        uses another mechanism than forced response (with origin and crosstabs); else /5 with
+        the origin (and crosstabs) when the survey has one (every survey published since /5);
+        else /4 with crosstabs if it declares any, else /3 without them. So clients of earlier
+        releases keep reading every survey that uses nothing new, and refuse the others by their
+        format."""
         new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
         version = (MANIFEST_FORMAT if any(q.disclosed for q in self.questions)
                    else FORMAT_6 if new else FORMAT_5 if self.origin

@@ -5,6 +5,7 @@
 // written in form.js).
 
 import { randomize, realizedEpsilon, secureDraw, thresholds } from "./randomizer.js";
+import { disclosed } from "./disclosed.js";
 import { multiSelect } from "./multi_select.js";
 import { numeric } from "./numeric.js";
 import { localHashing } from "./olh.js";
@@ -33,8 +34,9 @@ const SCHEMES = { forced_response: forcedResponse, oue: unaryEncoding, olh: loca
 const TYPES = { multi_select: multiSelect, numeric }; // question types with a module of their own
 
 export function schemeOf(question) {
-  const make = Object.hasOwn(TYPES, question.type) ? TYPES[question.type] :
-    SCHEMES[question.mechanism ?? "forced_response"];
+  const make = question.disclosed === true ? disclosed :
+    Object.hasOwn(TYPES, question.type) ? TYPES[question.type] :
+      SCHEMES[question.mechanism ?? "forced_response"];
   if (!make) throw new Error(`this page does not know the mechanism ${question.mechanism}`);
   return { ...oneOption(question), ...make(question) };
 }
