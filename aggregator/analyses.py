@@ -7,6 +7,7 @@ In a survey with openly answered (disclosed) questions, every regression group a
 margin level must hold 0 or at least min_cell respondents (the MIN_CELL setting), so that the
 open answers single no one out."""
 
+import importlib
 import json
 from collections import Counter
 
@@ -24,7 +25,7 @@ TALLY = "_n"  # the tally's count column: no question id starts with "_"
 def _analysis():
     """The analysis package, or AnalysisUnavailable without the extra."""
     try:
-        from ldpsurvey import analysis
+        analysis = importlib.import_module("ldpsurvey.analysis")
     except ImportError:
         raise AnalysisUnavailable("regression and weights need the analysis extra on the "
                                   "server: pip install 'ldp-survey[analysis]'") from None

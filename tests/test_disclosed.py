@@ -10,6 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from openapi_core import OpenAPI
+from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
 
 from ldpsurvey.analysis import read_export, weighted_results
 from ldpsurvey.cli import main
@@ -171,6 +173,11 @@ def test_weighted_estimates_cover_the_population_and_equal_the_python_api(
     np.testing.assert_allclose(local["regression"]["covariance"],
                                weighted["regression"]["covariance"], rtol=1e-6)
     assert weighted["regression"]["variance"] == "linearization"
+    schema = client.get("/api/openapi.json").json  # the reply is as the description says
+    request = client.get(f"/api/surveys/{open_survey}/estimates", headers=auth, query_string={
+        "weights": json.dumps(MARGINS), "regress": "smoked ~ sex"})
+    OpenAPI.from_dict(schema).validate_response(WerkzeugOpenAPIRequest(request.request),
+                                                WerkzeugOpenAPIResponse(request))
 
 
 @pytest.mark.parametrize("weights, detail", [
