@@ -453,8 +453,8 @@ def codebook_schema() -> dict:
               "additionalProperties": False,
               "properties": {"code": {"type": "integer", "minimum": 0}, "label": text,
                              "csv_value": text}}
-    question = {"type": "object",
-                "required": ["id", "text", "type", "options", "epsilon"],
+    question = {"type": "object",  # epsilon: absent for an openly answered question
+                "required": ["id", "text", "type", "options"],
                 "additionalProperties": False,
                 "properties": {"id": text, "text": text, "type": text, **MECHANISM_PARAMETERS,
                                "columns": {"type": "array", "items": text},
