@@ -1,66 +1,136 @@
-"""Analyses beyond the estimates, on ldpsurvey.analysis. It is loaded on first use, so a
-server without the `analysis` extra starts and answers everything else; these answer 501."""
+"""Analyses beyond the estimates, on ldpsurvey.analysis: the regression of a randomized yes/no
+answer on covariates and survey weights raked to population margins of openly answered
+questions. It is loaded on first use, so a server without the `analysis` extra starts and
+answers everything else; these answer 501.
 
+In a survey with openly answered (disclosed) questions, every regression group and weighting
+margin level must hold 0 or at least min_cell respondents (the MIN_CELL setting), so that the
+open answers single no one out."""
+
+import importlib
 import json
 from collections import Counter
 
 from ldpsurvey.shared import Survey
-from ldpsurvey.shared.forced_response import NAME as FORCED_RESPONSE
 
 from . import store
 from .database import Connection
 from .exceptions import AnalysisUnavailable, InvalidParameter, RegressionFailed
 
 MAX_FORMULA = 1000  # characters of a regression formula
+MAX_WEIGHTS = 20_000  # characters of a weights query (margins as JSON)
 TALLY = "_n"  # the tally's count column: no question id starts with "_"
 
 
-def regression(db: Connection, survey: Survey, formula: str, confidence: float) -> dict | None:
-    """analysis.rr_logistic of `formula` (question ids) over the released responses, tallied
-    as they stream (one count per distinct pattern of the formula's answers: memory bounded
-    by the patterns, not the responses), with each question's reported mechanism; None before
-    the first release. InvalidParameter for a formula that is not one of the survey's
-    questions or cannot be fitted, RegressionFailed when the fit has no maximum,
-    AnalysisUnavailable without the extra."""
+def _analysis():
+    """The analysis package, or AnalysisUnavailable without the extra."""
     try:
-        import pandas as pd
-
-        from ldpsurvey.analysis import AnalysisError, ConvergenceError, rr_logistic
-        from ldpsurvey.analysis.regression import parse_formula
+        analysis = importlib.import_module("ldpsurvey.analysis")
     except ImportError:
-        raise AnalysisUnavailable("regression needs the analysis extra on the server: "
-                                  "pip install 'ldp-survey[analysis]'") from None
+        raise AnalysisUnavailable("regression and weights need the analysis extra on the "
+                                  "server: pip install 'ldp-survey[analysis]'") from None
+    return analysis
+
+
+def regression(db: Connection, survey: Survey, formula: str, confidence: float,
+               min_cell: int) -> dict | None:
+    """analysis.rr_logistic of `formula` (question ids; openly answered questions are plain
+    covariates) over the released responses, tallied as they stream; None before the first
+    release. InvalidParameter for a formula that is not one of the survey's questions, cannot
+    be fitted or has a group below min_cell; RegressionFailed when the fit has no maximum."""
+    analysis = _analysis()
+    used = _formula_questions(analysis, survey, formula)
+    tallied = _tally(survey, db, used)
+    if tallied is None:
+        return None
+    frame, mechanisms = tallied
+    return _run(analysis, "regress", lambda: analysis.rr_logistic(
+        formula, frame, mechanisms, counts=TALLY, confidence=confidence,
+        min_cell=_min_cell(survey, min_cell)).as_dict())
+
+
+def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
+             confidence: float, min_cell: int) -> dict | None:
+    """analysis.weighted_results over the released responses, tallied as they stream (one
+    count per distinct pattern of the survey's yes/no and choice answers and the formula's),
+    raked to `margins` {question id: {option label: share}}; None before the first release.
+    InvalidParameter for margins or a formula that cannot be used; RegressionFailed."""
+    analysis = _analysis()
+    questions = {q.id: q for q in survey.questions}
+    for name in margins:
+        if name not in questions:
+            raise InvalidParameter(f"weights: {name!r} is no question of this survey; the "
+                                   f"questions are {', '.join(questions)}")
+    used = _formula_questions(analysis, survey, formula) if formula is not None else []
+    columns = [q.id for q in survey.questions
+               if q.id in used or q.id in margins or (q.options and q.scheme.name in _TALLIED)]
+    tallied = _tally(survey, db, columns)
+    if tallied is None:
+        return None
+    frame, mechanisms = tallied
+    return _run(analysis, "weights", lambda: analysis.weighted_results(
+        frame, mechanisms, margins, formula=formula, counts=TALLY, confidence=confidence,
+        min_cell=_min_cell(survey, min_cell)))
+
+
+_TALLIED = ("forced_response", "disclosed")  # schemes whose report is the option (or number)
+
+
+def _min_cell(survey: Survey, min_cell: int) -> int | None:
+    """min_cell for a survey with an openly answered question, else no minimum."""
+    return min_cell if any(q.disclosed for q in survey.questions) else None
+
+
+def _formula_questions(analysis, survey: Survey, formula: str) -> list[str]:
+    """The formula's outcome and covariates, each a forced-response or open question."""
     try:
-        outcome, names = parse_formula(formula)
-    except AnalysisError as error:
+        outcome, names = analysis.regression.parse_formula(formula)
+    except analysis.AnalysisError as error:
         raise InvalidParameter(f"regress: {error}") from None
     questions = {q.id: q for q in survey.questions}
     used = list(dict.fromkeys([outcome, *names]))
-    unknown = [name for name in used if name not in questions]
-    if unknown:
-        raise InvalidParameter(f"regress: {unknown[0]!r} is no question of this survey; the "
-                               f"questions are {', '.join(questions)}")
-    other = [name for name in used if questions[name].scheme.name != FORCED_RESPONSE]
-    if other:
-        raise InvalidParameter(f"regress: {other[0]!r} uses {questions[other[0]].scheme.name}: "
-                               "regression is for forced-response questions")
+    for name in used:
+        if name not in questions:
+            raise InvalidParameter(f"regress: {name!r} is no question of this survey; the "
+                                   f"questions are {', '.join(questions)}")
+        if questions[name].scheme.name not in _TALLIED:
+            raise InvalidParameter(f"regress: {name!r} uses {questions[name].scheme.name}; a "
+                                   "regression takes yes/no and choice questions randomized by "
+                                   "forced response, and openly answered questions")
+    return used
+
+
+def _tally(survey: Survey, db: Connection, used: list[str]):
+    """The released responses' patterns of the `used` questions as a frame (categorical
+    columns of option labels; an open number's column numeric) with their counts in TALLY,
+    and the randomized ones' reported mechanisms; None before the first release."""
+    import pandas as pd
+
+    questions = {q.id: q for q in survey.questions}
     through = store.last_release_number(db, survey.survey_id)
     tally = Counter(tuple(answers[q] for q in used)
-                    for answers in map(json.loads, store.stored_answers(db, survey.survey_id, through)))
+                    for answers in map(json.loads, store.stored_answers(db, survey.survey_id,
+                                                                        through)))
     if not tally:
         return None
     frame = pd.DataFrame(list(tally), columns=used)
     for name in used:
-        frame[name] = pd.Categorical.from_codes(frame[name], categories=questions[name].options)
+        if questions[name].options:
+            frame[name] = pd.Categorical.from_codes(frame[name],
+                                                    categories=questions[name].options)
     frame[TALLY] = list(tally.values())
+    return frame, {q: questions[q].reported_mechanism for q in used if not questions[q].disclosed}
+
+
+def _run(analysis, name: str, fit):
+    """fit(), its AnalysisError as InvalidParameter (prefixed with the option's name) and its
+    ConvergenceError as RegressionFailed."""
     try:
-        fit = rr_logistic(formula, frame, {q: questions[q].reported_mechanism for q in used},
-                          counts=TALLY, confidence=confidence)
-    except AnalysisError as error:
-        raise InvalidParameter(f"regress: {error}") from None
-    except ConvergenceError as error:
+        return fit()
+    except analysis.AnalysisError as error:
+        raise InvalidParameter(f"{name}: {error}") from None
+    except analysis.ConvergenceError as error:
         raise RegressionFailed(str(error)) from None
-    return fit.as_dict()
 
 
 def regression_formula(value: str | None) -> str | None:
@@ -71,3 +141,18 @@ def regression_formula(value: str | None) -> str | None:
         raise InvalidParameter(f"regress must be a formula of 1 to {MAX_FORMULA} characters, "
                                "such as smoked ~ sleep + drinks")
     return value
+
+
+def weights_margins(value: str | None) -> dict | None:
+    """A `weights` query value: None, or population margins as JSON {question id: {option
+    label: share}} (analysis.weights.read_margins: shares normalized), at most MAX_WEIGHTS
+    characters. InvalidParameter naming the problem."""
+    if value is None:
+        return None
+    if len(value) > MAX_WEIGHTS:
+        raise InvalidParameter(f"weights must be at most {MAX_WEIGHTS} characters of JSON")
+    analysis = _analysis()
+    try:
+        return analysis.weights.read_margins(json.loads(value))
+    except ValueError as error:  # JSONDecodeError and AnalysisError are ValueErrors
+        raise InvalidParameter(f"weights: {error}") from None

@@ -98,7 +98,8 @@ VALUES = ("One row per released response, in random order; one column per questi
           "apostrophe where it would start a spreadsheet formula); with codes, in the rr CSV "
           "and in the JSON lines it is the option's code. Every value is a respondent's "
           "randomized report, not the true answer: estimate proportions with the design "
-          "parameters (alpha, beta) below.")
+          "parameters (alpha, beta) below. The exception: a question marked disclosed (answered "
+          "openly) holds each respondent's answer as given, not randomized.")
 
 
 def codebook(survey: Survey, central: dict, released: int, last_release: int,
@@ -140,9 +141,8 @@ def codebook_markdown(book: Mapping) -> str:
               ("central delta", central["delta"]),
               ("central epsilon assumes", _markdown(central["assumes"])),
               ("exported at (UTC)", book["exported_at"]), ("format", book["format"])]
-    questions = [(q["id"], _markdown(q["text"]), q["type"],
-                  q.get("mechanism", q.get("design", FORCED_RESPONSE)), q.get("alpha"),
-                  q["epsilon"], q.get("concept"), q.get("irr_alpha"),
+    questions = [(q["id"], _markdown(q["text"]), q["type"], _mechanism(q),
+                  q.get("alpha"), q.get("epsilon"), q.get("concept"), q.get("irr_alpha"),
                   ", ".join(q.get("columns", [q["id"]]))) for q in book["questions"]]
     options = [(q["id"], o["code"], _markdown(o["label"]), _markdown(o["csv_value"]),
                 q["beta"][o["code"]] if "beta" in q else None)
@@ -153,6 +153,13 @@ def codebook_markdown(book: Mapping) -> str:
         *_markdown_table(["id", "text", "type", "mechanism", "alpha", "epsilon", "concept",
                           "irr_alpha", "CSV columns"], questions), "", "## Options", "",
         *_markdown_table(["question", "code", "label", "CSV value", "beta"], options), ""])
+
+
+def _mechanism(question: Mapping) -> str:
+    """A codebook question's mechanism in the Markdown table: an open one says so."""
+    if question.get("disclosed"):
+        return "none: answered openly (disclosed), the answer as given"
+    return question.get("mechanism", question.get("design", FORCED_RESPONSE))
 
 
 def _markdown_table(header: list[str], rows: Iterable[tuple]) -> Iterator[str]:

@@ -114,6 +114,8 @@ POINTS = {
 # fields of shared/oue.py, olh.py).
 MECHANISM_PARAMETERS = {
     "mechanism": {"type": "string", "description": "Absent: forced response"},
+    "disclosed": {"type": "boolean", "description": "true: answered openly, sent and stored as "
+                  "given (no randomization, counted in no epsilon; manifest format /7)"},
     "p": {"type": "number", "description": "OUE: P(the respondent's option's bit is 1)"},
     "q": {"type": "number", "description": "OUE: P(another option's bit is 1)"},
     "g": {"type": "integer", "description": "OLH: the number of hash values"},
@@ -188,6 +190,28 @@ def regression_schema() -> dict:
     return {**schema, "nullable": True,
             "description": "With regress: the maximum-likelihood logistic regression of a "
                            "randomized yes/no question on others (null before the first release)"}
+
+
+def weighted_schema() -> dict:
+    """ldpsurvey.analysis.weighted_results' document (written out, as regression_schema)."""
+    text = {"type": "string"}
+    option = _numbers("effective_n epsilon reported_rate p_hat standard_error confidence ci_low "
+                      "ci_high", option=text, n={"type": "integer"})
+    weights = _numbers("effective_n min_weight max_weight", n={"type": "integer"},
+                       iterations={"type": "integer"},
+                       margins={"type": "array", "items": text})
+    question = {"type": "object", "properties": {
+        "id": text, "disclosed": {"type": "boolean"},
+        "options": {"type": "array", "items": option}}}
+    return {"type": "object", "nullable": True, "additionalProperties": False,
+            "required": ["weights", "confidence", "questions"],
+            "description": "With weights: raking weights to the margins (Kish's effective_n), "
+                           "the weighted estimate of every yes/no and choice question's options "
+                           "(SEs by linearization) and with regress the weighted regression "
+                           "(null before the first release)",
+            "properties": {"weights": weights, "confidence": {"type": "number"},
+                           "questions": {"type": "array", "items": question},
+                           "regression": regression_schema()}}
 
 
 def crosstab_schema() -> dict:
@@ -361,6 +385,7 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                               "items": {"type": "array", "items": {"type": "string"}}},
                 "central": _ref("Central"),
                 "regression": regression_schema(),
+                "weighted": weighted_schema(),
                 "questions": {"type": "array", "items": {
                     "type": "object",
                     "required": ["id", "n", "epsilon", "covariance", "options"],
@@ -428,8 +453,8 @@ def codebook_schema() -> dict:
               "additionalProperties": False,
               "properties": {"code": {"type": "integer", "minimum": 0}, "label": text,
                              "csv_value": text}}
-    question = {"type": "object",
-                "required": ["id", "text", "type", "options", "epsilon"],
+    question = {"type": "object",  # epsilon: absent for an openly answered question
+                "required": ["id", "text", "type", "options"],
                 "additionalProperties": False,
                 "properties": {"id": text, "text": text, "type": text, **MECHANISM_PARAMETERS,
                                "columns": {"type": "array", "items": text},
@@ -560,6 +585,14 @@ PATHS = {
                                     "adds `regression`, the logistic regression of the "
                                     "randomized yes/no outcome on the others",
                      "schema": {"type": "string", "minLength": 1, "maxLength": 1000}},
+                    {"name": "weights", "in": "query", "required": False,
+                     "description": "Population margins of openly answered questions, as JSON "
+                                    "{question id: {option label: share}} (shares summing to 1, "
+                                    "or percentages to 100): adds `weighted`, raking weights and "
+                                    "weighted estimates (and regression, with regress) instead "
+                                    "of `regression`. A level held by fewer respondents than the "
+                                    "server's MIN_CELL setting is refused",
+                     "schema": {"type": "string", "minLength": 2, "maxLength": 20000}},
                     {"name": "method", "in": "query", "required": False,
                      "schema": {"type": "string",
                                 "enum": list(METHODS)}},

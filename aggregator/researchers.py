@@ -224,13 +224,15 @@ def estimates(survey_id: str):
     """Per question and option, the shared estimator applied to the stored counts.
 
     Query: confidence (default 0.95), method (shared.METHODS), simultaneous (true: each
-    question's intervals cover together), regress (a formula: adds `regression`).
+    question's intervals cover together), regress (a formula: adds `regression`), weights
+    (population margins as JSON: adds `weighted`, with the regression weighted too).
     Public-results surveys need no key; others a key of their owner, a researcher they are
     shared with, or an admin.
     """
     args = request.args
     options = surveys.estimate_options(args.get("confidence"), args.get("method"),
-                                       args.get("simultaneous"), args.get("regress"))
+                                       args.get("simultaneous"), args.get("regress"),
+                                       args.get("weights"), current_app.config["MIN_CELL"])
     return jsonify(surveys.estimates(get_db(), survey_id, request_caller(),
                                      current_app.config["CENTRAL_DELTA"], options,
                                      current_app.config["RELEASE_EVERY"]))

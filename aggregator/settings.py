@@ -41,6 +41,9 @@ DEFAULTS: dict[str, Any] = {
     "PROXY_HOPS": None,                 # reverse proxies in front (default: 1 in production)
     "SERVED_BY": None,                  # this replica's name, sent as a Served-By header
     "CENTRAL_DELTA": 1e-6,              # delta of the shuffle-amplified central epsilon
+    # In a survey with openly answered questions, the fewest respondents a regression group or
+    # a weighting margin's level may hold: open answers must not single anyone out.
+    "MIN_CELL": 10,
     "SESSION_HOURS": protocol.SESSION_HOURS,  # a results-page login ends after this long
     # Seconds between scheduled releases, at multiples of it since the Unix epoch (UTC):
     # pools are released only then, never by the request that fills them (releases.py).
@@ -66,7 +69,7 @@ RATE_LIMITS = tuple(limits.SETTINGS.values())
 TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "STORAGE_KEY", "SERVED_BY", "PUBLIC_URL",
         "RATE_LIMIT_STORAGE", *RATE_LIMITS)
 LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
-          "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS")
+          "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS", "MIN_CELL")
 MIN_SECRET_BYTES = 32
 MAX_SESSION_HOURS = 24 * 366
 

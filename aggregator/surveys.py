@@ -144,10 +144,13 @@ def mint_tokens(db: Connection, caller: KeyRecord, survey_id: str,
 
 @dataclass(frozen=True)
 class EstimateOptions(Settings):
-    """Settings (confidence, interval method, simultaneous), and a regression formula to fit
-    too (None: none)."""
+    """Settings (confidence, interval method, simultaneous), a regression formula to fit too
+    (None: none), population margins to weight by (None: none) and the fewest respondents a
+    group may hold in a survey with open answers (the MIN_CELL setting)."""
 
     regress: str | None = None
+    weights: dict | None = None
+    min_cell: int = 10
 
 
 def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_delta: float,
@@ -158,9 +161,13 @@ def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_
     stored = store.get_survey(db, survey_id)
     readable(db, stored, caller)
     document = estimates_document(db, stored, options, central_delta, release_every)
-    if options.regress is not None:
+    if options.weights is not None:
+        document["weighted"] = analyses.weighted(db, stored.survey, options.weights,
+                                                 options.regress, options.confidence,
+                                                 options.min_cell)
+    elif options.regress is not None:
         document["regression"] = analyses.regression(db, stored.survey, options.regress,
-                                                     options.confidence)
+                                                     options.confidence, options.min_cell)
     return document
 
 
@@ -220,16 +227,19 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
 
 
 def estimate_options(confidence: str | None, method: str | None,
-                     simultaneous: str | None = None, regress: str | None = None) -> EstimateOptions:
+                     simultaneous: str | None = None, regress: str | None = None,
+                     weights: str | None = None, min_cell: int = 10) -> EstimateOptions:
     """Parse and check query values: the confidence level in (0, 1), the interval method,
-    simultaneous ("true" or "false") and a regression formula. InvalidParameter."""
+    simultaneous ("true" or "false"), a regression formula and margins (JSON) to weight by;
+    min_cell from the settings. InvalidParameter."""
     method = DEFAULT_METHOD if method is None else method
     if method not in METHODS:
         raise InvalidParameter(f"method must be one of {', '.join(METHODS)}")
     if simultaneous not in (None, "true", "false"):
         raise InvalidParameter("simultaneous must be true or false")
     return EstimateOptions(confidence_level(confidence), method, simultaneous == "true",
-                           analyses.regression_formula(regress))
+                           analyses.regression_formula(regress),
+                           analyses.weights_margins(weights), min_cell)
 
 
 def confidence_level(confidence: str | None) -> float:
@@ -343,19 +353,26 @@ ASSUMES = ("The central epsilon holds only if the other responses in each releas
            "epsilon_whole_survey holds only against someone who sees the final export alone: "
            "whoever reads the results after each release sees every release by itself, and "
            "against them epsilon_per_release is what holds.")
+OPEN_ANSWERS = ("No shuffle amplification: this survey has openly answered questions, and an open "
+                "answer (an age, a region) can tell one response from the others of its "
+                "release, so shuffling hides nothing. The central epsilon is the local one, "
+                "and it covers the randomized answers only; the open answers are seen as given.")
 
 
 def central(survey: Survey, smallest_release: int | None, released: int,
             delta_setting: float) -> dict:
-    """What someone who sees only released batches can learn about one respondent: each
-    report (all its answers, local epsilon eps0 = the survey's realized total) is shuffled among
-    the others of its release (Feldman, McMillan and Talwar, FOCS 2021; shared/shuffle.py).
-    Per release with n = the smallest release so far (against whoever reads every release);
-    over the whole survey (only against someone who sees the final export alone) with n = the
-    released responses; each at most eps0, and
-    eps0 itself before any release. One delta for both: min(CENTRAL_DELTA, 1 / (10 n))."""
+    """What someone who sees only released batches can learn about one respondent: each report (all
+    its answers, local epsilon eps0 = the survey's realized total) is shuffled among the others
+    of its release (Feldman, McMillan and Talwar, FOCS 2021; shared/shuffle.py). Per release
+    with n = the smallest release so far (against whoever reads every release); over the whole
+    survey (only against someone who sees the final export alone) with n = the released
+    responses; each at most eps0, and eps0 itself before any release, or always with openly
+    answered questions (OPEN_ANSWERS). One delta for both: min(CENTRAL_DELTA, 1 / (10 n))."""
     eps0 = survey.total_epsilon
     delta = min(delta_setting, 1 / (10 * released)) if released else delta_setting
+    if any(q.disclosed for q in survey.questions):
+        return {"delta": delta, "epsilon_per_release": eps0, "epsilon_whole_survey": eps0,
+                "assumes": OPEN_ANSWERS}
     return {"delta": delta,
             "epsilon_per_release": central_epsilon(eps0, smallest_release, delta)
             if smallest_release else eps0,

@@ -1,11 +1,13 @@
 """Analyses researchers publish beyond proportions, on NumPy, SciPy and formulaic (the
 `analysis` extra): logistic regression of a randomized yes/no answer on covariates
-(`regression`) and survey weights raked to population margins (`weights`). Imports `shared`
+(`regression`), survey weights raked to population margins (`weights`) and both together
+on an export (`results.weighted_results`). Imports `shared`
 only; the aggregator loads it on first use, so a server without the extra still starts."""
 
 from .data import read_export
 from .errors import AnalysisError, ConvergenceError
 from .regression import Coefficient, GroupPrevalence, Regression, rr_logistic
+from .results import weighted_results
 from .weights import WeightedEstimate, Weights, load_margins, rake, weighted_estimates
 
 __all__ = [
@@ -21,4 +23,5 @@ __all__ = [
     "read_export",
     "rr_logistic",
     "weighted_estimates",
+    "weighted_results",
 ]

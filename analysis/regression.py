@@ -135,6 +135,7 @@ def parse_formula(formula: str) -> tuple[str, list[str]]:
 
 def rr_logistic(formula: str, data: pd.DataFrame, mechanisms: Mapping[str, Mechanism], *,
                 weights: Weights | None = None, counts: str | None = None,
+                min_cell: int | None = None,
                 confidence: float = DEFAULT_CONFIDENCE) -> Regression:
     """Fit `formula` (see parse_formula) to `data` by maximum likelihood (module docstring).
 
@@ -143,14 +144,18 @@ def rr_logistic(formula: str, data: pd.DataFrame, mechanisms: Mapping[str, Mecha
     reported option); the outcome must be a randomized yes/no question (its second category,
     code 1, is yes). Every other column is a plain covariate: numeric, or categorical (first
     category the reference). Rows missing a used value are dropped. weights: raking weights
-    for these rows (weights.rake). counts: the name of a column of non-negative integers,
-    each row then standing for that many respondents alike (tallied data: a server tallies
-    the released responses' patterns as it streams them; not with weights). AnalysisError
-    for a formula or data that cannot be fitted; ConvergenceError when the likelihood has no
-    interior maximum."""
+    for these rows (weights.rake, with the same counts). counts: the name of a column of
+    non-negative integers, each row then standing for that many respondents alike (tallied
+    data: a server tallies the released responses' patterns as it streams them). min_cell:
+    refuse a group of the plain categorical covariates (each combination of their levels)
+    held by 1 to min_cell - 1 respondents, so that openly answered covariates single no one
+    out. AnalysisError for a formula or data that cannot be fitted; ConvergenceError when the
+    likelihood has no interior maximum."""
     z = z_value(confidence)
     outcome, names = parse_formula(formula)
     frame = _checked_frame(data, outcome, names, mechanisms, weights, counts)
+    if min_cell:
+        _check_cells(frame, [n for n in names if n not in mechanisms], counts, min_cell)
     model = _Model.build(formula, frame, outcome, names, mechanisms, weights, counts)
     fit = model.fit()
     covariance = model.covariance(fit)
@@ -196,8 +201,6 @@ def _checked_frame(data: pd.DataFrame, outcome: str, names: list[str],
     if weights is not None and len(weights.values) != len(data):
         raise AnalysisError(f"{len(weights.values)} weights for {len(data)} rows")
     if counts is not None:
-        if weights is not None:
-            raise AnalysisError("give weights or counts, not both")
         column = data[counts] if counts in data.columns else None
         if column is None or not pd.api.types.is_integer_dtype(column) or (column < 0).any():
             raise AnalysisError(f"counts {counts!r} must be a column of non-negative integers")
@@ -211,6 +214,25 @@ def _checked_frame(data: pd.DataFrame, outcome: str, names: list[str],
     if len(frame) == 0 or (counts is not None and frame[counts].sum() == 0):
         raise AnalysisError("no rows with every value of the formula")
     return frame
+
+
+def _check_cells(frame: pd.DataFrame, plain: list[str], counts: str | None,
+                 min_cell: int) -> None:
+    """AnalysisError naming the first group of the plain categorical covariates (a
+    combination of their levels) held by 1 to min_cell - 1 respondents."""
+    groups = [n for n in plain if not pd.api.types.is_numeric_dtype(frame[n])
+              or isinstance(frame[n].dtype, pd.CategoricalDtype)]
+    if not groups:
+        return
+    sizes = (frame.groupby(groups, observed=True)[counts].sum() if counts is not None
+             else frame.groupby(groups, observed=True).size())
+    small = sizes[(sizes > 0) & (sizes < min_cell)]
+    if len(small):
+        level = small.index[0] if len(groups) > 1 else (small.index[0],)
+        where = ", ".join(f"{name} = {value}" for name, value in zip(groups, level, strict=True))
+        raise AnalysisError(f"the group {where} has fewer than {min_cell} respondents: too few "
+                            "to report without singling them out (merge levels or drop the "
+                            "covariate)")
 
 
 @dataclass(frozen=True)

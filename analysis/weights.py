@@ -38,8 +38,9 @@ MAX_RAKING_ITERATIONS = 1000  # full sweeps over the margins
 
 @dataclass(frozen=True)
 class Weights:
-    """Raking weights for the rows of a data frame (in row order, summing to the number of
-    rows), the raked columns, the indicator matrix of their margins (an intercept and one
+    """Raking weights for the rows of a data frame (in row order; with counts, each row's
+    respondents each get its weight, and sum count w is the number of respondents), the raked
+    columns, the indicator matrix of their margins (an intercept and one
     column per non-reference level: what linearization residualizes on), Kish's effective
     sample size and the sweeps raking took."""
 
@@ -48,6 +49,16 @@ class Weights:
     calibration: np.ndarray
     effective_n: float
     iterations: int
+    counts: np.ndarray | None = None  # respondents per row (None: one each)
+
+    def summary(self) -> dict:
+        """What a report shows of the weights: the raked columns, respondents, Kish's
+        effective sample size, the smallest and largest weight and the sweeps raking took."""
+        count = np.ones(len(self.values)) if self.counts is None else self.counts
+        used = self.values[count > 0]
+        return {"margins": list(self.columns), "n": int(count.sum()),
+                "effective_n": self.effective_n, "min_weight": float(used.min()),
+                "max_weight": float(used.max()), "iterations": self.iterations}
 
 
 @dataclass(frozen=True)
@@ -71,10 +82,15 @@ class WeightedEstimate:
         return asdict(self)
 
 
+SHARE_TOTALS = (1.0, 100.0)  # a margin's shares, or its percentages
+SHARE_TOLERANCE = 1e-6  # relative: |sum / total - 1| accepted
+
+
 def read_margins(table: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
-    """Population margins {column: {level: share}} with each column's values normalized to
-    shares (counts or percentages work too). AnalysisError unless every value is a positive
-    finite number and every column has at least two levels."""
+    """Population margins {column: {level: share}} as shares: each column's values must sum to
+    1 (shares) or 100 (percentages, divided by 100), within SHARE_TOLERANCE, so that a typo is
+    an error rather than a silent renormalization. AnalysisError unless every value is a
+    positive finite number, every column has at least two levels and its values sum so."""
     if not isinstance(table, Mapping) or not table:
         raise AnalysisError("margins must map each column to {level: population share}")
     margins = {}
@@ -87,6 +103,10 @@ def read_margins(table: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str
                 raise AnalysisError(f"margin {column!r}, level {level!r}: the share must be a "
                                     f"positive number, got {share!r}")
         total = math.fsum(levels.values())
+        unit = next((u for u in SHARE_TOTALS if abs(total / u - 1.0) <= SHARE_TOLERANCE), None)
+        if unit is None:
+            raise AnalysisError(f"margin {column!r}: the shares sum to {total:.6g}, not 1 (or "
+                                "100 for percentages)")
         margins[str(column)] = {str(level): share / total for level, share in levels.items()}
     return margins
 
@@ -115,16 +135,21 @@ def load_margins(path: str | Path) -> dict[str, dict[str, float]]:
 
 
 def rake(data: pd.DataFrame, margins: Mapping[str, Mapping[str, float]], *,
-         randomized: Sequence[str] = (), tolerance: float = RAKING_TOLERANCE,
+         randomized: Sequence[str] = (), counts: str | None = None,
+         min_cell: int | None = None, tolerance: float = RAKING_TOLERANCE,
          max_iterations: int = MAX_RAKING_ITERATIONS) -> Weights:
     """Weights that make each column's weighted shares equal the margins (module docstring),
-    starting from equal weights and summing to len(data). Columns named in `randomized` are
-    refused: their reported shares are not their population's. AnalysisError for a column
-    that is missing, randomized, or has a level with no margin or a margin level with no row;
-    ConvergenceError when the margins cannot all be met (for example a combination of levels
-    that the margins need and no row has)."""
+    starting from equal weights and summing to the number of respondents. counts: a column of
+    respondents per row (tallied data, as rr_logistic takes). Columns named in `randomized`
+    are refused: their reported shares are not their population's. min_cell: refuse a level
+    held by fewer respondents (open answers must not single anyone out). AnalysisError for a
+    column that is missing, randomized, or has a level with no margin, a margin level with no
+    row or (min_cell) too few; ConvergenceError when the margins cannot all be met (for
+    example a combination of levels that the margins need and no row has)."""
     margins = read_margins(margins)
-    n = len(data)
+    count = (np.ones(len(data)) if counts is None
+             else data[counts].to_numpy().astype(float))
+    n = count.sum()
     if n < 2:
         raise AnalysisError("raking needs at least 2 rows")
     codes = {}
@@ -140,29 +165,36 @@ def rake(data: pd.DataFrame, margins: Mapping[str, Mapping[str, float]], *,
         if unmatched:
             raise AnalysisError(f"column {column!r} has level {unmatched[0]!r} with no "
                                 "population margin")
-        empty = [level for level in shares if level not in set(values)]
+        held = {level: count[values == level].sum() for level in shares}
+        empty = [level for level, size in held.items() if size == 0]
         if empty:
             raise AnalysisError(f"margin {column!r}, level {empty[0]!r}: no row has it")
+        small = [level for level, size in held.items() if min_cell and size < min_cell]
+        if small:
+            raise AnalysisError(f"margin {column!r}, level {small[0]!r}: fewer than {min_cell} "
+                                "respondents, too few to weight without singling them out")
         codes[column] = (values, shares)
-    weights = np.ones(n)
+    weights = np.ones(len(data))
     for sweep in range(1, max_iterations + 1):
         for values, shares in codes.values():
             for level, share in shares.items():
                 rows = values == level
-                weights[rows] *= share * n / weights[rows].sum()
-        if _largest_gap(weights, codes) < tolerance:
+                weights[rows] *= share * n / (count[rows] @ weights[rows])
+        if _largest_gap(weights, codes, count) < tolerance:
             return Weights(weights, tuple(margins), indicators(codes),
-                           float(weights.sum() ** 2 / (weights ** 2).sum()), sweep)
+                           float((count @ weights) ** 2 / (count @ weights ** 2)), sweep,
+                           None if counts is None else count)
     raise ConvergenceError(
         f"raking did not meet the margins after {max_iterations} sweeps (largest relative gap "
-        f"{_largest_gap(weights, codes):.3g}): the margins may need a combination of levels "
+        f"{_largest_gap(weights, codes, count):.3g}): the margins may need a combination of levels "
         "that no row has")
 
 
-def _largest_gap(weights: np.ndarray, codes: Mapping) -> float:
+def _largest_gap(weights: np.ndarray, codes: Mapping, count: np.ndarray) -> float:
     """max |weighted share / population share - 1| over every margin's levels."""
-    total = weights.sum()
-    return max(abs(weights[values == level].sum() / (share * total) - 1.0)
+    mass = count * weights
+    total = mass.sum()
+    return max(abs(mass[values == level].sum() / (share * total) - 1.0)
                for values, shares in codes.values() for level, share in shares.items())
 
 
@@ -192,29 +224,36 @@ def linearized_variance(influence: np.ndarray, weights: np.ndarray, calibration:
     return n / (n - 1.0) * np.einsum("u,ui,uj->ij", count, centred, centred)
 
 
-def weighted_estimates(reports: pd.Series, mechanism: Mechanism, weights: Weights, *,
+def weighted_estimates(reports: pd.Series, mechanism: Mechanism | None, weights: Weights, *,
                        confidence: float = DEFAULT_CONFIDENCE) -> tuple[WeightedEstimate, ...]:
-    """Per option j of a randomized question (reports: its categorical column, categories in
-    code order), the weighted estimate (WeightedEstimate) with the linearization standard
-    error of the weighted reported rate (a ratio: influence values [r_i = j] - rate_j),
-    divided by alpha."""
+    """Per option j of a question (reports: its categorical column, categories in code order;
+    one row per row of the weights, each standing for weights.counts respondents), the
+    weighted estimate (WeightedEstimate) with the linearization standard error of the weighted
+    reported rate (a ratio: influence values [r_i = j] - rate_j), divided by alpha. mechanism
+    None: an openly answered question, whose rate is the estimate (alpha 1, epsilon 0)."""
     if len(reports) != len(weights.values):
         raise AnalysisError(f"{len(weights.values)} weights for {len(reports)} rows")
     z = z_value(confidence)
+    count = np.ones(len(reports)) if weights.counts is None else weights.counts
     w = weights.values
     codes = reports.cat.codes.to_numpy()
     if (codes < 0).any():
         raise AnalysisError("weighted estimates need every row's report")
-    n = len(codes)
-    onehot = (codes[:, None] == np.arange(mechanism.k)[None, :]).astype(float)
-    rates = w @ onehot / w.sum()
-    variance = np.diag(linearized_variance(onehot - rates, w, weights.calibration)) / w.sum() ** 2
+    k = len(reports.cat.categories)
+    onehot = (codes[:, None] == np.arange(k)[None, :]).astype(float)
+    total = (count * w).sum()
+    rates = (count * w) @ onehot / total
+    variance = np.diag(linearized_variance(onehot - rates, w, weights.calibration,
+                                           count)) / total ** 2
+    alpha = 1.0 if mechanism is None else mechanism.alpha
     estimates = []
     for j, (rate, var) in enumerate(zip(rates, variance, strict=True)):
-        p_hat = unbiased_estimate(float(rate), mechanism.alpha, mechanism.beta[j])
-        se = math.sqrt(var) / mechanism.alpha
+        p_hat = float(rate) if mechanism is None else unbiased_estimate(
+            float(rate), alpha, mechanism.beta[j])
+        se = math.sqrt(var) / alpha
         estimates.append(WeightedEstimate(
-            n=n, effective_n=weights.effective_n, reported_rate=float(rate), p_hat=p_hat,
-            standard_error=se, ci_low=clip_unit(p_hat - z * se), ci_high=clip_unit(p_hat + z * se),
-            confidence=confidence, epsilon=mechanism.epsilon))
+            n=int(count.sum()), effective_n=weights.effective_n, reported_rate=float(rate),
+            p_hat=p_hat, standard_error=se, ci_low=clip_unit(p_hat - z * se),
+            ci_high=clip_unit(p_hat + z * se), confidence=confidence,
+            epsilon=0.0 if mechanism is None else mechanism.epsilon))
     return tuple(estimates)

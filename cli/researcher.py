@@ -1,6 +1,7 @@
 """Researcher commands: survey check, and those that talk to an aggregator over HTTP: survey
 create/list/close/share/tokens, results."""
 
+import json
 import sys
 from importlib import resources
 from urllib.parse import quote
@@ -227,6 +228,11 @@ def qr(api: Api, survey_id: str, output: str) -> None:
               help="Logistic regression of a yes/no question on others instead, e.g. "
                    "\"smoked ~ sleep + drove\" (question ids joined by +, : or *): "
                    "coefficients with SEs and CIs, predicted prevalence by group.")
+@click.option("--weights", "margins_file", type=click.Path(exists=True, dir_okay=False),
+              help="Weight to population margins of openly answered questions (a JSON file "
+                   "{\"question\": {\"option\": share}} or a CSV column,level,share): raking "
+                   "weights, weighted estimates (and --regress weighted), linearization SEs, "
+                   "effective sample size.")
 @json_option
 @click.option("--csv", "export", flag_value="csv",
               help="Print the randomized responses as CSV: a header of question ids, one row "
@@ -247,9 +253,9 @@ def qr(api: Api, survey_id: str, output: str) -> None:
                    "value means) to this file, as Markdown if it ends in .md, else JSON.")
 @pass_api
 def results(api: Api, survey_id: str, confidence: float, method: str, simultaneous: bool,
-            difference: str | None, crosstab: str | None, regress: str | None, as_json: bool,
-            export: str | None, output: str | None, codes: bool, layout: str,
-            codebook: str | None) -> None:
+            difference: str | None, crosstab: str | None, regress: str | None,
+            margins_file: str | None, as_json: bool, export: str | None, output: str | None,
+            codes: bool, layout: str, codebook: str | None) -> None:
     """Print a survey's estimates (public surveys need no key), a difference of two options,
     a cross-tab of two questions, a regression, or export its responses."""
     if export:
@@ -257,8 +263,14 @@ def results(api: Api, survey_id: str, confidence: float, method: str, simultaneo
         return
     if codes or layout != "plain" or codebook:
         raise click.UsageError("--codes, --format and --codebook go with --csv or --jsonl")
+    if margins_file and (crosstab or difference):
+        raise click.UsageError("--weights goes with the estimates or --regress, not with "
+                               "--crosstab or --difference")
     if crosstab:
         _crosstab(api, survey_id, crosstab, confidence, as_json)
+        return
+    if margins_file:
+        _weighted(api, survey_id, margins_file, regress, confidence, as_json)
         return
     if regress:
         _regress(api, survey_id, regress, confidence, as_json)
@@ -395,6 +407,49 @@ def _regress(api: Api, survey_id: str, formula: str, confidence: float, as_json:
     if fit is None:
         click.echo("no released responses yet: nothing to fit")
         return
+    _print_regression(fit)
+
+
+def _weighted(api: Api, survey_id: str, margins_file: str, formula: str | None,
+              confidence: float, as_json: bool) -> None:
+    """The estimates endpoint's weighted results (ldpsurvey.analysis.weighted_results on the
+    server) with the margins of `margins_file` (analysis.load_margins: JSON or CSV; a bad
+    file is one error line): --json its document (null before the first release), else the
+    weights, every weighted estimate and the weighted regression."""
+    try:
+        from ldpsurvey.analysis import AnalysisError, load_margins
+    except ImportError:
+        raise click.ClickException("--weights needs the analysis extra: pip install "
+                                   "'ldp-survey[analysis]'") from None
+    try:
+        margins = load_margins(margins_file)
+    except (AnalysisError, OSError, UnicodeDecodeError) as error:
+        raise click.ClickException(f"--weights: {error}") from None
+    query = (f"confidence={confidence}&weights={quote(json.dumps(margins), safe='')}"
+             + (f"&regress={quote(formula, safe='')}" if formula else ""))
+    body = api.get(f"/api/surveys/{quote(survey_id, safe='')}/estimates?{query}",
+                   auth=None).json()["weighted"]
+    if as_json:
+        emit_json(body)
+        return
+    if body is None:
+        click.echo("no released responses yet: nothing to weight")
+        return
+    w = body["weights"]
+    click.echo(f"Raked to the margins of {', '.join(w['margins'])}: n = {w['n']}, effective "
+               f"sample size {w['effective_n']:.1f} (Kish), weights {w['min_weight']:.3g} to "
+               f"{w['max_weight']:.3g}; {body['confidence']:.0%} Wald CIs, SEs by "
+               "linearization.")
+    click.echo(table([(q["id"] + (" (open)" if q["disclosed"] else ""), o["option"],
+                       o["p_hat"], o["standard_error"], interval(o))
+                      for q in body["questions"] for o in q["options"]],
+                     ["question", "option", "weighted estimate", "SE", "CI"]))
+    if "regression" in body:
+        _print_regression(body["regression"])
+
+
+def _print_regression(fit: dict) -> None:
+    """A fitted regression: its line, coefficients and predicted prevalence by group."""
     covariates = ", ".join(fit["randomized_covariates"]) or "none"
     click.echo(f"{fit['formula']}: logistic regression of the true answer, n = {fit['n']}, "
                f"log-likelihood {fit['log_likelihood']:.4f}; {fit['confidence']:.0%} Wald CIs, "

@@ -36,6 +36,7 @@ from ldpsurvey.client.respondent import Submission
 from ldpsurvey.client.urls import Link, parse_link
 from ldpsurvey.client.verify import VerifiedSurvey
 from ldpsurvey.shared import Question, Survey
+from ldpsurvey.shared.disclosed import WORDS as OPEN_WORDS
 from ldpsurvey.shared.manifest import key_id
 
 from .api import URL_VARIABLE, check_url
@@ -250,6 +251,8 @@ def collect_answers(verified: VerifiedSurvey, state: LocalState, given: dict[str
     for question in survey.questions:
         click.echo("\n" + clean(f"[{question.id}] {question.text}"))
         click.echo(clean("  " + question.scheme.asked()))
+        if question.disclosed:
+            click.echo("  " + OPEN_WORDS)
         if details:
             click.echo(f"  {notes[question.id]}")
         if question.id in record["answers"]:

@@ -39,8 +39,11 @@ def release_summary(release_batch: int) -> str:
 
 def question_note(question: Question, epsilon: float, total_epsilon: float) -> str:
     """What the server receives for each answer (scheme.note; for a concept question, through
-    both layers), and how sure an observer could become."""
+    both layers), and how sure an observer could become (for an open answer: that it is sent
+    as given, alone)."""
     what, belief = question.scheme.note()
+    if question.disclosed:  # nothing randomized: no bound to state
+        return what
     one = posterior_bounds(0.5, epsilon).high
     every = posterior_bounds(0.5, total_epsilon).high
     return (f"{what} Someone who thought it 50 % likely {belief} could be at most "

@@ -19,8 +19,10 @@ The manifest is that survey with every parameter spelled out (beta as a full lis
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
 Client and aggregator both read it through parse_manifest. Format /7 added design on yes/no
 questions ("cheating_detection": two forced-response groups, with groups in place of alpha and
-beta; cheating.py); a survey without one is written as before, so earlier clients read it, and
-they refuse a /7 one by its format. Format /6 added mechanism on
+beta; cheating.py), the number mechanisms piecewise and hybrid (piecewise.py), and `disclosed:
+true` on yes/no, choice and numeric questions answered openly (disclosed.py: no randomization,
+no epsilon field, counted in no epsilon); a survey using none of them is written as before, so
+earlier clients read it, and they refuse a /7 one by its format. Format /6 added mechanism on
 choice questions (oue, olh: shared/oue.py, olh.py, with their parameters in place of alpha and
 beta; `auto` in a definition is written as the mechanism it chose) and the types multi_select
 and numeric (multi_select.py, numeric.py); a survey with only
@@ -50,7 +52,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import strict_json
+from . import disclosed, strict_json
 from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
 from .crosstab import size_problem
 from .forced_response import NAME as FORCED_RESPONSE
@@ -79,7 +81,7 @@ QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 # What a /6 reader does not know: a survey using one of these is /7, so earlier clients refuse
 # it by its format rather than by a field they cannot read.
-SCHEMES_SINCE_7 = frozenset(DESIGNS) | {PIECEWISE, HYBRID}
+SCHEMES_SINCE_7 = frozenset(DESIGNS) | {PIECEWISE, HYBRID, disclosed.NAME}
 FORMATS = (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
 DEFAULT_RELEASE_BATCH = 100
 DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
@@ -173,6 +175,11 @@ class Question:
         return self.scheme.instantaneous
 
     @property
+    def disclosed(self) -> bool:
+        """Whether the question is answered openly (disclosed.py): sent as given."""
+        return self.scheme.name == disclosed.NAME
+
+    @property
     def reported_mechanism(self) -> Mechanism:
         """What one report of a forced-response question is, given the true answer: its
         mechanism, or for a concept question both layers composed (mechanism.compose)."""
@@ -180,8 +187,9 @@ class Question:
 
     def as_dict(self) -> dict[str, Any]:
         options = {"options": list(self.options)} if self.options else {}  # none: numeric
+        epsilon = {} if self.disclosed else {"epsilon": self.epsilon}  # open: counted in none
         fields = {"id": self.id, "text": self.text, "type": self.type, **options,
-                  **self.scheme.fields(), "epsilon": self.epsilon}
+                  **self.scheme.fields(), **epsilon}
         if self.concept is None:
             return fields
         return {**fields, "concept": self.concept, "irr_alpha": self.irr_alpha}
@@ -215,13 +223,13 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /7 when a question has a design (cheating_detection)
-        or a number mechanism new in /7 (piecewise, hybrid); else /6 when a question uses
-        another mechanism than forced response (with origin and crosstabs); else /5 with the
-        origin (and crosstabs) when the survey has one (every survey published since /5); else
-        /4 with crosstabs if it declares any, else /3 without them. So clients of earlier
-        releases keep reading every survey that uses nothing new, and refuse the others by
-        their format."""
+        """The manifest's fields: format /7 when a question has a design (cheating_detection),
+        a number mechanism new in /7 (piecewise, hybrid) or is answered openly; else /6 when a
+        question uses another mechanism than forced response (with origin and crosstabs); else
+        /5 with the origin (and crosstabs) when the survey has one (every survey published
+        since /5); else /4 with crosstabs if it declares any, else /3 without them. So clients
+        of earlier releases keep reading every survey that uses nothing new, and refuse the
+        others by their format."""
         designed = any(q.scheme.name in SCHEMES_SINCE_7 for q in self.questions)
         new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
         version = (MANIFEST_FORMAT if designed else FORMAT_6 if new else FORMAT_5 if self.origin
@@ -349,7 +357,8 @@ FORCED_RESPONSE_FIELDS = {"alpha", "beta", "epsilon", "concept", "irr_alpha"}
 QUESTION_FIELDS_6 = {"options", "mechanism"} | FORCED_RESPONSE_FIELDS | set().union(
     *MECHANISM_FIELDS.values(), *(fields for module in TYPES.values()
                                   for fields in module.FIELDS.values()))
-QUESTION_FIELDS = QUESTION_FIELDS_6 | set().union(*(module.FIELDS for module in DESIGNS.values()))
+QUESTION_FIELDS = QUESTION_FIELDS_6 | {"disclosed"} | set().union(
+    *(module.FIELDS for module in DESIGNS.values()))
 
 
 def _question(data: Any, index: int, seen: set[str]) -> Question:
@@ -370,6 +379,9 @@ def _question(data: Any, index: int, seen: set[str]) -> Question:
         raise _fail(f"{where}.type", f"must be one of yes_no, choice, {', '.join(TYPES)}, got "
                     f"{kind!r}")
     options = _options(data, kind, where)
+    if _flag(data.get("disclosed", False), f"{where}.disclosed"):
+        return _open(data, qid, text, kind, options, where)
+    data = {key: value for key, value in data.items() if key != "disclosed"}
     if kind in TYPES:
         return _typed(data, qid, text, kind, options, where)
     if "design" in data:
@@ -429,6 +441,19 @@ def _designed(data: Mapping[str, Any], qid: str, text: str, kind: str,
     _only(data, module.FIELDS, design, where)
     try:
         scheme = module.scheme_for(options, Fields(data))
+def _open(data: Mapping[str, Any], qid: str, text: str, kind: str, options: tuple[str, ...],
+          where: str) -> Question:
+    """An openly answered question (disclosed.py): yes/no, choice or numeric, with no
+    randomization fields."""
+    if kind not in disclosed.TYPES:
+        raise _fail(f"{where}.disclosed", f"a {kind} question cannot be answered openly (only "
+                    f"{', '.join(disclosed.TYPES)})")
+    _only(data, disclosed.NUMERIC_FIELDS if kind == "numeric" else disclosed.FIELDS,
+          "disclosed", where)
+    if "mechanism" in data:
+        raise _fail(f"{where}.mechanism", "an openly answered question is not randomized")
+    try:
+        scheme = disclosed.scheme_for(kind, options, Fields(data))
     except FieldError as exc:
         raise _fail(f"{where}.{exc.field}", str(exc)) from None
     return Question(qid, text, kind, options, scheme)
@@ -530,10 +555,14 @@ def _crosstabs(value: Any, questions: tuple[Question, ...]) -> tuple[tuple[str, 
 def parse_definition(data: Any) -> Survey:
     """Validate a researcher's survey definition (already parsed from TOML or JSON), with the
     rules of this release for new surveys (check_instantaneous, at most crosstab.MAX_CELLS
-    cells per declared cross-tab)."""
+    cells per declared cross-tab, no public results with an openly answered question)."""
     survey = _survey(data)
     for question in survey.questions:
         check_instantaneous(question)
+    opened = [q.id for q in survey.questions if q.disclosed]
+    if opened and survey.public_results:
+        raise _fail("survey.public_results", f"must be false: question {opened[0]!r} is "
+                    "answered openly, and public results could single a respondent out")
     for index, (rows, cols) in enumerate(survey.crosstabs):
         problem = size_problem(len(survey.question(rows).options), len(survey.question(cols).options))
         if problem:
@@ -623,7 +652,7 @@ def parse_manifest(raw: bytes) -> Survey:
                        FORMAT_2: {"concept"}}
     required = {"id", "text", "type", "options", "alpha", "beta", "epsilon"}
     if version in (MANIFEST_FORMAT, FORMAT_6):  # each question has its mechanism's fields
-        required = {"id", "text", "type", "epsilon"}
+        required = {"id", "text", "type"}  # epsilon: on every question but an open one
         question_fields[version] = QUESTION_FIELDS if version == MANIFEST_FORMAT else (
             QUESTION_FIELDS_6)
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
@@ -637,6 +666,12 @@ def parse_manifest(raw: bytes) -> Survey:
     definition["questions"] = []
     for index, q in enumerate(data["questions"] if isinstance(data["questions"], list) else []):
         q = _keys(q, f"questions[{index}]", required, question_fields.get(version, set()))
+        if q.get("disclosed") is True:  # open: no epsilon stated (_open refuses one)
+            stated.append(None)
+            definition["questions"].append(dict(q))
+            continue
+        if "epsilon" not in q:
+            raise _fail(f"questions[{index}]", "missing field 'epsilon'")
         stated.append(_number(q["epsilon"], f"questions[{index}].epsilon"))
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
     survey = _survey(definition)
@@ -644,7 +679,7 @@ def parse_manifest(raw: bytes) -> Survey:
         if version != MANIFEST_FORMAT and question.scheme.name in SCHEMES_SINCE_7:
             raise _fail(f"question {question.id!r}.mechanism", f"{question.scheme.name} "
                         f"needs format {MANIFEST_FORMAT}, not {version}")
-        if _disagree(eps, question.epsilon, question.scheme.nominal_epsilon):
+        if eps is not None and _disagree(eps, question.epsilon, question.scheme.nominal_epsilon):
             raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but its "
                         f"parameters give {question.epsilon!r}")
     nominal_total = total_epsilon(q.scheme.nominal_epsilon for q in survey.questions)

@@ -129,22 +129,7 @@ class NumberAnswer:
                 "options": [{"index": 0, "option": "mean", **entry}]}
 
     def truth_of(self, value: Any) -> dict[str, list[float]]:
-        """A scenario's distribution: {values = [...], weights = [...]} (weights >= 0, not all
-        0; normalized here)."""
-        need = "{ values = [...], weights = [...] }: numbers, and as many weights >= 0"
-        if not isinstance(value, dict) or set(value) != {"values", "weights"}:
-            raise ValueError(need)
-        values, weights = value["values"], value["weights"]
-        numbers = (isinstance(values, list) and isinstance(weights, list) and values
-                   and len(values) == len(weights)
-                   and all(isinstance(v, int | float) and not isinstance(v, bool)
-                           and math.isfinite(v) for v in values)
-                   and all(isinstance(w, int | float) and not isinstance(w, bool) and w >= 0
-                           for w in weights) and math.fsum(weights) > 0)
-        if not numbers:
-            raise ValueError(need)
-        total = math.fsum(weights)
-        return {"values": [float(v) for v in values], "weights": [w / total for w in weights]}
+        return distribution(value)
 
     def true_values(self, truth: dict[str, list[float]]) -> list[float]:
         """The mean the device's answers have: of the values clamped to [min, max]."""
@@ -262,6 +247,25 @@ class StochasticRounding(NumberAnswer, RandomizerEpsilon):
                 f"{self.high:g} or {self.low:g} (to {self.high:g} the more often the higher it "
                 f"is), and that is kept with {percent(keep)} probability, else flipped.",
                 f"your number is {self.high:g} rather than {self.low:g}")
+
+
+def distribution(value: Any) -> dict[str, list[float]]:
+    """A scenario's distribution: {values = [...], weights = [...]} (weights >= 0, not all
+    0; normalized here)."""
+    need = "{ values = [...], weights = [...] }: numbers, and as many weights >= 0"
+    if not isinstance(value, dict) or set(value) != {"values", "weights"}:
+        raise ValueError(need)
+    values, weights = value["values"], value["weights"]
+    numbers = (isinstance(values, list) and isinstance(weights, list) and values
+               and len(values) == len(weights)
+               and all(isinstance(v, int | float) and not isinstance(v, bool)
+                       and math.isfinite(v) for v in values)
+               and all(isinstance(w, int | float) and not isinstance(w, bool) and w >= 0
+                       for w in weights) and math.fsum(weights) > 0)
+    if not numbers:
+        raise ValueError(need)
+    total = math.fsum(weights)
+    return {"values": [float(v) for v in values], "weights": [w / total for w in weights]}
 
 
 def scheme_for(mechanism: str, options: tuple[str, ...],

@@ -33,7 +33,7 @@ def test_a_hand_worked_post_stratification():
     divided by alpha^2 for p_hat. Kish's n: 5^2 / (3 (5/6)^2 + 2 (5/4)^2) = 4.8."""
     frame = pd.DataFrame({"sex": ["f", "f", "f", "m", "m"],
                           "q": pd.Categorical.from_codes([1, 0, 1, 1, 0], YES_NO)})
-    weights = rake(frame, {"sex": {"f": 1, "m": 1}})
+    weights = rake(frame, {"sex": {"f": 0.5, "m": 0.5}})
     np.testing.assert_allclose(weights.values, [5 / 6] * 3 + [5 / 4] * 2, rtol=1e-12)
     assert weights.effective_n == pytest.approx(4.8, rel=1e-12)
     mechanism = Mechanism(0.5, 0.5)
@@ -121,13 +121,14 @@ def test_raking_two_margins_meets_both():
 
 
 @pytest.mark.parametrize("margins, problem", [
-    ({"nope": {"a": 1, "b": 1}}, "no column 'nope'"),
-    ({"q": {"No": 1, "Yes": 1}}, "randomized question"),
+    ({"nope": {"a": 0.5, "b": 0.5}}, "no column 'nope'"),
+    ({"q": {"No": 0.5, "Yes": 0.5}}, "randomized question"),
     ({"sex": {"f": 1}}, "at least 2 levels"),
     ({"sex": {"f": 1, "m": 0}}, "positive number"),
+    ({"sex": {"f": 0.5, "m": 0.6}}, "sum to 1.1, not 1"),
     ({"sex": {"f": 1, "m": "half"}}, "positive number"),
-    ({"sex": {"f": 1, "x": 1}}, "level 'm' with no population margin"),
-    ({"sex": {"f": 1, "m": 1, "x": 1}}, "level 'x': no row has it"),
+    ({"sex": {"f": 50, "x": 50}}, "level 'm' with no population margin"),
+    ({"sex": {"f": 0.4, "m": 0.4, "x": 0.2}}, "level 'x': no row has it"),
     ({}, "margins must map"),
 ])
 def test_bad_margins_are_named(margins, problem):
@@ -141,7 +142,8 @@ def test_margins_no_row_combination_can_meet_fail_loudly():
     cannot both hold."""
     frame = pd.DataFrame({"sex": ["f", "f", "m", "m"], "age": ["young", "young", "old", "old"]})
     with pytest.raises(ConvergenceError, match="did not meet the margins"):
-        rake(frame, {"sex": {"f": 1, "m": 1}, "age": {"young": 9, "old": 1}}, max_iterations=50)
+        rake(frame, {"sex": {"f": 0.5, "m": 0.5}, "age": {"young": 0.9, "old": 0.1}},
+             max_iterations=50)
 
 
 def test_margins_load_from_csv_and_json(tmp_path):

@@ -16,6 +16,7 @@ import {
   thresholds,
   uniformBeta,
 } from "./randomizer.js";
+import { WORDS as OPEN_WORDS } from "./disclosed.js";
 import { schemeOf } from "./schemes.js";
 
 const root = document.getElementById("survey");
@@ -299,6 +300,7 @@ function note(question, epsilon, totalEpsilon) {
   const own = schemeOf(question).note;
   let what;
   let belief;
+  if (schemeOf(question).open) return own(percent); // nothing randomized: no bound to state
   if (own) {
     what = own(percent);
     belief = schemeOf(question).belief ?? "you would give a particular answer";
@@ -345,6 +347,10 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
     const fieldset = element("fieldset", { class: "question", role: "radiogroup",
       "aria-labelledby": `q-${question.id}-text`, "data-question": question.id });
     fieldset.append(element("legend", { id: `q-${question.id}-text` }, question.text));
+    if (schemeOf(question).open) {
+      fieldset.append(element("p", { class: "open-answer", id: `q-${question.id}-open` },
+        OPEN_WORDS));
+    }
     const reuse = has(record.answers, question.id) || statuses[question.id] === "reused";
     if (reuse) {
       fieldset.append(element("p", { class: "notice" }, has(record.answers, question.id) ?
@@ -358,7 +364,8 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
       const label = element("label", { class: "number", for: `q-${question.id}-value` },
         `A number from ${question.min} to ${question.max}${unit}`);
       const input = element("input", { type: "number", id: `q-${question.id}-value`,
-        min: String(question.min), max: String(question.max), step: "any",
+        min: String(question.min), max: String(question.max),
+        step: schemeOf(question).step ?? "any",
         inputmode: "decimal", "data-number": "" });
       fieldset.append(label, input);
     } else if (schemeOf(question).answer === "many") {

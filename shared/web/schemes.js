@@ -6,6 +6,7 @@
 
 import { randomize, realizedEpsilon, secureDraw, thresholds } from "./randomizer.js";
 import { cheatingDetection } from "./cheating.js";
+import { disclosed } from "./disclosed.js";
 import { multiSelect } from "./multi_select.js";
 import { numeric } from "./numeric.js";
 import { localHashing } from "./olh.js";
@@ -43,9 +44,10 @@ const TYPES = { multi_select: multiSelect, numeric: number }; // types with a mo
 const DESIGNS = { cheating_detection: cheatingDetection }; // a yes/no question's `design`
 
 export function schemeOf(question) {
-  const make = Object.hasOwn(TYPES, question.type) ? TYPES[question.type] :
-    question.design !== undefined ? (Object.hasOwn(DESIGNS, question.design) ?
-      DESIGNS[question.design] : null) : SCHEMES[question.mechanism ?? "forced_response"];
+  const make = question.disclosed === true ? disclosed :
+    Object.hasOwn(TYPES, question.type) ? TYPES[question.type] :
+      question.design !== undefined ? (Object.hasOwn(DESIGNS, question.design) ?
+        DESIGNS[question.design] : null) : SCHEMES[question.mechanism ?? "forced_response"];
   if (!make) {
     throw new Error(`this page does not know the ${question.design !== undefined ?
       `design ${question.design}` : `mechanism ${question.mechanism}`}`);

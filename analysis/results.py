@@ -1,0 +1,42 @@
+"""What `ldp-survey results --weights FILE`, the estimates endpoint's `weights` and this Python
+API on an exported file report: raking weights to population margins of openly answered
+questions (weights.rake), the weighted estimate of every option of every question
+(weights.weighted_estimates, SEs by linearization) and, with a formula, the weighted regression
+(regression.rr_logistic, sandwich SEs through the raking), with Kish's effective sample size."""
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism
+
+from .regression import rr_logistic
+from .weights import rake, weighted_estimates
+
+
+def weighted_results(data: pd.DataFrame, mechanisms: Mapping[str, Mechanism],
+                     margins: Mapping[str, Mapping[str, float]], *, formula: str | None = None,
+                     counts: str | None = None, min_cell: int | None = None,
+                     confidence: float = DEFAULT_CONFIDENCE) -> dict:
+    """{"weights": Weights.summary(), "confidence", "questions": [{"id", "disclosed",
+    "options": [{"option", **WeightedEstimate}]}], "regression" (with a formula)}. data: one
+    row per response (read_export), or per pattern with `counts` respondents; mechanisms: the
+    randomized questions' (the keys may not be margins); every other categorical column is an
+    openly answered question, estimated by its weighted share. min_cell: as rake and
+    rr_logistic take it. AnalysisError, ConvergenceError as they raise them."""
+    weights = rake(data, margins, randomized=list(mechanisms), counts=counts, min_cell=min_cell)
+    questions = []
+    for column in data.columns:
+        if column == counts or not isinstance(data[column].dtype, pd.CategoricalDtype):
+            continue
+        estimates = weighted_estimates(data[column], mechanisms.get(column), weights,
+                                       confidence=confidence)
+        questions.append({"id": column, "disclosed": column not in mechanisms, "options": [
+            {"option": str(level), **estimate.as_dict()}
+            for level, estimate in zip(data[column].cat.categories, estimates, strict=True)]})
+    result = {"weights": weights.summary(), "confidence": confidence, "questions": questions}
+    if formula is not None:
+        result["regression"] = rr_logistic(formula, data, mechanisms, weights=weights,
+                                           counts=counts, min_cell=min_cell,
+                                           confidence=confidence).as_dict()
+    return result

@@ -1,0 +1,238 @@
+"""Openly answered questions (disclosed = true, issue 28.1) and survey weights on the server
+(issue 28.3): the definition and manifest /7, the scheme's exact counts, what the server
+stores and refuses (public results, small groups), the weighted estimates and regression of
+the estimates endpoint equal to the Python API on the export, `results --weights`."""
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from openapi_core import OpenAPI
+from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+
+from ldpsurvey.analysis import read_export, weighted_results
+from ldpsurvey.cli import main
+from ldpsurvey.shared import parse_manifest
+from ldpsurvey.shared.disclosed import WORDS
+from ldpsurvey.shared.manifest import SurveyError, parse_definition
+from ldpsurvey.shared.scheme import Settings
+
+from helpers import release_due
+
+OPEN = {
+    "title": "Habits by group", "release_batch": 1,
+    "questions": [
+        {"id": "sex", "text": "Sex?", "type": "choice", "options": ["f", "m"], "disclosed": True},
+        {"id": "age", "text": "Age in years?", "type": "numeric", "min": 18, "max": 99,
+         "disclosed": True},
+        {"id": "smoked", "text": "Smoked?", "type": "yes_no", "epsilon": 1.0},
+    ]}
+MARGINS = {"sex": {"f": 0.5, "m": 0.5}}
+
+
+def definition(**changes) -> dict:
+    return {**OPEN, **changes}
+
+
+def test_open_questions_parse_count_in_no_epsilon_and_sign_disclosed_in_format_7():
+    survey = replace(parse_definition(OPEN), survey_id="s1", key_id="k", origin="https://a.org")
+    assert [q.disclosed for q in survey.questions] == [True, True, False]
+    assert survey.total_epsilon == survey.question("smoked").epsilon
+    manifest = json.loads(survey.manifest_bytes())
+    assert manifest["format"] == "ldp-survey-manifest/7"
+    assert manifest["questions"][0] == {"disclosed": True, "id": "sex", "options": ["f", "m"],
+                                        "text": "Sex?", "type": "choice"}
+    assert "epsilon" not in manifest["questions"][1] and manifest["questions"][1]["min"] == 18
+    assert [q.disclosed for q in parse_manifest(survey.manifest_bytes()).questions] == [
+        True, True, False]
+    plain = {**OPEN, "questions": [OPEN["questions"][2]]}  # no open question: format as before
+    assert json.loads(replace(parse_definition(plain), survey_id="s", key_id="k",
+                              origin="https://a.org").manifest_bytes())["format"].endswith("/5")
+    assert not parse_definition({**plain, "questions": [
+        {**OPEN["questions"][2], "disclosed": False}]}).questions[0].disclosed
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"public_results": True}, "public_results: must be false: question 'sex' is answered"),
+    ({"questions": [{"id": "x", "text": "X?", "type": "yes_no", "disclosed": True,
+                     "epsilon": 1.0}]}, "does not apply to mechanism 'disclosed'"),
+    ({"questions": [{"id": "x", "text": "X?", "type": "multi_select", "options": ["a", "b"],
+                     "disclosed": True}]}, "cannot be answered openly"),
+    ({"questions": [{"id": "x", "text": "X?", "type": "numeric", "min": 0, "max": 2.5,
+                     "disclosed": True}]}, "needs a whole max"),
+    ({"questions": [{"id": "x", "text": "X?", "type": "yes_no", "disclosed": "yes"}]},
+     "disclosed: must be true or false"),
+    ({"crosstabs": [["sex", "smoked"]]}, "cross-tabs need forced-response questions"),
+])
+def test_bad_open_questions_are_named(change, problem):
+    with pytest.raises(SurveyError, match=problem):
+        parse_definition(definition(**change))
+
+
+def test_a_format_6_manifest_may_not_carry_disclosed_and_an_open_one_no_epsilon():
+    survey = replace(parse_definition(OPEN), survey_id="s1", key_id="k", origin="https://a.org")
+    raw = survey.manifest_bytes()
+    with pytest.raises(SurveyError, match="unknown field 'disclosed'"):
+        parse_manifest(raw.replace(b"manifest/7", b"manifest/6"))
+    stated = raw.replace(b'"disclosed":true,"id":"sex"', b'"disclosed":true,"epsilon":0,"id":"sex"')
+    with pytest.raises(SurveyError, match="epsilon: does not apply"):
+        parse_manifest(stated)
+
+
+def test_the_open_scheme_sends_the_answer_as_is_and_counts_exactly():
+    survey = parse_definition(OPEN)
+    sex, age = survey.question("sex").scheme, survey.question("age").scheme
+
+    def no_draw():
+        raise AssertionError("an open answer takes no random draw")
+
+    assert sex.randomize(1, no_draw) == 1 and age.randomize(40, no_draw) == 40
+    assert age.check_report(17) and age.check_report(40.5) and sex.check_report(2)
+    assert sex.check_report(0) is None and age.parse_text(" 41 ") == 41
+    settings = Settings(0.95, "wald")
+    shares = sex.summary([3, 1], settings)
+    f = shares["options"][0]
+    assert (f["p_hat"], f["standard_error"]) == (0.75, math.sqrt(0.75 * 0.25 / 4))
+    assert shares["covariance"] == [[0.75 * 0.25 / 4, -0.75 * 0.25 / 4],
+                                    [-0.75 * 0.25 / 4, 0.25 * 0.75 / 4]]
+    # ages 20, 30, 40: counters n, sum (x - 18), sum (x - 18)^2 = 3, 2 + 12 + 22, 4 + 144 + 484
+    counts = [0, 0, 0]
+    for x in (20, 30, 40):
+        for counter, amount in age.tally(x):
+            counts[counter] += amount
+    assert counts == [3, 36, 632]
+    mean = age.summary(counts, settings)["options"][0]
+    assert mean["p_hat"] == 30.0 and mean["standard_error"] == pytest.approx(math.sqrt(100 / 3))
+    assert WORDS in sex.note()[0]
+
+
+def simulated(survey, n: int, seed: int) -> list[dict]:
+    """80 % women in the sample, the population half and half; true smoking 0.2 for women and
+    0.6 for men (0.4 in the population); smoked randomized by its mechanism (simulation)."""
+    rng = np.random.default_rng(seed)
+    male = (rng.random(n) < 0.2).astype(int)
+    truth = (rng.random(n) < np.where(male, 0.6, 0.2)).astype(int)
+    m = survey.question("smoked").reported_mechanism
+    reported = np.where(rng.random(n) < m.alpha, truth, rng.choice(2, n, p=m.beta))
+    ages = rng.integers(18, 100, n)
+    return [{"sex": int(male[i]), "age": int(ages[i]), "smoked": int(reported[i])}
+            for i in range(n)]
+
+
+@pytest.fixture
+def open_survey(client, auth):
+    response = client.post("/api/surveys", json=OPEN, headers=auth)
+    assert response.status_code == 201, response.json
+    survey_id = response.json["survey_id"]
+    survey = parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
+    client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
+                json={"responses": [{"answers": a} for a in simulated(survey, 3000, 5)]})
+    release_due(client.application)
+    return survey_id
+
+
+def estimates(client, auth, survey_id, **query):
+    return client.get(f"/api/surveys/{survey_id}/estimates", headers=auth, query_string=query)
+
+
+def test_the_server_estimates_open_shares_and_claims_no_amplification(client, auth, open_survey):
+    body = estimates(client, auth, open_survey).json
+    sex = body["questions"][0]
+    assert sex["disclosed"] and sex["n"] == 3000 and sex["epsilon"] == 0.0
+    assert sex["options"][1]["p_hat"] == pytest.approx(0.2, abs=0.03)
+    assert body["central"]["epsilon_whole_survey"] == body["total_epsilon"]
+    assert "No shuffle amplification" in body["central"]["assumes"]
+    assert body["total_epsilon"] == pytest.approx(1.0)
+
+
+def test_weighted_estimates_cover_the_population_and_equal_the_python_api(
+        client, auth, open_survey, tmp_path):
+    body = estimates(client, auth, open_survey, weights=json.dumps(MARGINS),
+                     regress="smoked ~ sex").json
+    weighted = body["weighted"]
+    assert weighted["weights"]["n"] == 3000 and weighted["weights"]["effective_n"] < 3000
+    smoked = next(q for q in weighted["questions"] if q["id"] == "smoked")
+    yes = smoked["options"][1]
+    assert abs(yes["p_hat"] - 0.4) < 4 * yes["standard_error"]  # simulated at 0.4
+    unweighted = body["questions"][2]["options"][1]["p_hat"]
+    assert abs(unweighted - 0.28) < 4 * body["questions"][2]["options"][1]["standard_error"]
+    (tmp_path / "s.csv").write_bytes(client.get(f"/api/surveys/{open_survey}/export.csv",
+                                                headers=auth).data)
+    (tmp_path / "s.json").write_bytes(client.get(f"/api/surveys/{open_survey}/codebook.json",
+                                                 headers=auth).data)
+    frame, mechanisms = read_export(tmp_path / "s.csv", tmp_path / "s.json")
+    assert set(mechanisms) == {"smoked"} and frame["age"].dtype.kind == "i"
+    local = weighted_results(frame, mechanisms, MARGINS, formula="smoked ~ sex")
+    assert local["weights"]["effective_n"] == pytest.approx(weighted["weights"]["effective_n"])
+    local_yes = next(q for q in local["questions"] if q["id"] == "smoked")["options"][1]
+    assert local_yes["p_hat"] == pytest.approx(yes["p_hat"], abs=1e-12)
+    assert local_yes["standard_error"] == pytest.approx(yes["standard_error"], rel=1e-9)
+    np.testing.assert_allclose(local["regression"]["covariance"],
+                               weighted["regression"]["covariance"], rtol=1e-6)
+    assert weighted["regression"]["variance"] == "linearization"
+    schema = client.get("/api/openapi.json").json  # the reply is as the description says
+    request = client.get(f"/api/surveys/{open_survey}/estimates", headers=auth, query_string={
+        "weights": json.dumps(MARGINS), "regress": "smoked ~ sex"})
+    OpenAPI.from_dict(schema).validate_response(WerkzeugOpenAPIRequest(request.request),
+                                                WerkzeugOpenAPIResponse(request))
+
+
+@pytest.mark.parametrize("weights, detail", [
+    ({"region": {"n": 0.5, "s": 0.5}}, "'region' is no question of this survey"),
+    ({"sex": {"f": 0.5, "m": 0.6}}, "the shares sum to 1.1, not 1"),
+    ({"sex": {"f": 0.5, "m": 0.4, "x": 0.1}}, "level 'x': no row has it"),
+    ({"smoked": {"No": 0.5, "Yes": 0.5}}, "randomized question"),
+])
+def test_bad_margins_are_one_4xx_naming_the_problem(client, auth, open_survey, weights, detail):
+    response = estimates(client, auth, open_survey, weights=json.dumps(weights))
+    assert response.status_code == 400 and detail in response.json["detail"], response.json
+    assert estimates(client, auth, open_survey, weights="{").status_code == 400
+
+
+def test_small_groups_of_open_answers_are_refused(client, auth, app):
+    survey_id = client.post("/api/surveys", json=OPEN, headers=auth).json["survey_id"]
+    rows = [{"sex": 0, "age": 30, "smoked": i % 2} for i in range(40)]
+    rows += [{"sex": 1, "age": 30, "smoked": i % 2} for i in range(9)]  # 9 men: below 10
+    client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
+                json={"responses": [{"answers": a} for a in rows]})
+    release_due(app)
+    refused = estimates(client, auth, survey_id, regress="smoked ~ sex")
+    assert refused.status_code == 400
+    assert "the group sex = m has fewer than 10 respondents" in refused.json["detail"]
+    weights = estimates(client, auth, survey_id, weights=json.dumps(MARGINS))
+    assert weights.status_code == 400 and "fewer than 10" in weights.json["detail"]
+    app.config["MIN_CELL"] = 9  # the setting: 9 men are then enough
+    assert estimates(client, auth, survey_id, regress="smoked ~ sex").status_code != 400
+
+
+def test_results_weights_prints_and_refuses_a_bad_file(live_server, open_survey, researcher_key,
+                                                      monkeypatch, tmp_path):
+    monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
+    (tmp_path / "m.csv").write_text("column,level,share\nsex,f,0.5\nsex,m,0.5\n")
+    args = ["results", "--url", live_server, "--survey", open_survey]
+    shown = CliRunner().invoke(main, [*args, "--weights", str(tmp_path / "m.csv")])
+    assert shown.exit_code == 0, shown.output
+    assert "effective sample size" in shown.stdout and "sex (open)" in shown.stdout
+    as_json = CliRunner().invoke(main, [*args, "--weights", str(tmp_path / "m.csv"),
+                                        "--regress", "smoked ~ sex", "--json"])
+    document = json.loads(as_json.stdout)
+    assert document["regression"]["variance"] == "linearization"
+    unweighted = CliRunner().invoke(main, [*args, "--json"])
+    assert "weighted" not in json.loads(unweighted.stdout)
+    (tmp_path / "bad.csv").write_text("column,level,share\nsex,f,0.5\nsex,m,0.6\n")
+    bad = CliRunner().invoke(main, [*args, "--weights", str(tmp_path / "bad.csv")])
+    assert bad.exit_code != 0 and "sum to 1.1, not 1" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    (tmp_path / "q.json").write_text(json.dumps({"region": {"n": 1, "s": 1}}))
+    unknown = CliRunner().invoke(main, [*args, "--weights", str(tmp_path / "q.json")])
+    assert unknown.exit_code != 0 and len(unknown.stderr.strip().splitlines()) == 1
+
+
+def test_codebook_marks_open_questions(client, auth, open_survey):
+    book = client.get(f"/api/surveys/{open_survey}/codebook.json", headers=auth).json
+    assert book["questions"][0]["disclosed"] is True and "epsilon" not in book["questions"][0]
+    markdown = client.get(f"/api/surveys/{open_survey}/codebook.md", headers=auth).data.decode()
+    assert "answered openly (disclosed)" in markdown
