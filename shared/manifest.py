@@ -441,6 +441,11 @@ def _designed(data: Mapping[str, Any], qid: str, text: str, kind: str,
     _only(data, module.FIELDS, design, where)
     try:
         scheme = module.scheme_for(options, Fields(data))
+    except FieldError as exc:
+        raise _fail(f"{where}.{exc.field}", str(exc)) from None
+    return Question(qid, text, kind, options, scheme)
+
+
 def _open(data: Mapping[str, Any], qid: str, text: str, kind: str, options: tuple[str, ...],
           where: str) -> Question:
     """An openly answered question (disclosed.py): yes/no, choice or numeric, with no
