@@ -107,7 +107,12 @@ POINTS = {
                      "whose row has a projected share of 0)",
     "ci_low": "Lower end of the confidence interval, in [0, 1]; it contains the point shown",
     "ci_high": "Upper end of the confidence interval, in [0, 1]; it contains the point shown",
+    "reported_count": "How many reports name the option (null for a design's shares, such as "
+                      "cheating detection's, which no single count gives)",
+    "reported_rate": "reported_count / n (null where reported_count is)",
 }
+# Fields of shared.Estimate that a design's shares leave null (shared/cheating.py).
+NULL_IN_DESIGNS = {"reported_count", "reported_rate"}
 
 
 # A question's mechanism and its parameters beyond forced response's alpha and beta (the manifest
@@ -146,8 +151,8 @@ def option_estimate() -> dict:
     before = empty_entry(1.0, Settings(0.95, "wilson"))
     properties = {"index": {"type": "integer"}, "option": {"type": "string"}}
     for field in fields(Estimate):
-        properties[field.name] = described(field.name, field_schema(field.type,
-                                                                    before[field.name] is None))
+        properties[field.name] = described(field.name, field_schema(
+            field.type, before[field.name] is None or field.name in NULL_IN_DESIGNS))
     return {"type": "object", "required": list(properties), "properties": properties}
 
 
