@@ -259,6 +259,13 @@ def results(api: Api, survey_id: str, confidence: float, method: str, simultaneo
     """Print a survey's estimates (public surveys need no key), a difference of two options,
     a cross-tab of two questions, a regression, or export its responses."""
     if export:
+        ignored = [name for name, given in (("--json", as_json), ("--difference", difference),
+                                            ("--crosstab", crosstab), ("--regress", regress),
+                                            ("--weights", margins_file),
+                                            ("--simultaneous", simultaneous)) if given]
+        if ignored:
+            raise click.UsageError(f"{ignored[0]} does not go with --{export}: the export is "
+                                   "the responses themselves (--output writes them to a file)")
         _export(api, survey_id, export + _export_query(export, codes, layout), output, codebook)
         return
     if codes or layout != "plain" or codebook:

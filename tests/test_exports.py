@@ -218,7 +218,9 @@ def test_the_cli_writes_the_export_and_its_codebook(live_server, client, auth, r
 @pytest.mark.parametrize("arguments", [
     ["--codes"], ["--format", "rr"], ["--codebook", "x.md"], ["--jsonl", "--codes"],
     ["--jsonl", "--format", "rr"], ["--csv", "--format", "rr", "--codes"],
-    ["--csv", "--format", "spss"]])
+    ["--csv", "--format", "spss"], ["--csv", "--json"], ["--jsonl", "--json"],
+    ["--csv", "--regress", "a ~ b"], ["--csv", "--crosstab", "a,b"],
+    ["--jsonl", "--difference", "a:0,a:1"], ["--csv", "--simultaneous"]])
 def test_export_options_out_of_place_are_one_line_and_exit_2(arguments):
     """Refused before any request (no server listens at the URL)."""
     result = results("http://127.0.0.1:9", "--survey", "a" * 21, *arguments)
