@@ -115,6 +115,10 @@ POINTS = {
 NULL_IN_DESIGNS = {"reported_count", "reported_rate"}
 
 
+# beta: per option (forced response), or P(yes | forced) of a multi_select question's bits.
+BETA = {"oneOf": [{"type": "number"}, {"type": "array", "items": {"type": "number"}}]}
+
+
 # A question's mechanism and its parameters beyond forced response's alpha and beta (the manifest
 # fields of shared/oue.py, olh.py).
 MECHANISM_PARAMETERS = {
@@ -131,13 +135,19 @@ MECHANISM_PARAMETERS = {
     "unit": {"type": "string", "description": "numeric: the answer's unit"},
     "scale": {"type": "object", "description": "numeric: the mean's scale (min, max, unit): "
               "its p_hat, p_mle, ci_low, ci_high and standard_error are in these units"},
-    "warning": {"type": "string", "description": "Why a whole question's estimates need care "
-                "(padding and sampling: biased if anyone selected more than max_selected)"},
+    "design": {"type": "string", "description": "A yes/no question's design instead of a "
+               "mechanism: cheating_detection (two forced-response groups; its estimates' "
+               "options are the shares honest_yes, honest_no and noncompliant)"},
+    "groups": {"type": "array", "description": "cheating_detection: each group's forced-response "
+               "design (in the estimates also its epsilon, its n and its count of yes)",
+               "items": {"type": "object", "required": ["alpha", "beta"],
+                         "properties": {"alpha": {"type": "number"}, "beta": BETA,
+                                        "epsilon": {"type": "number"},
+                                        "n": {"type": "integer"}, "yes": {"type": "integer"}}}},
+    "warning": {"type": "string", "nullable": True, "description": "Why a whole question's "
+                "estimates need care (padding and sampling: biased if anyone selected more than "
+                "max_selected; cheating detection: respondents who answer No regardless)"},
 }
-
-
-# beta: per option (forced response), or P(yes | forced) of a multi_select question's bits.
-BETA = {"oneOf": [{"type": "number"}, {"type": "array", "items": {"type": "number"}}]}
 
 
 def described(name: str, schema: dict) -> dict:

@@ -57,8 +57,54 @@ def doc_blocks(marker: str) -> list[str]:
 
 
 # Every API response any test receives through the test client, with a body-less copy of its
-# request, for the OpenAPI conformance check in test_openapi.py.
+# request; each is checked against the OpenAPI description as it arrives (conforms), and
+# test_openapi.py checks that they exercise every documented operation.
 RECORDED_RESPONSES: list = []
+_DESCRIPTIONS: dict = {}  # (MAX_BATCH_RESPONSES, MAX_TOKENS_PER_REQUEST) -> (document, OpenAPI)
+
+
+def description(config) -> tuple[dict, object]:
+    """The app's /api/openapi.json document and its openapi_core validator (parsed once per
+    pair of limits it depends on: parsing takes far longer than a validation)."""
+    from openapi_core import OpenAPI
+
+    from ldpsurvey.aggregator.openapi import document
+
+    limits = (config["MAX_BATCH_RESPONSES"], config["MAX_TOKENS_PER_REQUEST"])
+    if limits not in _DESCRIPTIONS:
+        described = json.loads(json.dumps(document(*limits)))
+        _DESCRIPTIONS[limits] = described, OpenAPI.from_dict(described)
+    return _DESCRIPTIONS[limits]
+
+
+def operation_of(path: str, document: dict) -> str:
+    """The documented path template a request path matches (or the path itself)."""
+    parts = path.split("/")
+    for template in document["paths"]:
+        pieces = template.split("/")
+        if len(pieces) == len(parts) and all(
+                p.startswith("{") or p == q for p, q in zip(pieces, parts, strict=True)):
+            return template
+    return path
+
+
+def conforms(config, sent, response) -> None:
+    """Raise (openapi_core's error, or AssertionError) unless the response is what the
+    description promises for its request: a documented operation's schema, a HEAD's status
+    without a body, or for an undocumented path or method a 404/405 with the error body."""
+    from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+
+    document, api = description(config)
+    request = WerkzeugOpenAPIRequest(sent)
+    template = operation_of(request.path, document)
+    if request.method == "head":  # Flask answers HEAD as GET without a body
+        get = document["paths"][template]["get"]
+        assert str(response.status_code) in get["responses"] and not response.data
+    elif request.method not in document["paths"].get(template, {}):
+        assert response.status_code in (404, 405), (request.method, request.path)
+        assert set(response.json) == {"error", "detail"}
+    else:
+        api.validate_response(request, WerkzeugOpenAPIResponse(response))
 
 
 def require(available: bool, reason: str) -> None:
@@ -121,6 +167,7 @@ def recording_client_class():
                                       query_string=sent.query_string.decode(),
                                       headers=dict(sent.headers)).get_environ()
                 RECORDED_RESPONSES.append((Request(copy), response))
+                conforms(self.application.config, Request(copy), response)
             return response
 
     return RecordingClient
