@@ -167,6 +167,13 @@ class OpenNumber(Open):
             raise ValueError(f"must be a whole number from {self.low} to {self.high}")
         return int(truth)
 
+    def check_report(self, value: Any) -> str | None:
+        """A report is an integer as JSON writes it (7, never 7.0: the stored row would be
+        longer than the survey's padded row and the counters take integers)."""
+        if type(value) is not int:
+            return f"must be a whole number from {self.low} to {self.high}"
+        return super().check_report(value)
+
     def parse_text(self, text: str) -> int:
         try:
             return self.check_truth(float(text.strip()))
