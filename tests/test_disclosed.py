@@ -298,3 +298,33 @@ def test_an_open_number_of_any_length_is_stored_in_one_size_and_only_as_an_integ
     exported = client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth).text
     assert sorted(json.loads(line)["answers"]["income"] for line in exported.splitlines()[1:]) \
         == sorted(INCOMES)
+
+
+def test_an_open_level_below_min_cell_is_counted_exactly_only_for_readers_of_the_export(
+        app, client, auth):
+    """Why a level of an open question held by fewer than MIN_CELL respondents is not
+    suppressed in the estimates (docs/privacy.md): every key that may read them (the owner, a
+    researcher it is shared with) may read the export too, which holds each open answer as
+    given; anyone else reads neither (public results are refused for such a survey)."""
+    from test_accounts import key_for, name_of
+
+    survey_id = client.post("/api/surveys", json=OPEN, headers=auth).json["survey_id"]
+    rows = [{"sex": 0, "age": 30, "smoked": i % 2} for i in range(40)]
+    rows += [{"sex": 1, "age": 30 + i, "smoked": i % 2} for i in range(3)]  # 3 men: below 10
+    client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
+                json={"responses": [{"answers": a} for a in rows]})
+    release_due(app)
+    shared, stranger = key_for(app, name="bob"), key_for(app, name="carol")
+    assert client.put(f"/api/surveys/{survey_id}/shares/{name_of(app, shared)}",
+                      headers=auth).status_code == 200
+    for reader in (auth, shared):
+        men = estimates(client, reader, survey_id).json["questions"][0]["options"][1]
+        assert men["reported_count"] == 3 and men["p_hat"] == 3 / 43
+        export = client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=reader)
+        assert export.status_code == 200
+        assert sum(json.loads(line)["answers"]["sex"] == 1
+                   for line in export.text.splitlines()[1:]) == 3
+    for outsider in (stranger, {}):
+        assert estimates(client, outsider, survey_id).status_code in (401, 404)
+        assert client.get(f"/api/surveys/{survey_id}/export.jsonl",
+                          headers=outsider).status_code in (401, 404)
