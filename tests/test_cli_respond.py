@@ -94,6 +94,7 @@ def test_true_answers_are_reviewed_and_can_be_changed_before_randomizing(runner,
     reviews = result.output.split("Your answers, before the coin flips")
     assert len(reviews) == 4  # the first review, after 'sleep', after 'nosuch'
     assert "[sleep] 6 to 8" in reviews[1] and "[sleep] Over 8" in reviews[2]
+    assert "(only you see them; they never leave this device)" in reviews[1]
     assert "'nosuch' is not one of the questions above" in result.output
     assert "This is exactly what will be sent" in reviews[3] and "Not sent" in result.output
 
@@ -447,3 +448,18 @@ def test_a_survey_without_open_questions_keeps_the_first_words(runner, live_serv
     assert result.exit_code == 0, result.output
     assert INTRO in result.stdout and WORDS not in result.stdout
     assert "Your real answers never left this device.\n" in result.stdout
+
+
+def test_typed_open_answers_are_asked_as_whole_numbers_and_reviewed_as_leaving_the_device(
+        runner, live_server, client, auth):
+    """At the prompt an open number out of range or not whole is asked again; the review says
+    that the open answers leave the device as they are (the randomized ones never do)."""
+    survey_id = client.post("/api/surveys", json=OPEN, headers=auth).json["survey_id"]
+    result = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id],
+                           input="17\n42.5\n42\nfemale\nno\n\ny\n")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("takes a whole number from 18 to 99") == 2
+    review = result.output.split("Your answers, before the coin flips")[1]
+    assert "only those marked as answered openly leave this device as they are" in review
+    assert "[age] 42 years" in review
+    assert released_n(client, auth, survey_id) == 1
