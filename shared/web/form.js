@@ -1,6 +1,7 @@
 // The respondent form: checks the survey's privacy parameters itself, randomizes every answer
 // on this device, keeps the randomized answers and a ledger of the privacy budget this browser
-// spent on this site, and sends only randomized answers, with fetch(). It runs only at the
+// spent on this site, and sends only randomized answers (and those of questions answered
+// openly, marked so, as given: web/disclosed.js), with fetch(). It runs only at the
 // origin the survey's manifest is signed for: localStorage is per origin, so the same server
 // reached at another address would otherwise get a second memory and a second budget.
 import {
