@@ -14,7 +14,7 @@ from typing import Any
 from flask import Config
 from limits import parse_many
 
-from ldpsurvey.shared import protocol
+from ldpsurvey.shared import disclosed, protocol
 from ldpsurvey.shared.manifest import web_origin
 
 from . import limits
@@ -43,7 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "CENTRAL_DELTA": 1e-6,              # delta of the shuffle-amplified central epsilon
     # In a survey with openly answered questions, the fewest respondents a regression group or
     # a weighting margin's level may hold: open answers must not single anyone out.
-    "MIN_CELL": 10,
+    "MIN_CELL": disclosed.DEFAULT_MIN_CELL,
     "SESSION_HOURS": protocol.SESSION_HOURS,  # a results-page login ends after this long
     # Seconds between scheduled releases, at multiples of it since the Unix epoch (UTC):
     # pools are released only then, never by the request that fills them (releases.py).

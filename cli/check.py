@@ -46,11 +46,23 @@ def lines(checked: dict, release_batch: int) -> list[str]:
     for q in checked["questions"]:
         mechanism = "" if q["mechanism"] == "forced_response" else f" ({q['mechanism']})"
         share = " of its range" if q["quantity"] == "mean" else ""
+        margin = f"expected margin ±{q['margin']:.1%}{share} with {checked['respondents']:,} " \
+                 "respondents"
+        if q["disclosed"]:
+            out.append(f"  {q['id']}: ANSWERED OPENLY, stored as given, not randomized: counted "
+                       f"in no epsilon, and whoever reads a response sees it; {margin}")
+            continue
         out.append(f"  {q['id']}{mechanism}: epsilon {q['epsilon']:.4g}; a guess of 50 % can "
-                   f"become at most {q['posterior_max']:.0%}; expected margin ±{q['margin']:.1%}"
-                   f"{share} with {checked['respondents']:,} respondents")
+                   f"become at most {q['posterior_max']:.0%}; {margin}")
         if q["auto"]:
             out.append(f"    {q['auto']['words']}")
+    if checked["disclosed"]:
+        opened = checked["disclosed"]
+        out.append(f"answered openly: {', '.join(opened['questions'])}. The total epsilon "
+                   "counts none of them; this survey cannot have public results, and no "
+                   "regression group or weighting level of fewer than "
+                   f"{opened['min_cell']} respondents is reported (the server's MIN_CELL "
+                   "setting)")
     if checked["accepted_by_default"]:
         out.append("respondents with default ceilings will accept it")
     else:

@@ -9,6 +9,7 @@ is read from a separate scenario file and never sent.
 import base64
 import contextlib
 import itertools
+import json
 import math
 import secrets
 import sys
@@ -70,13 +71,56 @@ class Regression:
 
 
 @dataclass(frozen=True)
+class Weighting:
+    """A scenario's biased sample: an openly answered yes/no or choice `covariate` whose
+    options the sample holds in the shares `sample` and the population in `population` (the
+    margins the weights are raked to), and a randomized yes/no `outcome` whose true P(Yes) in
+    each of the covariate's levels is `prevalence`. cells: per level, as Regression's, its
+    share of the sample and P(yes) there."""
+
+    covariate: str
+    options: tuple[str, ...]
+    population: list[float]
+    sample: list[float]
+    outcome: str
+    prevalence: list[float]
+
+    @property
+    def covariates(self) -> list[str]:
+        return [self.covariate]
+
+    @property
+    def cells(self) -> list[tuple[tuple[int, ...], float, float]]:
+        return [((level,), share, p) for level, (share, p) in
+                enumerate(zip(self.sample, self.prevalence, strict=True))]
+
+    def prevalence_in(self, shares: list[float]) -> float:
+        """P(outcome = Yes) where the covariate has these shares: sum_l share_l prevalence_l
+        (the law of total probability); in the population, what the weighted estimate
+        targets, in the sample, what the unweighted one does."""
+        return math.fsum(w * p for w, p in zip(shares, self.prevalence, strict=True))
+
+    def margins(self) -> dict[str, dict[str, float]]:
+        """The population margins as the `weights` query takes them: {covariate: {label:
+        share}}."""
+        return {self.covariate: dict(zip(self.options, self.population, strict=True))}
+
+
+@dataclass(frozen=True)
 class Truth:
     """A scenario: every question's true proportions, the joint distributions they follow
-    from for the questions in a [[joint]] table, and a [regression] model, if any."""
+    from for the questions in a [[joint]] table, a [regression] model and a [weights] biased
+    sample, if any."""
 
     marginals: dict[str, list[float]]
     joints: list[Joint]
     regression: Regression | None = None
+    weights: Weighting | None = None
+
+    @property
+    def models(self) -> list[Regression | Weighting]:
+        """What gives an outcome's true answers from its covariates' (true_answers)."""
+        return [model for model in (self.regression, self.weights) if model is not None]
 
 
 def _fail(message: str) -> click.ClickException:
@@ -161,6 +205,43 @@ def _regression(table, survey: Survey, given: dict, taken: set[str]) -> Regressi
     return Regression(formula, outcome, covariates, dict(zip(names, b, strict=True)), cells)
 
 
+def _weights(table, survey: Survey, given: dict, taken: set[str]) -> Weighting:
+    """The [weights] table: covariate (an openly answered yes/no or choice question, not given
+    elsewhere), population and sample (its options' shares in the population and in the
+    sample, each summing to 1), outcome (a randomized yes/no question not given elsewhere) and
+    prevalence (its true P(Yes) in each of the covariate's levels)."""
+    where = "[weights]"
+    keys = {"covariate", "population", "sample", "outcome", "prevalence"}
+    if not isinstance(table, dict) or set(table) != keys:
+        raise _fail(f"{where} needs exactly {', '.join(sorted(keys))}")
+    ids = {q.id: q for q in survey.questions}
+    covariate, outcome = ids.get(table["covariate"]), ids.get(table["outcome"])
+    if covariate is None or not covariate.disclosed or not covariate.options:
+        raise _fail(f"{where}: covariate {table['covariate']!r} is not an openly answered "
+                    "yes/no or choice question of the survey")
+    if outcome is None or outcome.type != "yes_no" or outcome.scheme.name != "forced_response":
+        raise _fail(f"{where}: outcome {table['outcome']!r} is not a randomized yes/no "
+                    "question of the survey")
+    for question in (covariate, outcome):
+        if question.id in given or question.id in taken:
+            raise _fail(f"{where}: {question.id!r} is given elsewhere too (its truth comes "
+                        f"from {where})")
+    k = len(covariate.options)
+    for key in ("population", "sample"):
+        if not _distribution(table[key], k):
+            raise _fail(f"{where}: {key} needs {k} proportions summing to 1, one per option of "
+                        f"{covariate.id!r}")
+    prevalence = table["prevalence"]
+    if not (isinstance(prevalence, list) and len(prevalence) == k and all(
+            isinstance(p, int | float) and not isinstance(p, bool) and 0 <= p <= 1
+            for p in prevalence)):
+        raise _fail(f"{where}: prevalence needs {k} probabilities, P(Yes) of {outcome.id!r} in "
+                    f"each option of {covariate.id!r}")
+    return Weighting(covariate.id, covariate.options, [float(x) for x in table["population"]],
+                     [float(x) for x in table["sample"]], outcome.id,
+                     [float(x) for x in prevalence])
+
+
 def given_share(question, value, option: int) -> float:
     """A covariate's true share of `option` as its scheme reads the [truth] value."""
     try:
@@ -195,6 +276,13 @@ def read_truth(path: Path, survey: Survey) -> Truth:
     if regression:
         marginals[regression.outcome] = [1.0 - regression.prevalence, regression.prevalence]
         taken.add(regression.outcome)
+    weights = (_weights(scenario["weights"], survey, given, taken)
+               if "weights" in scenario else None)
+    if weights:  # the sample's truth; the population's is in the weights rows
+        marginals[weights.covariate] = weights.sample
+        in_sample = weights.prevalence_in(weights.sample)
+        marginals[weights.outcome] = [1.0 - in_sample, in_sample]
+        taken |= {weights.covariate, weights.outcome}
     for question in survey.questions:
         if question.id in taken:
             if question.id in given:
@@ -204,24 +292,25 @@ def read_truth(path: Path, survey: Survey) -> Truth:
             marginals[question.id] = question.scheme.truth_of(given.get(question.id))
         except ValueError as exc:
             raise _fail(f"question {question.id!r} needs {exc}") from None
-    return Truth(marginals, joints, regression)
+    return Truth(marginals, joints, regression, weights)
 
 
 def true_answers(truth: Truth, survey: Survey, respondents: int, rng) -> dict:
     """Each question's true answers of the simulated respondents (NumPy arrays): drawn from
-    the joint distribution for the questions of a [[joint]] table, else independently."""
+    the joint distribution for the questions of a [[joint]] table, an outcome of a
+    [regression] or [weights] table from its covariates, else independently."""
     simulation = load("ldpsurvey.shared.simulation")
     answers = {}
     for joint in truth.joints:
         k_cols = len(joint.p[0])
         cells = simulation.true_answers([x for row in joint.p for x in row], respondents, rng)
         answers[joint.rows], answers[joint.cols] = cells // k_cols, cells % k_cols
-    model = truth.regression
+    outcomes = {model.outcome for model in truth.models}
     for question in survey.questions:
-        if question.id not in answers and not (model and question.id == model.outcome):
+        if question.id not in answers and question.id not in outcomes:
             answers[question.id] = question.scheme.draw_answers(truth.marginals[question.id],
                                                                 respondents, rng)
-    if model:  # the outcome: yes with the model's P(yes) in each respondent's cell
+    for model in truth.models:  # the outcome: yes with the model's P(yes) in each one's cell
         np = load("numpy")
         cell = np.zeros(respondents, dtype=np.int64)
         for name in model.covariates:  # the cell's index in itertools.product order
@@ -278,6 +367,7 @@ class MockResult:
     crosstab: dict | None  # the cross-tab of the scenario's first [[joint]] table
     read_at: float  # when the estimates were read: seconds since the epoch, by this machine
     regression: dict | None = None  # the fit of the scenario's [regression] (the API's)
+    weighted: dict | None = None  # the estimates raked to the [weights] margins (the API's)
 
     def rows(self) -> list[dict]:
         """Per question and estimated quantity (an option's share, or a mean): the estimate keys,
@@ -325,6 +415,27 @@ class MockResult:
                           "true_value")}
                 for c in self.regression["coefficients"]]
 
+    def weights_rows(self) -> list[dict] | None:
+        """Per option of the [weights] outcome, its weighted and its unweighted estimate, each
+        with the population's truth beside it (sum_l population_l prevalence_l) and whether
+        its interval covers it: the weighted one should, the unweighted one targets the
+        sample's prevalence instead. None: no [weights] table, or nothing released."""
+        model = self.truth.weights
+        if model is None or self.weighted is None:
+            return None
+        yes = model.prevalence_in(model.population)
+        found = {"weighted": self.weighted["questions"],
+                 "unweighted": self.estimates["questions"]}
+        rows = []
+        for estimate, questions in found.items():
+            options = next(q for q in questions if q["id"] == model.outcome)["options"]
+            rows.extend({"question": model.outcome, "option": option["option"],
+                         "estimate": estimate,
+                         **beside(truth, {key: option[key] for key in (
+                             "p_hat", "standard_error", "ci_low", "ci_high")})}
+                        for option, truth in zip(options, (1.0 - yes, yes), strict=True))
+        return rows
+
     @property
     def released(self) -> int:
         """How many of the responses sent the aggregator has released (all, once closed)."""
@@ -355,14 +466,19 @@ class MockResult:
                 "regression": None if self.truth.regression is None else {
                     "formula": self.truth.regression.formula,
                     "n": None if self.regression is None else self.regression["n"],
-                    "coefficients": self.regression_rows()}}
+                    "coefficients": self.regression_rows()},
+                "weights": None if self.truth.weights is None else {
+                    "margins": self.truth.weights.margins(),
+                    "effective_n": None if self.weighted is None else
+                    self.weighted["weights"]["effective_n"],
+                    "results": self.weights_rows()}}
 
 
 def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, seed: int,
              batch_size: int, keep_open: bool = False) -> MockResult:
     """Publish the survey, simulate and submit the respondents, close it (which releases the
-    last responses) unless `keep_open`, read back the estimates and the cross-tab of the first
-    joint table."""
+    last responses) unless `keep_open`, read back the estimates, the cross-tab of the first
+    joint table, the [regression] fit and the estimates weighted to the [weights] margins."""
     np = load("numpy")
     load("ldpsurvey.shared.simulation")  # the sim extra, or a clear error saying so
     survey_id = api.post("/api/surveys", json_body=definition).json()["survey_id"]
@@ -401,7 +517,13 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
     if truth.regression:  # what `results --regress FORMULA` reads
         fit = api.get(f"/api/surveys/{survey_id}/estimates?regress="
                       f"{quote(truth.regression.formula, safe='')}").json()["regression"]
-    return MockResult(survey, respondents, seed, estimates, truth, crosstab, read_at, fit)
+    weighted = None
+    if truth.weights:  # what `results --weights FILE` reads
+        margins = quote(json.dumps(truth.weights.margins()), safe="")
+        weighted = api.get(f"/api/surveys/{survey_id}/estimates?weights={margins}").json()[
+            "weighted"]
+    return MockResult(survey, respondents, seed, estimates, truth, crosstab, read_at, fit,
+                      weighted)
 
 
 @click.command()
@@ -447,8 +569,11 @@ COVERED = {True: "yes", False: "NO", None: "-"}  # None: nothing released to cov
 
 def print_report(result: MockResult) -> None:
     survey, body = result.survey, result.estimates
+    opened = [q.id for q in survey.questions if q.disclosed]
+    saw = (f"only randomized answers, and the open ones ({', '.join(opened)}) as given"
+           if opened else "only randomized answers")
     click.echo(f"\n{survey.title}: {result.respondents:,} simulated respondents (seed "
-               f"{result.seed}); the server saw only randomized answers.\n")
+               f"{result.seed}); the server saw {saw}.\n")
     results = result.rows()
     rows = [(r["question"], r["option"], r.get("true_proportion", r.get("true_value")),
              "-" if r["p_hat"] is None else f"{r['p_hat']:.4f} ± {r['standard_error']:.4f}",
@@ -495,6 +620,19 @@ def print_report(result: MockResult) -> None:
                           f"{result.regression['confidence']:.0%} CI", "covers"]))
         click.echo(f"{sum(c['covered'] for c in coefficients)} of {len(coefficients)} "
                    "coefficient intervals cover the truth.")
+    weighted = result.weights_rows()
+    if weighted:
+        model = result.truth.weights
+        shares = ", ".join(f"{label} {share:g}" for label, share in
+                           result.truth.weights.margins()[model.covariate].items())
+        click.echo(f"\n{model.outcome}, weighted to the population's {model.covariate} ({shares};"
+                   f" effective n = {result.weighted['weights']['effective_n']:,.0f}) and "
+                   "unweighted, beside the population's truth")
+        click.echo(table([(r["option"], r["estimate"], r["true_proportion"],
+                           f"{r['p_hat']:.4f} ± {r['standard_error']:.4f}", interval(r),
+                           COVERED[r["covered"]]) for r in weighted],
+                         ["option", "estimate", "truth", "estimate ± SE",
+                          f"{body['confidence']:.0%} CI", "covers"]))
     for line in release_lines(body):
         click.echo(line)
 

@@ -8,7 +8,6 @@ from typing import Any
 import click
 
 from ldpsurvey.client import (
-    INTRO,
     WHY_IT_MAY_DIFFER,
     ApiError,
     Ceilings,
@@ -19,10 +18,13 @@ from ldpsurvey.client import (
     TrustError,
     bound_note,
     fetch_survey,
+    intro,
     ledger,
     prepare,
+    randomized_epsilons,
     release_note,
     release_summary,
+    sent_note,
     submit,
     survey_notes,
     unanswered,
@@ -214,8 +216,8 @@ def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
                    f"device kept for key {key_id(before)} moved to it.")
     survey = verified.survey
     click.echo(f"\n{clean(survey.title)}\n{clean(survey.description, keep_newlines=True)}\n")
-    click.echo(INTRO)
-    click.echo(bound_note(verified.epsilon.values()))
+    click.echo(intro(survey.questions))
+    click.echo(bound_note(randomized_epsilons(verified)))
     if not details:
         click.echo(DETAILS_HINT)
         return verified
@@ -276,8 +278,9 @@ def review(survey: Survey, true_answers: dict[str, Any]) -> dict[str, Any]:
     anything is randomized (once randomized they are final: asking again until a report one
     likes would bias the estimates)."""
     while True:
-        click.echo("\nYour answers, before the coin flips (only you see them; they never "
-                   "leave this device):")
+        click.echo("\nYour answers, before the coin flips (only you see them; " + (
+            "only those marked as answered openly leave this device as they are):"
+            if any(q.disclosed for q in survey.questions) else "they never leave this device):"))
         for qid, answer in true_answers.items():
             click.echo(clean(f"  [{qid}] {survey.question(qid).scheme.shown(answer)}"))
         choice = click.prompt("Press Enter to flip the coins (then they are final), or type a "
@@ -341,7 +344,7 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
                 "already used. Each invitation answers once; if you answered with it before, "
                 "on another device or in a browser, that answer was counted.") from None
         raise click.ClickException(clean(f"not sent: {exc}")) from None
-    click.echo("Sent. Thank you. Your real answers never left this device.")
+    click.echo(sent_note(survey.questions))
     if details:
         click.echo(f"This device has now disclosed epsilon {ledger.device_spent(state):.3g} to "
                    f"all aggregators, of your lifetime budget of "

@@ -13,13 +13,18 @@ from .ceilings import Ceilings
 from .http import ApiError, NetworkError
 from .ledger import OverBudget
 from .notes import (
+    ALL_OPEN,
     INTRO,
+    OPEN_INTRO,
     WHY_IT_MAY_DIFFER,
     bound_note,
     concept_note,
+    intro,
     question_note,
+    randomized_epsilons,
     release_note,
     release_summary,
+    sent_note,
     survey_notes,
 )
 from .respondent import Submission, prepare, submit, unanswered
@@ -27,8 +32,9 @@ from .state import LocalState
 from .verify import SurveyUnavailable, TrustError, VerifiedSurvey, fetch_survey
 
 __all__ = [
-    "INTRO", "WHY_IT_MAY_DIFFER", "ApiError", "Ceilings", "LocalState", "NetworkError", "OverBudget",
-    "Submission", "SurveyUnavailable", "TrustError", "VerifiedSurvey", "bound_note", "concept_note",
-    "fetch_survey", "prepare", "question_note", "release_note", "release_summary", "submit", "survey_notes",
-    "unanswered",
+    "ALL_OPEN", "INTRO", "OPEN_INTRO", "WHY_IT_MAY_DIFFER", "ApiError", "Ceilings", "LocalState",
+    "NetworkError", "OverBudget", "Submission", "SurveyUnavailable", "TrustError",
+    "VerifiedSurvey", "bound_note", "concept_note", "fetch_survey", "intro", "prepare",
+    "question_note", "randomized_epsilons", "release_note", "release_summary", "sent_note",
+    "submit", "survey_notes", "unanswered",
 ]

@@ -15,18 +15,49 @@ INTRO = ("Your device flips a coin for each answer and sometimes sends another a
          "purpose. No one can know your real answers. Researchers can still count how common "
          "each one is.")
 
+# INTRO for a survey that asks some questions openly (disclosed = true): its first words must
+# not promise that no one can know those answers.
+OPEN_INTRO = ("Your device flips a coin for each answer not marked \"Answered openly\", and "
+              "sometimes sends another answer on purpose. No one can know those real answers, "
+              "yet researchers can still count them. Open answers are stored as you give them.")
+
 WHY_IT_MAY_DIFFER = ("Some answers may differ from what you chose. That is on purpose: it "
                      "keeps your real answers private.")
+
+
+def intro(questions: Iterable[Question]) -> str:
+    """The first words: OPEN_INTRO if any question is answered openly, else INTRO."""
+    return OPEN_INTRO if any(q.disclosed for q in questions) else INTRO
 
 
 def bound_note(epsilons: Iterable[float]) -> str:
     """The concrete bound read first: one report of a question with epsilon e moves a belief of
     at most 1/2 to at most e^e / (1 + e^e) (posterior_bounds), here for the question that
     reveals most. "No idea before" is a prior of at most 1/2 on the answer (a larger bound
-    holds for nobody who starts at 1/2 or less)."""
+    holds for nobody who starts at 1/2 or less). The epsilons are those of the randomized
+    questions only (an open answer has no bound); with none, ALL_OPEN."""
+    epsilons = list(epsilons)
+    if not epsilons:
+        return ALL_OPEN
     most = max(posterior_bounds(0.5, epsilon).high for epsilon in epsilons)
     return (f"From one sent answer, someone with no idea can be at most {percent(most)} sure "
             "of your real answer.")
+
+
+ALL_OPEN = "Nothing here is changed at random: every answer is stored as you give it."
+
+
+def randomized_epsilons(verified: VerifiedSurvey) -> list[float]:
+    """The epsilons of the questions that are randomized (bound_note's argument)."""
+    return [verified.epsilon[q.id] for q in verified.survey.questions if not q.disclosed]
+
+
+def sent_note(questions: Iterable[Question]) -> str:
+    """The last words after a send: the real answers stayed on the device, but for open ones."""
+    if any(q.disclosed for q in questions):
+        return ("Sent. Thank you. Your real answers never left this device, except those you "
+                "gave openly.")
+    return "Sent. Thank you. Your real answers never left this device."
 
 
 def release_summary(release_batch: int) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from .budget import DEFAULT_MAX_EPSILON, DEFAULT_MAX_TOTAL_EPSILON, exceeds
+from .disclosed import DEFAULT_MIN_CELL
 from .manifest import Survey
 from .posterior import posterior_bounds
 
@@ -26,13 +27,15 @@ class Refusal:
 
 
 def report(survey: Survey, respondents: int) -> dict:
-    """Per question its epsilon, its mechanism (and what `auto` compared), the posterior bound
-    (how sure a guess starting at 1/2 can become after seeing the report: e^eps / (1 + e^eps))
-    and the expected 95 % margin with `respondents` answers; whether respondents with the
-    default ceilings accept the survey, and if not, each refusal with its fix."""
+    """Per question its epsilon, its mechanism (and what `auto` compared), whether it is
+    answered openly, the posterior bound (how sure a guess starting at 1/2 can become after
+    seeing the report: e^eps / (1 + e^eps); 1 for an open answer, which is the answer) and the
+    expected 95 % margin with `respondents` answers; whether respondents with the default
+    ceilings accept the survey, and if not, each refusal with its fix; and `disclosed`: the
+    open questions and what they entail (None without any)."""
     questions = [{"id": q.id, "epsilon": q.epsilon, "mechanism": q.scheme.name,
-                  "quantity": q.scheme.quantity,
-                  "posterior_max": posterior_bounds(0.5, q.epsilon).high,
+                  "quantity": q.scheme.quantity, "disclosed": q.disclosed,
+                  "posterior_max": 1.0 if q.disclosed else posterior_bounds(0.5, q.epsilon).high,
                   "margin": q.scheme.expected_margin(respondents),
                   "auto": None if q.auto is None else {"chosen": q.auto.chosen,
                                                        "variances": q.auto.variances,
@@ -43,7 +46,20 @@ def report(survey: Survey, respondents: int) -> dict:
             "total_epsilon": survey.total_epsilon,
             "accepted_by_default": not refused,
             "refusals": [asdict(refusal) for refusal in refused],
+            "disclosed": disclosed(survey),
             "questions": questions}
+
+
+def disclosed(survey: Survey) -> dict | None:
+    """The openly answered questions and what they entail: counted in no epsilon, public
+    results refused, and no regression group or weighting level of fewer than the server's
+    minimum cell size (MIN_CELL, DEFAULT_MIN_CELL unless its operator changed it); None when
+    every question is randomized."""
+    opened = [q.id for q in survey.questions if q.disclosed]
+    if not opened:
+        return None
+    return {"questions": opened, "counted_in_epsilon": False, "public_results": False,
+            "min_cell": DEFAULT_MIN_CELL}
 
 
 def water_level(epsilons: Sequence[float], total: float, cap: float) -> float:

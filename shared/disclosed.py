@@ -32,6 +32,9 @@ FIELDS = {"disclosed"}
 NUMERIC_FIELDS = {"disclosed", "min", "max", "unit"}
 MAX_RANGE = 10**6  # max - min of an open number: n (max - min)^2 stays below 2^63 for n < 9e6
 MAX_UNIT = 40
+# In a survey with open questions, the fewest respondents a regression group or a weighting
+# margin's level may hold (the aggregator's MIN_CELL setting, this by default).
+DEFAULT_MIN_CELL = 10
 WORDS = "Answered openly: stored as you give it."  # the respondent-facing mark (form, respond)
 YES = {"yes", "y", "1", "true"}
 NO = {"no", "n", "0", "false"}
@@ -166,6 +169,13 @@ class OpenNumber(Open):
         if not whole or not self.low <= truth <= self.high:
             raise ValueError(f"must be a whole number from {self.low} to {self.high}")
         return int(truth)
+
+    def check_report(self, value: Any) -> str | None:
+        """A report is an integer as JSON writes it (7, never 7.0: the stored row would be
+        longer than the survey's padded row and the counters take integers)."""
+        if type(value) is not int:
+            return f"must be a whole number from {self.low} to {self.high}"
+        return super().check_report(value)
 
     def parse_text(self, text: str) -> int:
         try:

@@ -6,7 +6,15 @@ import json
 import math
 from importlib import resources
 
-from test_browser import create, database_url, protection, randomize  # noqa: F401 (database_url: a fixture)
+import pytest
+from test_browser import (  # noqa: F401 (database_url: a fixture)
+    create,
+    database_url,
+    protection,
+    randomize,
+    record,
+    screenshot,
+)
 
 from ldpsurvey.shared import parse_manifest
 
@@ -277,3 +285,140 @@ def test_the_form_answers_piecewise_and_hybrid_questions(page, live_server, clie
     release_due(client.application)
     body = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
     assert [q["n"] for q in body["questions"]] == [1, 1]
+
+
+# Openly answered questions (disclosed, issue 28.1): a number and a choice asked openly beside
+# a randomized yes/no.
+OPEN = {"title": "Open and hidden", "release_batch": 1, "questions": [
+    {"id": "age", "text": "How old are you?", "type": "numeric", "min": 18, "max": 99,
+     "unit": "years", "disclosed": True},
+    {"id": "sex", "text": "What is your sex?", "type": "choice", "options": ["Female", "Male"],
+     "disclosed": True},
+    {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
+     "epsilon": 1.0}]}
+
+
+def stored(page, survey_id):
+    """This browser's record of the survey (localStorage's ledger)."""
+    return page.evaluate("""(id) => { const store = JSON.parse(localStorage.getItem(
+        'ldp-survey/ledger')); return Object.values(store.keys)[0].surveys[id]; }""", survey_id)
+
+
+def test_an_open_question_is_marked_takes_whole_numbers_and_is_sent_as_given(
+        page, live_server, client, auth):
+    """The plain mark beside each open question only; the first words say which answers are
+    sent as given and bound the randomized one alone; an open number takes a whole number from
+    min to max, its error at the question (never clamped); the answer is sent unrandomized and
+    the ledger charges the randomized question's epsilon only."""
+    from ldpsurvey.client import OPEN_INTRO, bound_note
+    from ldpsurvey.shared.disclosed import WORDS
+
+    survey_id = create(client, auth, OPEN)
+    manifest = json.loads(client.get(f"/api/surveys/{survey_id}").data)
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    for qid in ("age", "sex"):
+        mark = page.locator(f'fieldset[data-question="{qid}"] p.open-answer')
+        assert mark.is_visible() and mark.inner_text() == WORDS
+    assert page.locator('fieldset[data-question="smoked"] p.open-answer').count() == 0
+    assert page.locator("#intro").inner_text() == OPEN_INTRO
+    assert page.locator("#bound").inner_text() == bound_note([manifest["questions"][2]["epsilon"]])
+    assert page.locator('label[for="q-age-value"]').inner_text() == (
+        "A whole number from 18 to 99 (years)")
+    assert page.get_attribute("#q-age-value", "step") == "1"
+    age = page.locator('fieldset[data-question="age"]')
+    page.click("#q-sex-1")
+    page.locator('fieldset[data-question="smoked"] label', has_text="Yes").click()
+    for wrong in ("", "17", "100", "42.5"):
+        page.fill("#q-age-value", wrong)
+        page.click("#review")
+        assert page.locator("#true-review").is_hidden(), wrong
+        assert age.get_attribute("aria-invalid") == "true", wrong
+        assert page.locator("#q-age-error").inner_text() == (
+            "Please enter a whole number from 18 to 99."), wrong
+    screenshot(page, "open-questions-errors")
+    page.fill("#q-age-value", "42")
+    assert age.get_attribute("aria-invalid") is None  # cleared as it is typed
+    page.click("#review")
+    page.wait_for_selector("#true-review:not([hidden])")
+    assert "42 years" in page.locator("#true-list").inner_text()
+    page.click("#randomize")
+    page.wait_for_selector("#confirm:not([hidden])")
+    payload = json.loads(page.locator("#payload").text_content())
+    assert payload["answers"]["age"] == 42 and payload["answers"]["sex"] == 1
+    assert payload["answers"]["smoked"] in (0, 1)
+    sent = page.locator("#sent-list").inner_text()
+    assert "How old are you? → 42 years (as given)" in sent
+    assert "What is your sex? → Male (as given)" in sent
+    requests = record(page)
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    assert page.locator("#thanks-text").inner_text() == (
+        "Your answers were sent. Your real answers never left your device, except those you "
+        "gave openly.")
+    [post] = [r for r in requests if r.method == "POST"]
+    assert json.loads(post.post_data_buffer.rstrip(b" ")) == payload
+    assert stored(page, survey_id)["charged"] == pytest.approx(manifest["total_epsilon"])
+    assert manifest["total_epsilon"] == pytest.approx(manifest["questions"][2]["epsilon"])
+    release_due(client.application)
+    export = client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth).text
+    [row] = [json.loads(line) for line in export.splitlines()[1:]]
+    assert row["answers"]["age"] == 42 and row["answers"]["sex"] == 1
+
+
+def test_a_survey_asked_only_openly_promises_no_coin(page, live_server, client, auth):
+    """With no randomized question the first words bound nothing and say so."""
+    from ldpsurvey.client import ALL_OPEN, OPEN_INTRO
+
+    survey_id = create(client, auth, {**OPEN, "questions": OPEN["questions"][:2]})
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    assert page.locator("#intro").inner_text() == OPEN_INTRO
+    assert page.locator("#bound").inner_text() == ALL_OPEN
+
+
+def test_the_page_remembers_an_open_question_as_the_python_client_does(
+        page, live_server, client, auth):
+    """web/disclosed.js's parameters() are the values of the Python scheme's fields(), which the
+    client's digest (client/verify.py parameters) takes: `disclosed`, and a number's min, max
+    and unit; a changed unit or range is a changed survey in both."""
+    survey_id = create(client, auth, OPEN)
+    survey = parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
+    questions = json.loads(client.get(f"/api/surveys/{survey_id}").data)["questions"]
+    no_unit = {**questions[0]}
+    del no_unit["unit"]
+    cases = [*questions[:2], no_unit, {**questions[0], "unit": "months"},
+             {**questions[0], "max": 98}]
+    page.goto(f"{live_server}/s/{survey_id}")
+    page.wait_for_selector("#questions:not([hidden])")
+    got = page.evaluate("""async (questions) => { const s = await import('/web/schemes.js');
+        return questions.map(q => s.schemeOf(q).parameters()); }""", cases)
+    expected = [list(survey.question(q).scheme.fields().values()) for q in ("age", "sex")]
+    assert got[:2] == expected == [[True, 18, 99, "years"], [True]]
+    assert got[2] == [True, 18, 99]
+    assert len({json.dumps(p) for p in [got[0], *got[2:]]}) == 4  # each change is seen
+
+
+def test_an_open_number_of_any_length_is_sent_in_one_body_size(browser, live_server, client,
+                                                              auth):
+    """The padding attack: answers 7 and 1000000 to an open number (its report is the number's
+    digits) give request bodies of one length, padded after the same document."""
+    survey_id = create(client, auth, {"title": "Income", "release_batch": 1, "questions": [
+        {"id": "income", "text": "Your income?", "type": "numeric", "min": 0, "max": 1000000,
+         "disclosed": True}]})
+    bodies = []
+    for value in (7, 1000000):
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{live_server}/s/{survey_id}")
+        page.wait_for_selector("#questions:not([hidden])")
+        page.fill("#q-income-value", str(value))
+        randomize(page)
+        requests = record(page)
+        page.click("#send")
+        page.wait_for_selector("#thanks:not([hidden])")
+        [post] = [r for r in requests if r.method == "POST"]
+        bodies.append(post.post_data_buffer)
+        assert json.loads(post.post_data_buffer) == {"answers": {"income": value}}
+        context.close()
+    assert len(bodies[0]) == len(bodies[1]) == 256

@@ -94,6 +94,7 @@ def test_true_answers_are_reviewed_and_can_be_changed_before_randomizing(runner,
     reviews = result.output.split("Your answers, before the coin flips")
     assert len(reviews) == 4  # the first review, after 'sleep', after 'nosuch'
     assert "[sleep] 6 to 8" in reviews[1] and "[sleep] Over 8" in reviews[2]
+    assert "(only you see them; they never leave this device)" in reviews[1]
     assert "'nosuch' is not one of the questions above" in result.output
     assert "This is exactly what will be sent" in reviews[3] and "Not sent" in result.output
 
@@ -391,3 +392,74 @@ def test_control_characters_in_questions_and_options_are_refused_at_publish(clie
     assert response.status_code == 422
     assert "question 'q'.options[1]: holds the control or bidirectional character U+009B" in \
         response.json["detail"]
+
+
+# Openly answered questions (disclosed, issue 28.1) beside a randomized one.
+OPEN = {"title": "Open and hidden", "release_batch": 1, "questions": [
+    {"id": "age", "text": "How old are you?", "type": "numeric", "min": 18, "max": 99,
+     "unit": "years", "disclosed": True},
+    {"id": "sex", "text": "What is your sex?", "type": "choice", "options": ["Female", "Male"],
+     "disclosed": True},
+    {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
+     "epsilon": 1.0}]}
+
+
+def test_open_questions_are_marked_sent_as_given_and_charged_nothing(runner, live_server,
+                                                                     client, auth):
+    """respond marks each open question (and only those) in plain words, says first which
+    answers are sent as given, bounds the randomized one alone, sends the open answers
+    unchanged, and the ledger charges the randomized question's epsilon only."""
+    from ldpsurvey.client import OPEN_INTRO
+    from ldpsurvey.shared.disclosed import WORDS
+
+    survey_id = client.post("/api/surveys", json=OPEN, headers=auth).json["survey_id"]
+    manifest = client.get(f"/api/surveys/{survey_id}").json
+    refused = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
+                                   "--answers", "age=17,sex=male,smoked=yes", "--yes"])
+    assert refused.exit_code != 0 and "a whole number from 18 to 99" in refused.output
+    result = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
+                                  "--answers", "age=42,sex=Male,smoked=yes", "--yes",
+                                  "--details"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert OPEN_INTRO in out and bound_note([manifest["questions"][2]["epsilon"]]) in out
+    blocks = {q: out.split(f"[{q}] ")[1].split("\n[")[0] for q in ("age", "sex", "smoked")}
+    assert WORDS in blocks["age"] and WORDS in blocks["sex"] and WORDS not in blocks["smoked"]
+    body = sent_body(out)["answers"]
+    assert (body["age"], body["sex"]) == (42, 1) and body["smoked"] in (0, 1)
+    assert "[age] 42 years" in out.split("exactly what will be sent")[1]
+    assert "never left this device, except those you gave openly" in out
+    privacy = json.loads(runner.invoke(main, ["privacy", "--json"]).stdout)
+    [sent] = privacy["aggregators"][0]["surveys"]
+    assert sent["epsilon"] == pytest.approx(manifest["questions"][2]["epsilon"])
+    assert manifest["total_epsilon"] == pytest.approx(manifest["questions"][2]["epsilon"])
+    assert privacy["device"]["epsilon_spent"] == pytest.approx(sent["epsilon"])
+    released_n(client, auth, survey_id)
+    export = client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth).text
+    [row] = [json.loads(line) for line in export.splitlines()[1:]]
+    assert (row["answers"]["age"], row["answers"]["sex"]) == (42, 1)
+
+
+def test_a_survey_without_open_questions_keeps_the_first_words(runner, live_server, health_id):
+    from ldpsurvey.shared.disclosed import WORDS
+
+    result = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id,
+                                  "--answers", ANSWERS, "--yes"])
+    assert result.exit_code == 0, result.output
+    assert INTRO in result.stdout and WORDS not in result.stdout
+    assert "Your real answers never left this device.\n" in result.stdout
+
+
+def test_typed_open_answers_are_asked_as_whole_numbers_and_reviewed_as_leaving_the_device(
+        runner, live_server, client, auth):
+    """At the prompt an open number out of range or not whole is asked again; the review says
+    that the open answers leave the device as they are (the randomized ones never do)."""
+    survey_id = client.post("/api/surveys", json=OPEN, headers=auth).json["survey_id"]
+    result = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id],
+                           input="17\n42.5\n42\nfemale\nno\n\ny\n")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("takes a whole number from 18 to 99") == 2
+    review = result.output.split("Your answers, before the coin flips")[1]
+    assert "only those marked as answered openly leave this device as they are" in review
+    assert "[age] 42 years" in review
+    assert released_n(client, auth, survey_id) == 1

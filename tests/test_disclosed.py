@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from openapi_core import OpenAPI
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+from test_hostile_text import evil  # noqa: F401 (a fixture: a server that records posts)
 
 from ldpsurvey.analysis import read_export, weighted_results
 from ldpsurvey.cli import main
@@ -236,3 +237,94 @@ def test_codebook_marks_open_questions(client, auth, open_survey):
     assert book["questions"][0]["disclosed"] is True and "epsilon" not in book["questions"][0]
     markdown = client.get(f"/api/surveys/{open_survey}/codebook.md", headers=auth).data.decode()
     assert "answered openly (disclosed)" in markdown
+
+
+# --- the size of a response with an open number (the report is its digits) ------------------
+
+INCOME = {"title": "Income", "release_batch": 1, "questions": [
+    {"id": "income", "text": "Your income?", "type": "numeric", "min": -5, "max": 999990,
+     "disclosed": True},
+    {"id": "smoked", "text": "Smoked?", "type": "yes_no", "epsilon": 1.0}]}
+INCOMES = (7, -5, 0, 999990, 99999)
+
+
+def test_an_open_number_of_any_length_is_sent_in_one_size(evil, tmp_path):  # noqa: F811
+    """The attack on the wire: open answers of 1 to 7 characters, each sent by the Python client
+    with its own idempotency key: the whole request (line, headers, body) has one length."""
+    import secrets
+
+    from ldpsurvey.client import Ceilings, LocalState, fetch_survey, submit
+    from ldpsurvey.client.respondent import Submission
+    from ldpsurvey.shared.manifest import key_id, web_origin
+
+    evil.serve_survey(INCOME)  # then signed again with its origin (format /7 names one)
+    manifest = replace(parse_definition(INCOME), survey_id="S", key_id=key_id(evil.public),
+                       origin=web_origin(evil.url)).manifest_bytes()
+    evil.pages[("GET", "/api/surveys/S")] = (200, manifest)
+    evil.pages[("GET", "/api/surveys/S/manifest.sig")] = (200, evil.key.sign(manifest))
+    evil.serve_json("POST", "/api/surveys/S/responses", {"survey_id": "S", "accepted": 1}, 201)
+    state = LocalState(tmp_path / "state.json")
+    verified = fetch_survey(evil.url, "S", state, Ceilings(10.0, 100.0, 1000.0))
+    for income in INCOMES:
+        submit(verified, Submission("S", {"income": income, "smoked": 1},
+                                    secrets.token_urlsafe(24), False), state)
+    assert len({len(line) + len(headers) + len(body) for line, headers, body in evil.posts}) == 1
+    assert [json.loads(body)["answers"]["income"] for _, _, body in evil.posts] == list(INCOMES)
+
+
+def test_an_open_number_of_any_length_is_stored_in_one_size_and_only_as_an_integer(
+        app, client, auth):
+    """The attack at rest: a copy of the files shows each pending row's sealed length, one
+    whatever the open number (padded to the survey's longest row: the longest of min and max).
+    A whole number written as 7.0 (one a client never sends, but a longer row and a float in
+    integer counters) is refused."""
+    import base64
+
+    from ldpsurvey.aggregator.db import get_db
+
+    survey_id = client.post("/api/surveys", json=INCOME, headers=auth).json["survey_id"]
+    url = f"/api/surveys/{survey_id}/responses"
+    for income in INCOMES:
+        assert client.post(url, json={"answers": {"income": income, "smoked": 0}}).status_code \
+            == 201
+    refused = client.post(url, json={"answers": {"income": 999990.0, "smoked": 0}})
+    assert refused.status_code == 422
+    assert "answers.income must be a whole number" in refused.json["detail"]
+    with app.app_context():
+        lengths = {len(base64.b64decode(sealed)) for (sealed,) in get_db().query(
+            "SELECT answers FROM pending WHERE survey_id = ?", (survey_id,))}
+    assert len(lengths) == 1
+    release_due(app)
+    exported = client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth).text
+    assert sorted(json.loads(line)["answers"]["income"] for line in exported.splitlines()[1:]) \
+        == sorted(INCOMES)
+
+
+def test_an_open_level_below_min_cell_is_counted_exactly_only_for_readers_of_the_export(
+        app, client, auth):
+    """Why a level of an open question held by fewer than MIN_CELL respondents is not
+    suppressed in the estimates (docs/privacy.md): every key that may read them (the owner, a
+    researcher it is shared with) may read the export too, which holds each open answer as
+    given; anyone else reads neither (public results are refused for such a survey)."""
+    from test_accounts import key_for, name_of
+
+    survey_id = client.post("/api/surveys", json=OPEN, headers=auth).json["survey_id"]
+    rows = [{"sex": 0, "age": 30, "smoked": i % 2} for i in range(40)]
+    rows += [{"sex": 1, "age": 30 + i, "smoked": i % 2} for i in range(3)]  # 3 men: below 10
+    client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
+                json={"responses": [{"answers": a} for a in rows]})
+    release_due(app)
+    shared, stranger = key_for(app, name="bob"), key_for(app, name="carol")
+    assert client.put(f"/api/surveys/{survey_id}/shares/{name_of(app, shared)}",
+                      headers=auth).status_code == 200
+    for reader in (auth, shared):
+        men = estimates(client, reader, survey_id).json["questions"][0]["options"][1]
+        assert men["reported_count"] == 3 and men["p_hat"] == 3 / 43
+        export = client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=reader)
+        assert export.status_code == 200
+        assert sum(json.loads(line)["answers"]["sex"] == 1
+                   for line in export.text.splitlines()[1:]) == 3
+    for outsider in (stranger, {}):
+        assert estimates(client, outsider, survey_id).status_code in (401, 404)
+        assert client.get(f"/api/surveys/{survey_id}/export.jsonl",
+                          headers=outsider).status_code in (401, 404)

@@ -178,7 +178,38 @@ def new_question_types(page, live_server, client, auth):
     return 2
 
 
-STATES = [new_question_types, questions, missing_answers, review, confirm, thanks, already_sent, unreachable,
+OPEN = {"title": "Open and hidden", "questions": [
+    {"id": "age", "text": "How old are you?", "type": "numeric", "min": 18, "max": 99,
+     "unit": "years", "disclosed": True},
+    {"id": "sex", "text": "What is your sex?", "type": "choice", "options": ["Female", "Male"],
+     "disclosed": True},
+    {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
+     "epsilon": 1.0}]}
+
+
+def open_questions(page, live_server, client, auth):
+    """Two questions answered openly (each marked) beside a randomized one, reviewed with none
+    answered and an age out of range: the errors at the questions; 3 questions."""
+    open_form(page, live_server, create(client, auth, OPEN))
+    page.fill("#q-age-value", "17")
+    page.click("#review")
+    return 3
+
+
+def open_sent(page, live_server, client, auth):
+    """The same survey answered and sent: the thanks names the open answers."""
+    open_form(page, live_server, create(client, auth, OPEN))
+    page.fill("#q-age-value", "40")
+    page.click("#q-sex-0")
+    page.click("#q-smoked-0")
+    randomize(page)
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    return 3
+
+
+STATES = [open_questions, open_sent, new_question_types, questions, missing_answers, review,
+          confirm, thanks, already_sent, unreachable,
           sent_again_after_failure, kept_but_not_sent, invitation_refused, too_much_at_once,
           too_much_together, too_much_in_all, invitation_only_without_link,
           closed_while_loading, not_loaded, other_address, changed_since_answered]

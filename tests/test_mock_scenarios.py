@@ -1,6 +1,7 @@
 """`ldp-survey mock` scenarios of issue 28: a share of non-compliers under a cheating-detection
-question (shared/examples/honesty*.toml) and true coefficients of a logistic model fitted as
-`results --regress` fits it (shared/examples/regression*.toml)."""
+question (shared/examples/honesty*.toml), true coefficients of a logistic model fitted as
+`results --regress` fits it (shared/examples/regression*.toml), and a biased sample weighted to
+the population's margins of an openly answered question (shared/examples/weights*.toml)."""
 
 import json
 import re
@@ -122,5 +123,81 @@ def test_no_regression_without_a_regression_table():
 ])
 def test_bad_scenarios_are_refused_in_one_line(tmp_path, truth, message):
     result = run_mock_cli(tmp_path, REGRESSION, truth, "--respondents", "100")
+    assert result.exit_code == 1
+    assert re.search(message, result.output), result.output
+
+
+def test_the_weights_scenario_prints_weighted_and_unweighted_beside_the_population_truth():
+    result = example("weights", "--respondents", "3000", "--seed", "4", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    weights = document["weights"]
+    assert weights["margins"] == {"sex": {"Female": 0.5, "Male": 0.5}}
+    assert 1000 < weights["effective_n"] < 3000  # 80 % women weighted to half: n_eff < n
+    assert [(r["question"], r["option"], r["estimate"], r["true_proportion"])
+            for r in weights["results"]] == [
+        ("smoked", "No", "weighted", 0.6), ("smoked", "Yes", "weighted", 0.4),
+        ("smoked", "No", "unweighted", 0.6), ("smoked", "Yes", "unweighted", 0.4)]
+    for row in weights["results"]:
+        assert row["covered"] == (row["ci_low"] <= row["true_proportion"] <= row["ci_high"])
+    sample = {(r["question"], r["option"]): r["true_proportion"] for r in document["results"]}
+    assert sample[("sex", "Female")] == 0.8 and sample[("smoked", "Yes")] == 0.28
+    table = example("weights", "--respondents", "3000", "--seed", "4").stdout
+    assert "smoked, weighted to the population's sex (Female 0.5, Male 0.5; effective n" in table
+    assert "the server saw only randomized answers, and the open ones (sex) as given" in table
+    assert re.search(r"Yes +unweighted +0\.4000", table)
+
+
+def test_the_weights_scenario_covers_the_population_only_when_weighted():
+    """20 mock surveys of 3000 respondents, 80 % women in the sample and half in the
+    population: the weighted 95 % interval of P(smoked) covers the population's 40 % but for
+    at most the 99.9 % binomial quantile of 20 tries at 5 %; the unweighted one, 12 points
+    (about 7 SE) off at the sample's 28 %, covers it in none (P about 1e-6 each)."""
+    results = many("weights", 3000, 20)
+    rows = [[r for r in result.weights_rows() if r["option"] == "Yes"] for result in results]
+    weighted = [w for w, _ in rows]
+    unweighted = [u for _, u in rows]
+    assert {w["estimate"] for w in weighted} == {"weighted"}
+    assert sum(not w["covered"] for w in weighted) <= stats.binom.ppf(0.999, 20, 0.05)
+    assert not any(u["covered"] for u in unweighted)
+    sample = [next(r for r in result.rows() if r["question"] == "smoked" and
+                   r["option"] == "Yes") for result in results]  # the sample's 28 %
+    assert sum(not r["covered"] for r in sample) <= stats.binom.ppf(0.999, 20, 0.05)
+
+
+def test_no_weights_without_a_weights_table():
+    result = example("regression", "--respondents", "500", "--seed", "1", "--json")
+    assert json.loads(result.stdout)["weights"] is None
+    assert "weighted to the population" not in example("regression", "--respondents",
+                                                       "500").stdout
+
+
+WEIGHTS = {"title": "w", "questions": [
+    {"id": "sex", "text": "Sex?", "type": "choice", "options": ["f", "m"], "disclosed": True},
+    {"id": "age", "text": "Age?", "type": "numeric", "min": 18, "max": 99, "disclosed": True},
+    {"id": "smoked", "text": "Smoked?", "type": "yes_no", "epsilon": 1.0},
+    {"id": "sleep", "text": "Sleep?", "type": "choice", "options": ["a", "b"], "epsilon": 1.0}]}
+WEIGHTED = ("covariate = 'sex'\npopulation = [0.5, 0.5]\nsample = [0.8, 0.2]\n"
+            "outcome = 'smoked'\nprevalence = [0.2, 0.6]\n")
+
+
+@pytest.mark.parametrize("truth, message", [
+    ("[truth]\nsleep = [0.5, 0.5]\nage = 40\n[weights]\n" + WEIGHTED.replace("'sex'", "'sleep'"),
+     r"covariate 'sleep' is not an openly answered yes/no or choice question"),
+    ("[truth]\nsleep = [0.5, 0.5]\nsex = [0.5, 0.5]\n[weights]\n" + WEIGHTED.replace(
+        "'sex'", "'age'"), r"covariate 'age' is not an openly answered yes/no or choice"),
+    ("[truth]\nsex = [0.5, 0.5]\nage = 40\n[weights]\n" + WEIGHTED.replace("'smoked'", "'sleep'"),
+     r"outcome 'sleep' is not a randomized yes/no question"),
+    ("[truth]\nsleep = [0.5, 0.5]\nsex = [0.5, 0.5]\nage = 40\n[weights]\n" + WEIGHTED,
+     r"'sex' is given elsewhere too"),
+    ("[truth]\nsleep = [0.5, 0.5]\nage = 40\n[weights]\n" + WEIGHTED.replace(
+        "[0.5, 0.5]", "[0.5, 0.6]"), r"population needs 2 proportions summing to 1"),
+    ("[truth]\nsleep = [0.5, 0.5]\nage = 40\n[weights]\n" + WEIGHTED.replace(
+        "[0.2, 0.6]", "[0.2, 1.6]"), r"prevalence needs 2 probabilities"),
+    ("[truth]\nsleep = [0.5, 0.5]\nage = 40\n[weights]\ncovariate = 'sex'\n",
+     r"\[weights\] needs exactly covariate, outcome, population, prevalence, sample"),
+])
+def test_bad_weights_scenarios_are_refused_in_one_line(tmp_path, truth, message):
+    result = run_mock_cli(tmp_path, WEIGHTS, truth, "--respondents", "100")
     assert result.exit_code == 1
     assert re.search(message, result.output), result.output

@@ -139,3 +139,41 @@ def test_a_total_above_the_surveys_own_ceiling_names_the_fix(tmp_path):
     assert result.exit_code == 1 and result.stderr.count("\n") == 1
     assert "above the survey's ceiling 2.5: lower the questions' epsilon by 0.5 in all, or " \
            "raise max_epsilon" in result.stderr
+
+
+def test_check_names_open_questions_their_epsilon_public_results_and_min_cell(tmp_path):
+    """An openly answered question is said plainly (stored as given, counted in no epsilon, a
+    guess from it certain); the survey's line names them, the refused public results and the
+    minimum cell size; --json gains `disclosed`. A survey without one has `disclosed` null and
+    no such line."""
+    from ldpsurvey.shared.disclosed import DEFAULT_MIN_CELL
+
+    survey = {"title": "Open", "questions": [
+        {"id": "age", "text": "Age?", "type": "numeric", "min": 18, "max": 99,
+         "disclosed": True},
+        {"id": "sex", "text": "Sex?", "type": "choice", "options": ["f", "m"],
+         "disclosed": True},
+        {"id": "smoked", "text": "Smoked?", "type": "yes_no", "epsilon": 1.0}]}
+    body = check_json(tmp_path, survey)
+    assert body["disclosed"] == {"questions": ["age", "sex"], "counted_in_epsilon": False,
+                                 "public_results": False, "min_cell": DEFAULT_MIN_CELL}
+    assert [(q["disclosed"], q["epsilon"], q["posterior_max"]) for q in body["questions"]] == [
+        (True, 0.0, 1.0), (True, 0.0, 1.0), (False, 1.0, pytest.approx(math.e / (1 + math.e)))]
+    assert body["total_epsilon"] == 1.0
+    text = CliRunner().invoke(main, ["survey", "check", str(tmp_path / "survey.json")]).stdout
+    assert "  age: ANSWERED OPENLY, stored as given, not randomized: counted in no epsilon" in text
+    assert "  smoked: epsilon 1; a guess of 50 % can become at most 73%" in text
+    assert ("answered openly: age, sex. The total epsilon counts none of them; this survey "
+            "cannot have public results, and no regression group or weighting level of fewer "
+            "than 10 respondents is reported") in text
+    hidden = check_json(tmp_path, yes_no(2, 1.0))
+    assert hidden["disclosed"] is None and not any(q["disclosed"] for q in hidden["questions"])
+    text = CliRunner().invoke(main, ["survey", "check", str(tmp_path / "survey.json")]).stdout
+    assert "openly" not in text.lower()
+
+
+def test_the_servers_min_cell_default_is_the_one_check_states():
+    from ldpsurvey.aggregator.settings import DEFAULTS
+    from ldpsurvey.shared.disclosed import DEFAULT_MIN_CELL
+
+    assert DEFAULTS["MIN_CELL"] == DEFAULT_MIN_CELL == 10

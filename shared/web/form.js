@@ -1,6 +1,7 @@
 // The respondent form: checks the survey's privacy parameters itself, randomizes every answer
 // on this device, keeps the randomized answers and a ledger of the privacy budget this browser
-// spent on this site, and sends only randomized answers, with fetch(). It runs only at the
+// spent on this site, and sends only randomized answers (and those of questions answered
+// openly, marked so, as given: web/disclosed.js), with fetch(). It runs only at the
 // origin the survey's manifest is signed for: localStorage is per origin, so the same server
 // reached at another address would otherwise get a second memory and a second budget.
 import {
@@ -37,10 +38,18 @@ const has = (object, key) => Object.hasOwn(object, key);
 const INTRO = "Your device flips a coin for each answer and sometimes sends another answer " +
   "on purpose. No one can know your real answers. Researchers can still count how common " +
   "each one is.";
+// INTRO for a survey that asks some questions openly (disclosed), as the client's OPEN_INTRO,
+// and the bound's words when every question is open (ALL_OPEN).
+const OPEN_INTRO = "Your device flips a coin for each answer not marked \"Answered openly\", " +
+  "and sometimes sends another answer on purpose. No one can know those real answers, yet " +
+  "researchers can still count them. Open answers are stored as you give them.";
+const ALL_OPEN = "Nothing here is changed at random: every answer is stored as you give it.";
 const WHY_IT_MAY_DIFFER = "Some answers may differ from what you chose. That is on purpose: " +
   "it keeps your real answers private.";
 
+// epsilons: those of the randomized questions (an open answer has no bound).
 function boundNote(epsilons) {
+  if (!epsilons.length) return ALL_OPEN;
   const most = Math.max(...epsilons.map((epsilon) => posteriorMax(0.5, epsilon)));
   return `From one sent answer, someone with no idea can be at most ${percent(most)} sure ` +
     "of your real answer.";
@@ -255,6 +264,9 @@ function newIdempotencyKey() {
 const STEPS = { check: "Checking", questions: "Questions", "true-review": "Check your answers",
   confirm: "What will be sent", thanks: "Sent", refused: "Not answering" };
 const ERROR_AT_QUESTION = "Please choose an answer.";
+// The thanks of a survey with open answers, as the client's sent_note.
+const OPEN_SENT = "Your answers were sent. Your real answers never left your device, except " +
+  "those you gave openly.";
 const PAGE_TITLE = document.title;
 
 // Show one step, name it in the tab's title and, when `focus`, move focus to its heading
@@ -361,12 +373,12 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
       fieldset.setAttribute("aria-required", "true");
       fieldset.append(element("p", { class: "error", id: `q-${question.id}-error` }));
       const unit = question.unit ? ` (${question.unit})` : "";
+      const whole = schemeOf(question).whole === true;
       const label = element("label", { class: "number", for: `q-${question.id}-value` },
-        `A number from ${question.min} to ${question.max}${unit}`);
+        `A ${whole ? "whole number" : "number"} from ${question.min} to ${question.max}${unit}`);
       const input = element("input", { type: "number", id: `q-${question.id}-value`,
-        min: String(question.min), max: String(question.max),
-        step: schemeOf(question).step ?? "any",
-        inputmode: "decimal", "data-number": "" });
+        min: String(question.min), max: String(question.max), step: whole ? "1" : "any",
+        inputmode: whole ? "numeric" : "decimal", "data-number": "" });
       fieldset.append(label, input);
     } else if (schemeOf(question).answer === "many") {
       fieldset.setAttribute("role", "group");
@@ -459,8 +471,9 @@ function markMissing(missing) {
     const group = fieldsetOf(question);
     group.setAttribute("aria-invalid", "true");
     group.setAttribute("aria-describedby", `q-${question.id}-error`);
+    const number = schemeOf(question).whole ? "a whole number" : "a number";
     $(`q-${question.id}-error`).textContent = schemeOf(question).answer === "number" ?
-      `Please enter a number from ${question.min} to ${question.max}.` : ERROR_AT_QUESTION;
+      `Please enter ${number} from ${question.min} to ${question.max}.` : ERROR_AT_QUESTION;
   }
   const first = fieldsetOf(missing[0]);
   first.querySelector("input").focus({ preventScroll: true });
@@ -498,7 +511,9 @@ function chosenAnswers(questions) {
     if (kind === "number") {
       const field = fieldsetOf(question).querySelector("input[data-number]");
       const value = field.value.trim() === "" ? NaN : Number(field.value);
-      if (Number.isFinite(value)) answers[question.id] = value;
+      // A randomized number is clamped to [min, max]; an open one must be one it takes.
+      const accepts = schemeOf(question).accepts ?? (() => true);
+      if (Number.isFinite(value) && accepts(value)) answers[question.id] = value;
       else missing.push(question);
     } else if (kind === "many") answers[question.id] = checked;
     else if (checked.length) answers[question.id] = checked[0];
@@ -834,8 +849,11 @@ async function main() {
     $("true-list").replaceChildren();
     showConfirm(manifest, answering.record, total, false);
   });
-  $("intro").textContent = INTRO;
-  setText($("bound"), boundNote(Object.values(epsilons)));
+  const open = manifest.questions.some((q) => found[q.id].open);
+  $("intro").textContent = open ? OPEN_INTRO : INTRO;
+  setText($("bound"), boundNote(manifest.questions.filter((q) => !found[q.id].open)
+    .map((q) => epsilons[q.id])));
+  if (open && !preview) $("thanks-text").textContent = OPEN_SENT;
   show("questions", { focus: false });
 }
 
