@@ -611,13 +611,13 @@ def test_a_missing_answer_is_shown_at_its_question_and_takes_focus(browser, live
     }""")
     assert in_view
     screenshot(page, "missing-answer-390")
-    assert page.locator("#review-error").inner_text() == "2 questions need an answer."
+    assert page.locator("#review-error").inner_text() == "Please check 2 questions."
     page.locator('fieldset[data-question="drank_and_drove"] label', has_text="No").click()
     first = page.locator('fieldset[data-question="drank_and_drove"]')
     assert first.get_attribute("aria-invalid") is None
     assert first.get_attribute("aria-describedby") is None
     assert page.locator("#q-drank_and_drove-error").inner_text() == ""
-    assert page.locator("#review-error").inner_text() == "One question needs an answer."
+    assert page.locator("#review-error").inner_text() == "Please check one question."
     page.locator('fieldset[data-question="sleep"] label', has_text="6 to 8").click()
     assert page.locator("#review-error").inner_text() == ""
     page.click("#review")

@@ -336,6 +336,7 @@ def test_an_open_question_is_marked_takes_whole_numbers_and_is_sent_as_given(
         assert age.get_attribute("aria-invalid") == "true", wrong
         assert page.locator("#q-age-error").inner_text() == (
             "Please enter a whole number from 18 to 99."), wrong
+        assert page.locator("#review-error").inner_text() == "Please check one question.", wrong
     screenshot(page, "open-questions-errors")
     page.fill("#q-age-value", "42")
     assert age.get_attribute("aria-invalid") is None  # cleared as it is typed

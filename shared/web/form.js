@@ -488,11 +488,12 @@ function markAnswered(group) {
   stillMissing();
 }
 
-// Beside the Review button: how many questions still need an answer, if any.
+// Beside the Review button: how many questions still need an answer or a fix, if any (an
+// empty one, or a number out of range).
 function stillMissing() {
   const left = document.querySelectorAll("#question-list [aria-invalid]").length;
-  $("review-error").textContent = !left ? "" : left === 1 ? "One question needs an answer." :
-    `${left} questions need an answer.`;
+  $("review-error").textContent = !left ? "" : left === 1 ? "Please check one question." :
+    `Please check ${left} questions.`;
 }
 
 function fieldsetOf(question) {
