@@ -265,15 +265,21 @@ def spend_token(db: Connection, survey_id: str, token: str) -> None:
         raise TokenRejected()
 
 
-def insert_pending(db: Connection, survey: Survey, rows: list[str]) -> None:
-    """Keep accepted responses until release, under random keys: each row's canonical JSON
-    padded with spaces to the survey's longest row, then sealed under the storage key, so the
-    sealed length is the same whatever the answers (an option index of 10 or more is one
-    character longer)."""
+def sealed_pending(db: Connection, survey: Survey, rows: list[str]) -> list[str]:
+    """Accepted responses as the pending pool keeps them: each row's canonical JSON padded
+    with spaces to the survey's longest row, then sealed under the storage key, so the sealed
+    length is the same whatever the answers (an option index of 10 or more is one character
+    longer). No query: intake seals before its transaction, which then holds the writers'
+    lock only to insert."""
     size = longest_row(survey)
+    return db.keys.seal_many(survey.survey_id, [row.ljust(size) for row in rows])
+
+
+def insert_pending(db: Connection, survey_id: str, sealed: list[str]) -> None:
+    """Keep accepted responses (sealed_pending) until release, under random keys."""
     db.insert_rows("pending", ("survey_id", "pending_id", "answers"),
-                   [(survey.survey_id, pending_id, db.keys.seal(survey.survey_id, row.ljust(size)))
-                    for pending_id, row in zip(new_ids(len(rows)), rows, strict=True)])
+                   [(survey_id, pending_id, row)
+                    for pending_id, row in zip(new_ids(len(sealed)), sealed, strict=True)])
 
 
 # --- release: the steps of one release, inside the caller's transaction -------------------------
@@ -298,8 +304,9 @@ def surveys_with_pending(db: Connection) -> list[str]:
 
 def take_pending(db: Connection, survey_id: str) -> list[str]:
     """Remove and return every pending response of the survey (opened: canonical JSON)."""
-    rows = [db.keys.open(survey_id, sealed).rstrip(" ") for (sealed,) in db.query(
-        "SELECT answers FROM pending WHERE survey_id = ?", (survey_id,))]
+    sealed = [row for (row,) in db.query("SELECT answers FROM pending WHERE survey_id = ?",
+                                         (survey_id,))]
+    rows = [row.rstrip(" ") for row in db.keys.open_many(survey_id, sealed)]
     db.execute("DELETE FROM pending WHERE survey_id = ?", (survey_id,))
     return rows
 

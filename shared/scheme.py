@@ -152,7 +152,10 @@ def percent(p: float) -> str:
 
 
 def encode(report: Report) -> str:
-    """A report's canonical JSON text: no spaces (an option index stays its digits)."""
+    """A report's canonical JSON text: no spaces (an option index stays its digits, which is
+    what json.dumps gives an int, taken directly: the most common report, encoded per row)."""
+    if type(report) is int:
+        return str(report)
     return json.dumps(report, separators=(",", ":"))
 
 

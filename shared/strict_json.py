@@ -38,8 +38,19 @@ def loads(text: str | bytes) -> Any:
         raise
     except (ValueError, RecursionError) as exc:  # syntax, encoding, over-long integers
         raise StrictJSONError(f"not valid JSON: {exc}") from None
-    _check_unicode(value)
+    if _may_hold_surrogate(text):
+        _check_unicode(value)
     return value
+
+
+def _may_hold_surrogate(text: str | bytes) -> bool:
+    """Whether parsing `text` can give a string with a surrogate: only through a \\u escape
+    or a character outside ASCII (json.loads decodes bytes with surrogatepass), so ASCII
+    without "\\u" cannot, and the walk over every string is skipped. Bytes with a NUL may be
+    UTF-16 or UTF-32 (json.detect_encoding), whose escapes are not contiguous: walked."""
+    if isinstance(text, bytes):
+        return not text.isascii() or b"\\u" in text or b"\0" in text
+    return not text.isascii() or "\\u" in text
 
 
 def _check_unicode(value: Any) -> None:
