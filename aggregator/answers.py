@@ -52,6 +52,26 @@ class _Parser:
                 raise InvalidAnswers(f"{where or f'responses[{index}]'}.answers.{qid} {problem}")
         return values
 
+    def many(self, bodies: list) -> list[Answers] | None:
+        """Every body's answers if all are valid, else None (then parsing them one by one
+        names the first problem). Each value is checked by its question's scheme; where a
+        question's values are all ints (not booleans), each distinct value once: check_report
+        is a function of the value alone."""
+        shape, keys, expected = {"answers"}, self.keys, self.expected
+        rows = []
+        for body in bodies:
+            if type(body) is not dict or body.keys() != shape:
+                return None
+            answers = body["answers"]
+            if type(answers) is not dict or answers.keys() != keys:
+                return None
+            rows.append(tuple([answers[qid] for qid in expected]))
+        for (_, check), column in zip(self.checks, zip(*rows, strict=True), strict=True):
+            values = set(column) if set(map(type, column)) == {int} else column
+            if any(check(value) for value in values):
+                return None
+        return rows
+
 
 def parse_batch(survey: Survey, body: Any, limit: int) -> list[Answers]:
     """{"responses": [<response>, ...]} with 1 to `limit` responses, each as parse_answers
@@ -64,4 +84,4 @@ def parse_batch(survey: Survey, body: Any, limit: int) -> list[Answers]:
     if len(responses) > limit:
         raise BatchTooLarge(f"a batch holds at most {limit} responses, got {len(responses)}")
     parse = _Parser(survey)
-    return [parse(item, None, i) for i, item in enumerate(responses)]
+    return parse.many(responses) or [parse(item, None, i) for i, item in enumerate(responses)]

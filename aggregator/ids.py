@@ -12,8 +12,8 @@ import secrets
 
 def new_ids(count: int) -> list[str]:
     """`count` random opaque identifiers (96 bits each, URL-safe), from one CSPRNG call."""
-    random = secrets.token_bytes(12 * count)
-    return [base64.urlsafe_b64encode(random[i:i + 12]).decode() for i in range(0, 12 * count, 12)]
+    text = base64.urlsafe_b64encode(secrets.token_bytes(12 * count)).decode()
+    return [text[i:i + 16] for i in range(0, 16 * count, 16)]  # 12 bytes: 16 characters each
 
 
 # Released responses are stored by (survey, bucket, release, id), the bucket being the first 8

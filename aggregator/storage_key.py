@@ -13,7 +13,7 @@ without the secrets they came from). The database keeps a check value, HMAC(chec
 CHECK_LABEL), so a start with another key is refused instead of silently losing tokens and
 pending answers."""
 
-import base64
+import binascii
 import hashlib
 import hmac
 import secrets
@@ -79,8 +79,8 @@ class StorageKeys:
         sealed = []
         for i, answers in enumerate(rows):
             nonce = nonces[NONCE_BYTES * i:NONCE_BYTES * (i + 1)]
-            sealed.append(base64.b64encode(nonce + cipher.encrypt(nonce, answers.encode(), survey))
-                          .decode())
+            sealed.append(binascii.b2a_base64(nonce + cipher.encrypt(nonce, answers.encode(), survey),
+                                              newline=False).decode())  # base64.b64encode
         return sealed
 
     def open(self, survey_id: str, sealed: str) -> str:
@@ -93,6 +93,6 @@ class StorageKeys:
         cipher, survey = AESGCM(self.pending), survey_id.encode()
         opened = []
         for sealed in rows:
-            raw = base64.b64decode(sealed)
+            raw = binascii.a2b_base64(sealed)  # as base64.b64decode
             opened.append(cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], survey).decode())
         return opened

@@ -48,7 +48,8 @@ def answers_json(survey: Survey, responses: list[Answers]) -> list[str]:
     ids = [q.id for q in survey.questions]
     order = sorted(range(len(ids)), key=ids.__getitem__)
     template = "{" + ",".join(f'"{ids[i]}":%s' for i in order) + "}"
-    return [template % tuple(encode(values[i]) for i in order) for values in responses]
+    columns = [list(map(encode, column)) for column in zip(*responses, strict=True)]
+    return [template % row for row in zip(*(columns[i] for i in order), strict=True)]
 
 
 def longest_row(survey: Survey) -> int:

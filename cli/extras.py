@@ -5,7 +5,7 @@ from types import ModuleType
 
 import click
 
-EXTRAS = {"ldpsurvey.aggregator": "server", "numpy": "sim"}
+EXTRAS = {"ldpsurvey.aggregator": "server", "gunicorn": "server", "numpy": "sim"}
 
 
 def load(module: str) -> ModuleType:
