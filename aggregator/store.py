@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from ldpsurvey.shared import Survey, parse_manifest
 from ldpsurvey.shared.protocol import RESEARCHER_NAME
-from ldpsurvey.shared.scheme import encode
+from ldpsurvey.shared.scheme import encode_many
 
 from .answers import Answers
 from .database import Connection
@@ -48,7 +48,7 @@ def answers_json(survey: Survey, responses: list[Answers]) -> list[str]:
     ids = [q.id for q in survey.questions]
     order = sorted(range(len(ids)), key=ids.__getitem__)
     template = "{" + ",".join(f'"{ids[i]}":%s' for i in order) + "}"
-    columns = [list(map(encode, column)) for column in zip(*responses, strict=True)]
+    columns = [encode_many(column) for column in zip(*responses, strict=True)]
     return [template % row for row in zip(*(columns[i] for i in order), strict=True)]
 
 

@@ -6,7 +6,7 @@ import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-from ldpsurvey.shared.scheme import Report, encode
+from ldpsurvey.shared.scheme import Report, encode_many
 
 from .api import Api
 
@@ -18,7 +18,7 @@ def response_rows(ids: Sequence[str], columns: Sequence[Sequence[Report]]) -> li
     one column of reports per question (question ids are [a-z0-9_]: no escaping needed;
     reports as scheme.encode writes them)."""
     template = '{"answers":{' + ",".join(f'"{qid}":%s' for qid in ids) + "}}"
-    return [template % row for row in zip(*(list(map(encode, c)) for c in columns), strict=True)]
+    return [template % row for row in zip(*map(encode_many, columns), strict=True)]
 
 
 def cut(chunks: Iterable[list[str]], size: int) -> Iterator[list[str]]:
