@@ -29,9 +29,18 @@ BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _INDEX = {c: i for i, c in enumerate(BASE64URL)}
 
 
+def _bucket(prefix: str) -> int:
+    return _INDEX.get(prefix[0:1], 0) * 4 + _INDEX.get(prefix[1:2], 0) // 16
+
+
+_BUCKET_OF_PREFIX = {a + b: _bucket(a + b) for a in BASE64URL for b in BASE64URL}
+
+
 def bucket_of(response_id: str) -> int:
-    """The response's bucket, 0 to BUCKETS - 1 (bucket_sql in SQL)."""
-    return _INDEX.get(response_id[0:1], 0) * 4 + _INDEX.get(response_id[1:2], 0) // 16
+    """The response's bucket, 0 to BUCKETS - 1 (bucket_sql in SQL), looked up by its first two
+    characters (any other id, as computed)."""
+    bucket = _BUCKET_OF_PREFIX.get(response_id[:2])
+    return _bucket(response_id) if bucket is None else bucket
 
 
 def bucket_sql(column: str) -> str:

@@ -17,11 +17,15 @@ class InvalidUnicode(StrictJSONError):
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise StrictJSONError(f"duplicate key {key!r}")
-        result[key] = value
+    """The object, unless a key repeats (then fewer entries than pairs): the first repeated
+    key named."""
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise StrictJSONError(f"duplicate key {key!r}")
+            seen.add(key)
     return result
 
 
