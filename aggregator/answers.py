@@ -5,6 +5,7 @@ integer option index in [0, k) for forced response; scheme.check_report). Boolea
 integers belong, extra or missing questions, extra top-level fields are refused.
 """
 
+from operator import itemgetter
 from typing import Any
 
 from ldpsurvey.shared import Survey
@@ -57,7 +58,9 @@ class _Parser:
         names the first problem). Each value is checked by its question's scheme; where a
         question's values are all ints (not booleans), each distinct value once: check_report
         is a function of the value alone."""
-        shape, keys, expected = {"answers"}, self.keys, self.expected
+        shape, keys = {"answers"}, self.keys
+        values = itemgetter(*self.expected)  # a tuple of the values in question order
+        single = len(self.expected) == 1  # (then the value alone)
         rows = []
         for body in bodies:
             if type(body) is not dict or body.keys() != shape:
@@ -65,7 +68,7 @@ class _Parser:
             answers = body["answers"]
             if type(answers) is not dict or answers.keys() != keys:
                 return None
-            rows.append(tuple([answers[qid] for qid in expected]))
+            rows.append((values(answers),) if single else values(answers))
         for (_, check), column in zip(self.checks, zip(*rows, strict=True), strict=True):
             values = set(column) if set(map(type, column)) == {int} else column
             if any(check(value) for value in values):

@@ -10,7 +10,7 @@ from ldpsurvey.shared.scheme import Report, encode_many
 
 from .api import Api
 
-SENDERS = 2  # batches in flight at once: the aggregator parses one while it stores another
+SENDERS = 4  # batches in flight at once: the embedded aggregator's 2 workers x 2 threads
 
 
 def response_rows(ids: Sequence[str], columns: Sequence[Sequence[Report]]) -> list[str]:
