@@ -239,3 +239,29 @@ def test_rows_are_cut_into_batches_in_order():
     assert list(cut(chunks, 4)) == [["0.0", "0.1", "0.2", "0.3"], ["0.4", "1.0", "3.0", "3.1"],
                                     ["3.2", "3.3", "3.4", "3.5"], ["3.6"]]
     assert list(cut(chunks, 13)) == [[row for chunk in chunks for row in chunk]]
+
+
+def test_the_embedded_aggregator_releases_every_second_without_rate_limits(monkeypatch):
+    """Its gunicorn workers make the app from the same settings (worker_environment: a None
+    setting unset, whatever this environment says); they release every second and answer
+    more estimates requests than two workers of a server allow a minute (60 each)."""
+    from ldpsurvey.cli.embedded import RELEASE_EVERY, settings, worker_environment
+
+    monkeypatch.setenv("LDP_SURVEY_KEY_FILE", "/nowhere/key.pem")
+    monkeypatch.setenv("LDP_SURVEY_RELEASE_EVERY", "3600")
+    env = worker_environment(settings("/tmp/x"))
+    assert "LDP_SURVEY_KEY_FILE" not in env
+    assert (env["LDP_SURVEY_RELEASE_EVERY"], env["LDP_SURVEY_RATE_LIMITS_ENABLED"]) == ("1", "false")
+    monkeypatch.delenv("LDP_SURVEY_KEY_FILE")
+    monkeypatch.delenv("LDP_SURVEY_RELEASE_EVERY")
+    with resources.as_file(EXAMPLES / "health.toml") as survey, \
+            resources.as_file(EXAMPLES / "health_truth.toml") as truth, \
+            embedded_aggregator() as api:
+        result = run_mock(api, read_definition(survey), truth, 500, 1, 100, keep_open=True)
+        path = f"/api/surveys/{result.survey.survey_id}/estimates"
+        deadline = time.monotonic() + 30
+        while api.get(path).json()["questions"][0]["options"][0]["n"] < 500:
+            assert time.monotonic() < deadline, "nothing released within 30 s"
+            time.sleep(0.2)
+        assert [api.get(path).status for _ in range(130)] == [200] * 130  # two workers x 60
+    assert result.estimates["release_every"] == RELEASE_EVERY == 1
