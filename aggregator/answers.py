@@ -70,8 +70,8 @@ class _Parser:
                 return None
             rows.append((values(answers),) if single else values(answers))
         for (_, check), column in zip(self.checks, zip(*rows, strict=True), strict=True):
-            values = set(column) if set(map(type, column)) == {int} else column
-            if any(check(value) for value in values):
+            checked = set(column) if set(map(type, column)) == {int} else column
+            if any(check(value) for value in checked):
                 return None
         return rows
 
