@@ -68,15 +68,16 @@ def measured(command: list[str], env: dict) -> tuple[float, int, dict]:
 
 
 def mock(respondents: int, source: Path | None) -> tuple[float, int, dict]:
-    env = dict(os.environ)
-    if source is not None:  # the previous code, as the package ldpsurvey, with this venv's packages
-        package = Path(tempfile.mkdtemp(prefix="ldp-previous-")) / "ldpsurvey"
+    command = [sys.executable, "-m", "ldpsurvey.cli", "mock", "--respondents", str(respondents),
+               "--seed", str(SEED), "--json"]
+    if source is None:
+        return measured(command, dict(os.environ))
+    with tempfile.TemporaryDirectory(prefix="ldp-previous-") as folder:
+        package = Path(folder) / "ldpsurvey"  # the previous code, with this venv's packages
         package.mkdir()
         for part in ("shared", "client", "aggregator", "cli", "analysis"):
             (package / part).symlink_to(source.resolve() / part)
-        env["PYTHONPATH"] = str(package.parent)
-    return measured([sys.executable, "-m", "ldpsurvey.cli", "mock", "--respondents",
-                     str(respondents), "--seed", str(SEED), "--json"], env)
+        return measured(command, {**os.environ, "PYTHONPATH": folder})
 
 
 def raw_intake(respondents: int) -> tuple[float, int]:
