@@ -12,8 +12,8 @@ import secrets
 
 def new_ids(count: int) -> list[str]:
     """`count` random opaque identifiers (96 bits each, URL-safe), from one CSPRNG call."""
-    random = secrets.token_bytes(12 * count)
-    return [base64.urlsafe_b64encode(random[i:i + 12]).decode() for i in range(0, 12 * count, 12)]
+    text = base64.urlsafe_b64encode(secrets.token_bytes(12 * count)).decode()
+    return [text[i:i + 16] for i in range(0, 16 * count, 16)]  # 12 bytes: 16 characters each
 
 
 # Released responses are stored by (survey, bucket, release, id), the bucket being the first 8
@@ -29,9 +29,18 @@ BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _INDEX = {c: i for i, c in enumerate(BASE64URL)}
 
 
+def _bucket(prefix: str) -> int:
+    return _INDEX.get(prefix[0:1], 0) * 4 + _INDEX.get(prefix[1:2], 0) // 16
+
+
+_BUCKET_OF_PREFIX = {a + b: _bucket(a + b) for a in BASE64URL for b in BASE64URL}
+
+
 def bucket_of(response_id: str) -> int:
-    """The response's bucket, 0 to BUCKETS - 1 (bucket_sql in SQL)."""
-    return _INDEX.get(response_id[0:1], 0) * 4 + _INDEX.get(response_id[1:2], 0) // 16
+    """The response's bucket, 0 to BUCKETS - 1 (bucket_sql in SQL), looked up by its first two
+    characters (any other id, as computed)."""
+    bucket = _BUCKET_OF_PREFIX.get(response_id[:2])
+    return _bucket(response_id) if bucket is None else bucket
 
 
 def bucket_sql(column: str) -> str:

@@ -59,6 +59,7 @@ def _store(db: Connection, survey: Survey, responses: list[Answers],
     they are on disk (acknowledged); concurrent requests may share the commit (grouped)."""
     survey_id = survey.survey_id
     rows = store.answers_json(survey, responses)
+    sealed = store.sealed_pending(db, survey, rows)
 
     def intake(tx: Connection) -> Accepted:
         store.lock_open_survey(tx, survey_id)
@@ -69,7 +70,7 @@ def _store(db: Connection, survey: Survey, responses: list[Answers],
                 return Accepted(survey_id, earlier, replayed=True)
         if token is not None:
             store.spend_token(tx, survey_id, token)
-        store.insert_pending(tx, survey, rows)
+        store.insert_pending(tx, survey_id, sealed)
         return Accepted(survey_id, len(rows), replayed=False)
 
     return db.grouped(intake)

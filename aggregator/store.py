@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from ldpsurvey.shared import Survey, parse_manifest
 from ldpsurvey.shared.protocol import RESEARCHER_NAME
-from ldpsurvey.shared.scheme import encode
+from ldpsurvey.shared.scheme import encode_many
 
 from .answers import Answers
 from .database import Connection
@@ -48,7 +48,8 @@ def answers_json(survey: Survey, responses: list[Answers]) -> list[str]:
     ids = [q.id for q in survey.questions]
     order = sorted(range(len(ids)), key=ids.__getitem__)
     template = "{" + ",".join(f'"{ids[i]}":%s' for i in order) + "}"
-    return [template % tuple(encode(values[i]) for i in order) for values in responses]
+    columns = [encode_many(column) for column in zip(*responses, strict=True)]
+    return [template % row for row in zip(*(columns[i] for i in order), strict=True)]
 
 
 def longest_row(survey: Survey) -> int:
@@ -265,15 +266,23 @@ def spend_token(db: Connection, survey_id: str, token: str) -> None:
         raise TokenRejected()
 
 
-def insert_pending(db: Connection, survey: Survey, rows: list[str]) -> None:
-    """Keep accepted responses until release, under random keys: each row's canonical JSON
-    padded with spaces to the survey's longest row, then sealed under the storage key, so the
-    sealed length is the same whatever the answers (an option index of 10 or more is one
-    character longer)."""
+def sealed_pending(db: Connection, survey: Survey, rows: list[str]) -> list[str]:
+    """Accepted responses as the pending pool keeps them: each row's canonical JSON padded
+    with spaces to the survey's longest row, then sealed under the storage key, so the sealed
+    length is the same whatever the answers (an option index of 10 or more is one character
+    longer). No query: intake seals before its transaction, which then holds the writers'
+    lock only to insert."""
     size = longest_row(survey)
+    return db.keys.seal_many(survey.survey_id, [row.ljust(size) for row in rows])
+
+
+def insert_pending(db: Connection, survey_id: str, sealed: list[str]) -> None:
+    """Keep accepted responses (sealed_pending) until release, under random keys, inserted in
+    the order of those keys (a walk along the index instead of a jump per row; the order of
+    independent random keys is uniformly random, whatever the order the rows came in)."""
     db.insert_rows("pending", ("survey_id", "pending_id", "answers"),
-                   [(survey.survey_id, pending_id, db.keys.seal(survey.survey_id, row.ljust(size)))
-                    for pending_id, row in zip(new_ids(len(rows)), rows, strict=True)])
+                   sorted((survey_id, pending_id, row)
+                          for pending_id, row in zip(new_ids(len(sealed)), sealed, strict=True)))
 
 
 # --- release: the steps of one release, inside the caller's transaction -------------------------
@@ -298,8 +307,9 @@ def surveys_with_pending(db: Connection) -> list[str]:
 
 def take_pending(db: Connection, survey_id: str) -> list[str]:
     """Remove and return every pending response of the survey (opened: canonical JSON)."""
-    rows = [db.keys.open(survey_id, sealed).rstrip(" ") for (sealed,) in db.query(
-        "SELECT answers FROM pending WHERE survey_id = ?", (survey_id,))]
+    sealed = [row for (row,) in db.query("SELECT answers FROM pending WHERE survey_id = ?",
+                                         (survey_id,))]
+    rows = [row.rstrip(" ") for row in db.keys.open_many(survey_id, sealed)]
     db.execute("DELETE FROM pending WHERE survey_id = ?", (survey_id,))
     return rows
 

@@ -5,7 +5,8 @@ from types import ModuleType
 
 import click
 
-EXTRAS = {"ldpsurvey.aggregator": "server", "numpy": "sim", "formulaic": "analysis"}
+EXTRAS = {"ldpsurvey.aggregator": "server", "gunicorn": "server", "numpy": "sim",
+          "formulaic": "analysis"}
 
 
 def load(module: str) -> ModuleType:

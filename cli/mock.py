@@ -13,8 +13,6 @@ import json
 import math
 import secrets
 import sys
-import tempfile
-import threading
 import time
 import tomllib
 from collections.abc import Iterator
@@ -31,7 +29,9 @@ from ldpsurvey.shared import Survey, SurveyError, read_definition
 from ldpsurvey.shared.mechanism import BETA_SUM_TOLERANCE
 from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES, next_instant, schedule_words
 
+from . import batches
 from .api import Api, check_url
+from .embedded import embedded_aggregator
 from .extras import load
 from .options import json_option
 from .output import emit_json, interval, note, release_lines, table
@@ -321,30 +321,6 @@ def true_answers(truth: Truth, survey: Survey, respondents: int, rng) -> dict:
     return answers
 
 
-@contextlib.contextmanager
-def embedded_aggregator() -> Iterator[Api]:
-    """An aggregator on SQLite in a temporary folder, served on a free loopback port, with a
-    researcher key."""
-    aggregator = load("ldpsurvey.aggregator")
-    serving = load("ldpsurvey.aggregator.serving")
-    with tempfile.TemporaryDirectory(prefix="ldp-survey-mock-") as folder:
-        app = aggregator.create_app({"DATABASE_URL": f"sqlite:///{folder}/mock.sqlite3",
-                                     "KEY_FILE": None, "DEPLOYMENT": "development"},
-                                    instance_path=folder)
-        key = aggregator.create_api_key(app).key
-        server = serving.make_server(app, "127.0.0.1", 0)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                  daemon=True)  # shutdown() waits for one poll
-        thread.start()
-        try:
-            yield Api(f"http://127.0.0.1:{server.server_port}", key)
-        finally:
-            server.shutdown()
-            thread.join()
-            server.server_close()
-            aggregator.close_app(app)
-
-
 def beside(truth: float | None, entry: dict, key: str = "true_proportion") -> dict:
     """An estimate with the truth beside it and whether its interval covers the truth. The
     truth is rounded to 12 significant digits: sums of the scenario's shares (0.8200000000000001)
@@ -474,6 +450,22 @@ class MockResult:
                     "results": self.weights_rows()}}
 
 
+SIMULATION_CHUNK = 2**16  # respondents drawn, randomized and encoded at a time
+
+
+def simulated_rows(truth: Truth, survey: Survey, respondents: int, rng) -> Iterator[list[str]]:
+    """The simulated respondents' randomized responses as JSON rows (batches.response_rows),
+    SIMULATION_CHUNK respondents at a time, so memory does not grow with `respondents`: per
+    chunk their true answers (true_answers), then each question's reports (scheme.simulate),
+    all from `rng`. The draws depend on the seed and on SIMULATION_CHUNK, not on the batch
+    size."""
+    ids = [q.id for q in survey.questions]
+    for start in range(0, respondents, SIMULATION_CHUNK):
+        answers = true_answers(truth, survey, min(SIMULATION_CHUNK, respondents - start), rng)
+        yield batches.response_rows(ids, [q.scheme.simulate(answers[q.id], rng)
+                                          for q in survey.questions])
+
+
 def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, seed: int,
              batch_size: int, keep_open: bool = False) -> MockResult:
     """Publish the survey, simulate and submit the respondents, close it (which releases the
@@ -489,20 +481,11 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
                              api.get(f"/api/surveys/{survey_id}/manifest.sig", auth=False).body,
                              public_key)
     truth = read_truth(truth_path, survey)
-    rng = np.random.default_rng(seed)
-    answers = true_answers(truth, survey, respondents, rng)
-    reports = list(zip(*(q.scheme.simulate(answers[q.id], rng) for q in survey.questions),
-                       strict=True))
-    ids = [q.id for q in survey.questions]
-    batches = range(0, respondents, batch_size)
+    rows = simulated_rows(truth, survey, respondents, np.random.default_rng(seed))
     with click.progressbar(length=respondents, label="submitting",
                            file=sys.stderr) as bar:
-        for start in batches:
-            chunk = reports[start:start + batch_size]
-            body = {"responses": [{"answers": dict(zip(ids, row, strict=True))} for row in chunk]}
-            api.post(f"/api/surveys/{survey_id}/responses/batch", json_body=body,
-                     headers={"Idempotency-Key": secrets.token_urlsafe(18)}, retries=3)
-            bar.update(len(chunk))
+        batches.send(api, f"/api/surveys/{survey_id}/responses/batch",
+                     batches.cut(rows, batch_size), bar.update)
     # Closing releases the last pool (smaller than a batch), so every response is counted.
     if not keep_open:
         api.post(f"/api/surveys/{survey_id}/close")

@@ -47,15 +47,20 @@ class Response:
 
 def request(method: str, url: str, *, json_body: Any = None, headers: dict[str, str] | None = None,
             timeout: float = 30.0, retries: int = 0, backoff: float = 0.5,
-            padded_size: int = 0) -> Response:
+            padded_size: int = 0, json_text: bytes | None = None) -> Response:
     """Send one request; retry network failures (never HTTP errors) up to `retries` times with
-    the same headers, so an Idempotency-Key makes the retries safe. The JSON body is padded
-    with spaces to `padded_size` bytes (ValueError if it is longer)."""
+    the same headers, so an Idempotency-Key makes the retries safe. The JSON body, `json_body`
+    encoded or `json_text` as given (already encoded), is padded with spaces to `padded_size`
+    bytes (ValueError if it is longer)."""
     _check_scheme(url)
     headers = dict(headers or {})
     data = None
+    if json_body is not None and json_text is not None:
+        raise ValueError("a request has one body: json_body or json_text")
     if json_body is not None:
-        data = padded(json_bytes(json_body), padded_size)
+        json_text = json_bytes(json_body)
+    if json_text is not None:
+        data = padded(json_text, padded_size)
         headers["Content-Type"] = "application/json"
     for attempt in range(retries + 1):
         # S310: the scheme was checked above

@@ -17,11 +17,15 @@ class InvalidUnicode(StrictJSONError):
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise StrictJSONError(f"duplicate key {key!r}")
-        result[key] = value
+    """The object, unless a key repeats (then fewer entries than pairs): the first repeated
+    key named."""
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise StrictJSONError(f"duplicate key {key!r}")
+            seen.add(key)
     return result
 
 
@@ -38,8 +42,19 @@ def loads(text: str | bytes) -> Any:
         raise
     except (ValueError, RecursionError) as exc:  # syntax, encoding, over-long integers
         raise StrictJSONError(f"not valid JSON: {exc}") from None
-    _check_unicode(value)
+    if _may_hold_surrogate(text):
+        _check_unicode(value)
     return value
+
+
+def _may_hold_surrogate(text: str | bytes) -> bool:
+    """Whether parsing `text` can give a string with a surrogate: only through a \\u escape
+    or a character outside ASCII (json.loads decodes bytes with surrogatepass), so ASCII
+    without "\\u" cannot, and the walk over every string is skipped. Bytes with a NUL may be
+    UTF-16 or UTF-32 (json.detect_encoding), whose escapes are not contiguous: walked."""
+    if isinstance(text, bytes):
+        return not text.isascii() or b"\\u" in text or b"\0" in text
+    return not text.isascii() or "\\u" in text
 
 
 def _check_unicode(value: Any) -> None:

@@ -215,17 +215,18 @@ def test_http_errors_are_plain_words(live_server, state):
 
 class FlakyServer:
     """A loopback server that drops the first POST without an answer and accepts the others,
-    recording each Idempotency-Key; use as a context manager, `url` is its address."""
+    recording each Idempotency-Key and body; use as a context manager, `url` is its address."""
 
     def __init__(self):
         import http.server
         import threading
 
         seen = self.seen = []
+        bodies = self.bodies = []
 
         class Flaky(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
-                self.rfile.read(int(self.headers["Content-Length"]))
+                bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
                 seen.append(self.headers["Idempotency-Key"])
                 if len(seen) == 1:
                     self.close_connection = True
@@ -261,6 +262,21 @@ def test_network_failures_are_retried_with_the_same_key():
             "POST", f"{flaky.url}/x", json_body={"answers": {}},
             headers={"Idempotency-Key": "same-key-123"}, retries=2, backoff=0.01)
     assert response.status == 201 and flaky.seen == ["same-key-123", "same-key-123"]
+
+
+def test_a_body_already_encoded_is_sent_as_is_and_retried_the_same():
+    """json_text (the mock's batches, encoded once): the same bytes on every attempt, padded
+    like a json_body; a request with both bodies is refused before anything is sent."""
+    from ldpsurvey.client import http as client_http
+
+    with FlakyServer() as flaky:
+        response = client_http.request(
+            "POST", f"{flaky.url}/x", json_text=b'{"responses":[]}', padded_size=256,
+            headers={"Idempotency-Key": "same-key-456"}, retries=2, backoff=0.01)
+    assert response.status == 201 and flaky.seen == ["same-key-456", "same-key-456"]
+    assert flaky.bodies == [b'{"responses":[]}'.ljust(256)] * 2
+    with pytest.raises(ValueError, match="one body"):
+        client_http.request("POST", f"{flaky.url}/x", json_body={}, json_text=b"{}")
 
 
 def test_submit_retries_a_dropped_connection_unless_told_not_to(live_server, survey_id, state):

@@ -226,3 +226,39 @@ def test_a_manifest_with_a_lone_surrogate_is_refused_by_the_client():
 
     with pytest.raises(SurveyError, match="lone surrogate"):
         parse_manifest(b'{"title": "\\ud800"}')
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-16-le", "utf-32"])
+def test_a_lone_surrogate_is_found_whatever_the_encoding_of_the_bytes(encoding):
+    """The walk over every string is skipped only for ASCII bytes without a \\u escape and
+    without a NUL: a UTF-16 or UTF-32 body spells its escape with NULs between the bytes."""
+    from ldpsurvey.shared import strict_json
+
+    with pytest.raises(strict_json.InvalidUnicode, match=r"U\+D800"):
+        strict_json.loads('{"a": "\\ud800"}'.encode(encoding))
+    with pytest.raises(strict_json.InvalidUnicode, match=r"U\+D800"):  # raw, not escaped
+        strict_json.loads('{"a": "\ud800"}'.encode("utf-8", "surrogatepass"))
+    assert strict_json.loads('{"a": [1, "b"]}'.encode(encoding)) == {"a": [1, "b"]}
+    assert strict_json.loads('{"a": "\\u00e9"}') == {"a": "\u00e9"}  # an escape, no surrogate
+
+
+def test_a_batch_names_its_first_bad_response_after_checking_distinct_values(client, auth,
+                                                                              survey_id):
+    """Batches are checked a column of distinct values at a time; a boolean among integers
+    (equal to 1 in a set) is still refused, naming the first response that holds it, and so
+    is the first of several problems."""
+    good = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
+    cases = [({"smoked": True, "drove": 0, "sleep": 2}, 3, "responses[3].answers.smoked must be "
+              "an integer option index, got bool"),
+             ({"smoked": 1, "drove": 0, "sleep": 3}, 1, "responses[1].answers.sleep must be an "
+              "option index from 0 to 2")]
+    for answers, at, detail in cases:
+        batch = [good] * 5
+        batch[at] = {"answers": answers}
+        batch[4] = {"answers": {"smoked": 1, "drove": 7, "sleep": 2}}
+        response = client.post(f"/api/surveys/{survey_id}/responses/batch",
+                               json={"responses": batch}, headers=auth)
+        assert response.status_code == 422 and response.json["detail"] == detail, response.json
+    response = client.post(f"/api/surveys/{survey_id}/responses/batch",
+                           json={"responses": [good] * 5}, headers=auth)
+    assert response.status_code == 201 and response.json["accepted"] == 5
