@@ -51,6 +51,7 @@ from scipy.special import expit
 from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism
 from ldpsurvey.shared.intervals import z_value
 
+from .cells import check_cells
 from .errors import AnalysisError, ConvergenceError
 from .weights import Weights, linearized_variance
 
@@ -154,8 +155,9 @@ def rr_logistic(formula: str, data: pd.DataFrame, mechanisms: Mapping[str, Mecha
     z = z_value(confidence)
     outcome, names = parse_formula(formula)
     frame = _checked_frame(data, outcome, names, mechanisms, weights, counts)
-    if min_cell:
-        _check_cells(frame, [n for n in names if n not in mechanisms], counts, min_cell)
+    if min_cell:  # the groups of the plain covariates, and within them the raked cells
+        check_cells(frame, [*[n for n in names if n not in mechanisms],
+                            *(weights.columns if weights else ())], counts, min_cell)
     model = _Model.build(formula, frame, outcome, names, mechanisms, weights, counts)
     fit = model.fit()
     covariance = model.covariance(fit)
@@ -214,25 +216,6 @@ def _checked_frame(data: pd.DataFrame, outcome: str, names: list[str],
     if len(frame) == 0 or (counts is not None and frame[counts].sum() == 0):
         raise AnalysisError("no rows with every value of the formula")
     return frame
-
-
-def _check_cells(frame: pd.DataFrame, plain: list[str], counts: str | None,
-                 min_cell: int) -> None:
-    """AnalysisError naming the first group of the plain categorical covariates (a
-    combination of their levels) held by 1 to min_cell - 1 respondents."""
-    groups = [n for n in plain if not pd.api.types.is_numeric_dtype(frame[n])
-              or isinstance(frame[n].dtype, pd.CategoricalDtype)]
-    if not groups:
-        return
-    sizes = (frame.groupby(groups, observed=True)[counts].sum() if counts is not None
-             else frame.groupby(groups, observed=True).size())
-    small = sizes[(sizes > 0) & (sizes < min_cell)]
-    if len(small):
-        level = small.index[0] if len(groups) > 1 else (small.index[0],)
-        where = ", ".join(f"{name} = {value}" for name, value in zip(groups, level, strict=True))
-        raise AnalysisError(f"the group {where} has fewer than {min_cell} respondents: too few "
-                            "to report without singling them out (merge levels or drop the "
-                            "covariate)")
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism, unbiased_estimate
 from ldpsurvey.shared.estimate import clip_unit
 from ldpsurvey.shared.intervals import z_value
 
+from .cells import check_cells
 from .errors import AnalysisError, ConvergenceError
 
 RAKING_TOLERANCE = 1e-10  # largest |weighted share / population share - 1| accepted
@@ -144,7 +145,8 @@ def rake(data: pd.DataFrame, margins: Mapping[str, Mapping[str, float]], *,
     are refused: their reported shares are not their population's. min_cell: refuse a level
     held by fewer respondents (open answers must not single anyone out). AnalysisError for a
     column that is missing, randomized, or has a level with no margin, a margin level with no
-    row or (min_cell) too few; ConvergenceError when the margins cannot all be met (for
+    row or (min_cell) too few, alone or together with the other margins' levels (cells.py);
+    ConvergenceError when the margins cannot all be met (for
     example a combination of levels that the margins need and no row has)."""
     margins = read_margins(margins)
     count = (np.ones(len(data)) if counts is None
@@ -174,6 +176,9 @@ def rake(data: pd.DataFrame, margins: Mapping[str, Mapping[str, float]], *,
             raise AnalysisError(f"margin {column!r}, level {small[0]!r}: fewer than {min_cell} "
                                 "respondents, too few to weight without singling them out")
         codes[column] = (values, shares)
+    if min_cell and len(codes) > 1:  # the cells the weights are constant on
+        frame = data[list(codes)].astype(str).assign(**({counts: data[counts]} if counts else {}))
+        check_cells(frame, list(codes), counts, min_cell)
     weights = np.ones(len(data))
     for sweep in range(1, max_iterations + 1):
         for values, shares in codes.values():

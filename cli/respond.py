@@ -318,7 +318,8 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
     for qid, report in submission.answers.items():
         click.echo(clean(f"  [{qid}] {survey.question(qid).scheme.shown_report(report)}"))
     click.echo(WHY_IT_MAY_DIFFER)
-    click.echo(release_summary(survey.release_batch))
+    click.echo(release_summary(survey.release_batch,
+                               any(q.disclosed for q in survey.questions)))
     if details:
         click.echo(clean(f"The request body: {json.dumps(submission.body())}"))
         click.echo(release_note(survey.release_batch))

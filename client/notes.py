@@ -60,12 +60,17 @@ def sent_note(questions: Iterable[Question]) -> str:
     return "Sent. Thank you. Your real answers never left this device."
 
 
-def release_summary(release_batch: int) -> str:
-    """release_note in everyday words."""
+OPEN_NOT_MIXED = "Answers you give openly can still point to you."
+
+
+def release_summary(release_batch: int, any_open: bool = False) -> str:
+    """release_note in everyday words; with openly answered questions (any_open), that the
+    mixing does not hide them (an open answer can single a response out of its group)."""
     if release_batch <= 1:
         return "The researchers see your answers as soon as they arrive."
-    return (f"The researchers see your answers only mixed with others, in groups of at least "
-            f"{release_batch} (the last can be smaller).")
+    mixed = (f"The researchers see your answers only mixed with others, in groups of at least "
+             f"{release_batch} (the last can be smaller).")
+    return f"{mixed} {OPEN_NOT_MIXED}" if any_open else mixed
 
 
 def question_note(question: Question, epsilon: float, total_epsilon: float) -> str:

@@ -19,6 +19,7 @@ whoever reads the stored response, next to the randomized answers of the same re
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from .intervals import METHODS, simultaneous_confidence, z_value
@@ -32,6 +33,9 @@ FIELDS = {"disclosed"}
 NUMERIC_FIELDS = {"disclosed", "min", "max", "unit"}
 MAX_RANGE = 10**6  # max - min of an open number: n (max - min)^2 stays below 2^63 for n < 9e6
 MAX_UNIT = 40
+# The largest |min| and |max| of an open number: every whole number up to it is exact in an
+# IEEE double, so the browser (a JavaScript number) and Python read and send the same answer.
+MAX_MAGNITUDE = 2**53 - 1
 # In a survey with open questions, the fewest respondents a regression group or a weighting
 # margin's level may hold (the aggregator's MIN_CELL setting, this by default).
 DEFAULT_MIN_CELL = 10
@@ -178,9 +182,14 @@ class OpenNumber(Open):
         return super().check_report(value)
 
     def parse_text(self, text: str) -> int:
+        """A typed answer, read exactly (as a fraction: "42", "42.0" and "4.2e1" are 42, and
+        no rounding makes "41.5" or a number beyond the range whole or in range)."""
         try:
-            return self.check_truth(float(text.strip()))
-        except ValueError:
+            value = Fraction(text.strip())  # "/" is no way to write a number here
+            if value.denominator != 1 or "/" in text:
+                raise ValueError("not whole")
+            return self.check_truth(int(value))
+        except (ValueError, ZeroDivisionError):
             raise ValueError(f"takes a whole number from {self.low} to {self.high}") from None
 
     def largest_report(self) -> Report:
@@ -245,13 +254,17 @@ class OpenNumber(Open):
 
 def scheme_for(kind: str, options: tuple[str, ...], fields: Fields) -> OpenOption | OpenNumber:
     """The open scheme of a yes/no, choice or numeric question (min, max whole for a number,
-    at most MAX_RANGE apart; an optional unit). FieldError names a wrong field."""
+    within MAX_MAGNITUDE and at most MAX_RANGE apart; an optional unit). FieldError names a wrong field."""
     if kind != "numeric":
         return OpenOption(kind, options)
     low, high = (fields.data.get(key) for key in ("min", "max"))
     for key, value in (("min", low), ("max", high)):
         if type(value) is not int:
             raise FieldError(key, f"an openly answered number needs a whole {key}, got {value!r}")
+    for key, value in (("min", low), ("max", high)):
+        if abs(value) > MAX_MAGNITUDE:
+            raise FieldError(key, f"must be within -{MAX_MAGNITUDE:,} to {MAX_MAGNITUDE:,} (2^53 "
+                             f"- 1: what a browser's number holds exactly), got {value!r}")
     if not 0 < high - low <= MAX_RANGE:
         raise FieldError("max", f"must be above min and at most {MAX_RANGE:,} above it, got "
                          f"{high!r}")

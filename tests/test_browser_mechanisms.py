@@ -378,6 +378,25 @@ def test_a_survey_asked_only_openly_promises_no_coin(page, live_server, client, 
     assert page.locator("#bound").inner_text() == ALL_OPEN
 
 
+@pytest.mark.parametrize("questions", [slice(0, 3), slice(2, 3)], ids=["open", "none-open"])
+def test_released_in_groups_open_answers_are_not_said_to_be_hidden(page, live_server, client,
+                                                                  auth, questions):
+    """In groups of 50 the page says the mixing, and with open questions that it does not hide
+    them: the same words as respond (client.release_summary)."""
+    from ldpsurvey.client import release_summary
+
+    survey = {**OPEN, "release_batch": 50, "questions": OPEN["questions"][questions]}
+    page.goto(f"{live_server}/s/{create(client, auth, survey)}")
+    page.wait_for_selector("#questions:not([hidden])")
+    any_open = questions.start == 0
+    if any_open:
+        page.fill("#q-age-value", "42")
+        page.click("#q-sex-1")
+    page.locator('fieldset[data-question="smoked"] label', has_text="Yes").click()
+    randomize(page)
+    assert page.locator("#release-summary").inner_text() == release_summary(50, any_open)
+
+
 def test_the_page_remembers_an_open_question_as_the_python_client_does(
         page, live_server, client, auth):
     """web/disclosed.js's parameters() are the values of the Python scheme's fields(), which the

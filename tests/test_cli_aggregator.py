@@ -330,12 +330,13 @@ def test_survey_check_reports_without_publishing(tmp_path):
     assert checked.exit_code == 0, checked.output
     body = json.loads(checked.stdout)
     assert set(body) == {"title", "respondents", "total_epsilon", "accepted_by_default",
-                         "refusals", "questions"}
+                         "refusals", "questions", "disclosed"}
+    assert body["disclosed"] is None  # no openly answered question
     (question,) = body["questions"]
     assert set(question) == {"id", "epsilon", "posterior_max", "margin", "mechanism", "quantity",
-                             "auto"}
-    assert (question["mechanism"], question["quantity"], question["auto"]) == (
-        "forced_response", "proportion", None)
+                             "auto", "disclosed"}
+    assert (question["mechanism"], question["quantity"], question["auto"],
+            question["disclosed"]) == ("forced_response", "proportion", None, False)
     eps = math.log(1 + 0.5 / (0.5 * 0.3))  # ln(13/3), above ln 3
     assert question["epsilon"] == pytest.approx(eps)
     assert question["posterior_max"] == pytest.approx(math.exp(eps) / (1 + math.exp(eps)))

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from ldpsurvey.cli import main
 from ldpsurvey.client import INTRO, bound_note, release_summary
+from ldpsurvey.client.notes import OPEN_NOT_MIXED
 from ldpsurvey.shared import read_definition
 
 from helpers import released_n, sent_body
@@ -137,6 +138,7 @@ def test_the_release_batch_is_shown_as_the_servers_promise(runner, live_server, 
     plain = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
                                  "--answers", ANSWERS])  # declined: answered again below
     assert release_summary(250) in plain.stdout and "submissions have arrived" not in plain.stdout
+    assert OPEN_NOT_MIXED not in plain.stdout  # no open question: the mixing hides them all
     result = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
                                   "--yes", "--details"])
     assert result.exit_code == 0, result.output
@@ -463,3 +465,14 @@ def test_typed_open_answers_are_asked_as_whole_numbers_and_reviewed_as_leaving_t
     assert "only those marked as answered openly leave this device as they are" in review
     assert "[age] 42 years" in review
     assert released_n(client, auth, survey_id) == 1
+
+
+def test_with_open_answers_the_release_words_do_not_promise_they_are_hidden(runner, live_server,
+                                                                            client, auth):
+    """Released in groups of 50, an open answer can still single its response out of the
+    group: respond says so beside the mixing (and without open questions it does not)."""
+    survey_id = client.post("/api/surveys", json={**OPEN, "release_batch": 50},
+                            headers=auth).json["survey_id"]
+    shown = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
+                                 "--answers", "age=42,sex=Male,smoked=yes"])  # declined
+    assert release_summary(50, True) in shown.stdout and OPEN_NOT_MIXED in shown.stdout

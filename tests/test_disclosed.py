@@ -64,6 +64,11 @@ def test_open_questions_parse_count_in_no_epsilon_and_sign_disclosed_in_format_7
                      "disclosed": True}]}, "cannot be answered openly"),
     ({"questions": [{"id": "x", "text": "X?", "type": "numeric", "min": 0, "max": 2.5,
                      "disclosed": True}]}, "needs a whole max"),
+    ({"questions": [{"id": "x", "text": "X?", "type": "numeric", "min": 2**53 - 5,
+                     "max": 2**53 + 5, "disclosed": True}]},
+     "max: must be within -9,007,199,254,740,991 to 9,007,199,254,740,991"),
+    ({"questions": [{"id": "x", "text": "X?", "type": "numeric", "min": -(2**53),
+                     "max": -(2**53) + 9, "disclosed": True}]}, "min: must be within"),
     ({"questions": [{"id": "x", "text": "X?", "type": "yes_no", "disclosed": "yes"}]},
      "disclosed: must be true or false"),
     ({"crosstabs": [["sex", "smoked"]]}, "cross-tabs need forced-response questions"),
@@ -81,6 +86,21 @@ def test_a_format_6_manifest_may_not_carry_disclosed_and_an_open_one_no_epsilon(
     stated = raw.replace(b'"disclosed":true,"id":"sex"', b'"disclosed":true,"epsilon":0,"id":"sex"')
     with pytest.raises(SurveyError, match="epsilon: does not apply"):
         parse_manifest(stated)
+
+
+def test_typed_open_numbers_are_read_exactly_up_to_the_largest_a_browser_holds():
+    """At the edge of the range (2^53 - 1, the largest whole number a JavaScript number holds
+    exactly) a typed answer is read digit for digit; one past it is refused, never rounded."""
+    top = 2**53 - 1
+    (question,) = parse_definition({"title": "t", "questions": [
+        {"id": "x", "text": "X?", "type": "numeric", "min": top - 10, "max": top,
+         "disclosed": True}]}).questions
+    assert question.scheme.parse_text(f" {top} ") == top
+    assert question.scheme.parse_text(f"{top - 1}") == top - 1
+    assert question.scheme.parse_text(f"{top - 3}.0") == top - 3  # a whole number as a decimal
+    for typed in (f"{top + 2}", f"{top - 11}", "1e300", "nan", f"{top - 1}.5", f"{2 * top - 2}/2"):
+        with pytest.raises(ValueError, match="takes a whole number"):
+            question.scheme.parse_text(typed)
 
 
 def test_the_open_scheme_sends_the_answer_as_is_and_counts_exactly():
@@ -207,6 +227,42 @@ def test_small_groups_of_open_answers_are_refused(client, auth, app):
     assert weights.status_code == 400 and "fewer than 10" in weights.json["detail"]
     app.config["MIN_CELL"] = 9  # the setting: 9 men are then enough
     assert estimates(client, auth, survey_id, regress="smoked ~ sex").status_code != 400
+
+
+REGIONS = {**OPEN, "questions": [
+    OPEN["questions"][0],
+    {"id": "region", "text": "Region?", "type": "choice", "options": ["n", "s"],
+     "disclosed": True},
+    OPEN["questions"][2]]}
+
+
+def test_raking_to_crossed_margins_cannot_single_out_the_one_person_of_a_cell(client, auth, app):
+    """The attack: every level of sex and of region holds 10 or more, but one man lives in the
+    south; raked to 'nearly all men' and 'nearly all south', his weight carries the whole
+    estimate and its reported rate is his own report. Refused: raking checks the cells of all
+    margins together, and a weighted regression the cells within its groups too."""
+    survey_id = client.post("/api/surveys", json=REGIONS, headers=auth).json["survey_id"]
+    rows = ([{"sex": 0, "region": 0, "smoked": i % 2} for i in range(40)]
+            + [{"sex": 1, "region": 0, "smoked": i % 2} for i in range(15)]
+            + [{"sex": 0, "region": 1, "smoked": i % 2} for i in range(15)]
+            + [{"sex": 1, "region": 1, "smoked": 1}])  # the target
+    client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
+                json={"responses": [{"answers": a} for a in rows]})
+    release_due(app)
+    crossed = {"sex": {"f": 0.00001, "m": 0.99999}, "region": {"n": 0.00001, "s": 0.99999}}
+    for query in ({"weights": json.dumps(crossed)},
+                  {"weights": json.dumps(crossed), "regress": "smoked ~ 1"},
+                  {"weights": json.dumps({"region": crossed["region"]}),
+                   "regress": "smoked ~ sex"}):
+        refused = estimates(client, auth, survey_id, **query)
+        assert refused.status_code == 400, query
+        assert "the group sex = m, region = s has fewer than 10" in refused.json["detail"]
+    # each margin alone weights groups of 10 or more: allowed, and no one carries it
+    alone = estimates(client, auth, survey_id, weights=json.dumps({"sex": crossed["sex"]}))
+    assert alone.status_code == 200
+    assert alone.json["weighted"]["weights"]["effective_n"] >= 10
+    app.config["MIN_CELL"] = 1  # the setting's other side: the crossed margins then rake
+    assert estimates(client, auth, survey_id, weights=json.dumps(crossed)).status_code == 200
 
 
 def test_results_weights_prints_and_refuses_a_bad_file(live_server, open_survey, researcher_key,

@@ -55,10 +55,13 @@ function boundNote(epsilons) {
     "of your real answer.";
 }
 
-function releaseSummary(releaseBatch = 1) {
+const OPEN_NOT_MIXED = "Answers you give openly can still point to you.";
+
+function releaseSummary(releaseBatch = 1, anyOpen = false) {
   if (releaseBatch <= 1) return "The researchers see your answers as soon as they arrive.";
-  return "The researchers see your answers only mixed with others, in groups of at least " +
-    `${releaseBatch} (the last can be smaller).`;
+  const mixed = "The researchers see your answers only mixed with others, in groups of at " +
+    `least ${releaseBatch} (the last can be smaller).`;
+  return anyOpen ? `${mixed} ${OPEN_NOT_MIXED}` : mixed;
 }
 
 // --- what this browser keeps, for this site (localStorage is per origin) -----------------
@@ -584,7 +587,8 @@ function showConfirm(manifest, record, total, again, focus = true) {
   $("payload").textContent = JSON.stringify(payload);
   $("body-details").hidden = false;
   $("why-differ").textContent = WHY_IT_MAY_DIFFER;
-  $("release-summary").textContent = releaseSummary(manifest.release_batch);
+  $("release-summary").textContent = releaseSummary(manifest.release_batch,
+    manifest.questions.some((q) => q.disclosed === true));
   setText($("total-note"), `Together these answers have epsilon ${total.toFixed(3)}: ` +
     "someone who thought something about you 50 % likely could be at most " +
     `${percent(posteriorMax(0.5, total))} sure after seeing all of them.`);
