@@ -23,14 +23,14 @@ and q* = 1/g (Wang et al., section 4.4), so with alpha from eps p* = e^eps / (e^
 """
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from . import support
 from .mechanism import Mechanism, alpha_for_epsilon, uniform_beta
 from .randomizer import Draw, Thresholds, randomize, thresholds
-from .scheme import OneOption, RandomizerEpsilon, Report, Settings, is_index, percent
+from .scheme import OneOption, RandomizerEpsilon, Report, is_index, percent
 
 NAME = "olh"
 SEEDS = 2**32
@@ -75,7 +75,7 @@ def g_for_epsilon(eps: float) -> int:
 
 
 @dataclass(frozen=True)
-class LocalHashing(OneOption, RandomizerEpsilon, support.SupportMargin):
+class LocalHashing(OneOption, RandomizerEpsilon, support.OneOfK):
     options: tuple[str, ...]
     g: int
     alpha: float  # the forced response over the g hash values: keep h with probability alpha
@@ -139,14 +139,6 @@ class LocalHashing(OneOption, RandomizerEpsilon, support.SupportMargin):
         return [(j, 1) for j in range(len(self.options)) if hashed(j, seed, self.g) == value] + [
             (len(self.options), 1)]
 
-    def summary(self, counts: Sequence[int], settings: Settings) -> dict[str, Any]:
-        """g, alpha, epsilon, n, per option support.entries (projected onto the simplex) and
-        the covariance (support.one_of_k_covariance)."""
-        n = counts[-1]
-        options = support.entries(counts[:-1], n, self.p_star, self.q_star, self.epsilon,
-                                  self.options, settings, simplex=True)
-        return {**self.fields(), "epsilon": self.epsilon, "n": n, "options": options,
-                "covariance": support.one_of_k_covariance(options, n)}
 
     def simulate(self, truths: Any, rng: Any) -> list[Report]:
         """Seeds uniform in [0, 2^32), the true options hashed with them

@@ -19,13 +19,13 @@ an unheld option q(1 - q)/(p - q)^2 = 4 e^eps / (e^eps - 1)^2, independent of k.
 """
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from . import support
 from .randomizer import Draw, N
-from .scheme import BitReport, OneOption, Report, Settings, percent
+from .scheme import BitReport, OneOption, Report, percent
 
 NAME = "oue"
 HALF = N // 2
@@ -55,7 +55,7 @@ def thresholds(p: float, q: float) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class UnaryEncoding(OneOption, BitReport, support.SupportMargin):
+class UnaryEncoding(OneOption, BitReport, support.OneOfK):
     options: tuple[str, ...]
     p: float  # P(bit 1 | the respondent's option), P = floor(p N)
     q: float  # P(bit 1 | another option), Q = floor(q N)
@@ -103,14 +103,6 @@ class UnaryEncoding(OneOption, BitReport, support.SupportMargin):
     def tally(self, report: Report) -> Iterable[tuple[int, int]]:
         return [(j, 1) for j, bit in enumerate(report) if bit] + [(len(self.options), 1)]
 
-    def summary(self, counts: Sequence[int], settings: Settings) -> dict[str, Any]:
-        """p, q, epsilon, n, per option support.entries (projected onto the simplex) and the
-        covariance (support.one_of_k_covariance)."""
-        n = counts[-1]
-        options = support.entries(counts[:-1], n, self.p_star, self.q_star, self.epsilon,
-                                  self.options, settings, simplex=True)
-        return {**self.fields(), "epsilon": self.epsilon, "n": n, "options": options,
-                "covariance": support.one_of_k_covariance(options, n)}
 
     def simulate(self, truths: Any, rng: Any) -> list[Report]:
         """Bit j of each report is [U < P] on the true option, [U < Q] elsewhere, U uniform in

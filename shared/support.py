@@ -119,3 +119,21 @@ def log_ratio(numerator: int, denominator: int) -> float:
     """ln(numerator / denominator) for positive integers, the quotient correctly rounded
     first (integer true division), so epsilon is exact to a float's last bit."""
     return math.log(numerator / denominator)
+
+
+class OneOfK(SupportMargin):
+    """What OUE and OLH share beyond the margin: each respondent holds exactly one of k options,
+    so the per-option estimates are projected onto the simplex and covary as
+    one_of_k_covariance says."""
+
+    epsilon: float
+    options: tuple[str, ...]
+
+    def summary(self, counts: Sequence[int], settings: Settings) -> dict[str, Any]:
+        """The scheme's fields, epsilon, n (the last counter), per option `entries` projected
+        onto the simplex and their covariance (one_of_k_covariance)."""
+        n = counts[-1]
+        options = entries(counts[:-1], n, self.p_star, self.q_star, self.epsilon, self.options,
+                          settings, simplex=True)
+        return {**self.fields(), "epsilon": self.epsilon, "n": n, "options": options,
+                "covariance": one_of_k_covariance(options, n)}

@@ -30,6 +30,16 @@ SURVEY = {
     ],
 }
 
+# Openly answered questions (disclosed, issue 28.1): a number and a choice asked openly beside
+# a randomized yes/no.
+OPEN_AND_HIDDEN = {"title": "Open and hidden", "release_batch": 1, "questions": [
+    {"id": "age", "text": "How old are you?", "type": "numeric", "min": 18, "max": 99,
+     "unit": "years", "disclosed": True},
+    {"id": "sex", "text": "What is your sex?", "type": "choice", "options": ["Female", "Male"],
+     "disclosed": True},
+    {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
+     "epsilon": 1.0}]}
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 

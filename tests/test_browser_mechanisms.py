@@ -18,7 +18,7 @@ from test_browser import (  # noqa: F401 (database_url: a fixture)
 
 from ldpsurvey.shared import parse_manifest
 
-from helpers import release_due
+from helpers import OPEN_AND_HIDDEN, release_due
 
 VECTORS = json.loads((resources.files("ldpsurvey.shared") / "scheme_vectors.json").read_text())
 COUNTRIES = ["Austria", "Belgium", "Chile", "Denmark", "Egypt", "France", "Ghana", "Hungary",
@@ -287,15 +287,7 @@ def test_the_form_answers_piecewise_and_hybrid_questions(page, live_server, clie
     assert [q["n"] for q in body["questions"]] == [1, 1]
 
 
-# Openly answered questions (disclosed, issue 28.1): a number and a choice asked openly beside
-# a randomized yes/no.
-OPEN = {"title": "Open and hidden", "release_batch": 1, "questions": [
-    {"id": "age", "text": "How old are you?", "type": "numeric", "min": 18, "max": 99,
-     "unit": "years", "disclosed": True},
-    {"id": "sex", "text": "What is your sex?", "type": "choice", "options": ["Female", "Male"],
-     "disclosed": True},
-    {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
-     "epsilon": 1.0}]}
+OPEN = OPEN_AND_HIDDEN
 
 
 def stored(page, survey_id):

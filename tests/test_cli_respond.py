@@ -13,7 +13,7 @@ from ldpsurvey.client import INTRO, bound_note, release_summary
 from ldpsurvey.client.notes import OPEN_NOT_MIXED
 from ldpsurvey.shared import read_definition
 
-from helpers import released_n, sent_body
+from helpers import OPEN_AND_HIDDEN, released_n, sent_body
 
 
 @pytest.fixture
@@ -396,14 +396,7 @@ def test_control_characters_in_questions_and_options_are_refused_at_publish(clie
         response.json["detail"]
 
 
-# Openly answered questions (disclosed, issue 28.1) beside a randomized one.
-OPEN = {"title": "Open and hidden", "release_batch": 1, "questions": [
-    {"id": "age", "text": "How old are you?", "type": "numeric", "min": 18, "max": 99,
-     "unit": "years", "disclosed": True},
-    {"id": "sex", "text": "What is your sex?", "type": "choice", "options": ["Female", "Male"],
-     "disclosed": True},
-    {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
-     "epsilon": 1.0}]}
+OPEN = OPEN_AND_HIDDEN
 
 
 def test_open_questions_are_marked_sent_as_given_and_charged_nothing(runner, live_server,

@@ -26,6 +26,8 @@ from test_browser import (  # noqa: F401 (database_url: the browser tests' SQLit
     randomize,
 )
 
+from helpers import OPEN_AND_HIDDEN
+
 QUESTIONS = len(HEALTH["questions"])
 
 
@@ -178,13 +180,7 @@ def new_question_types(page, live_server, client, auth):
     return 2
 
 
-OPEN = {"title": "Open and hidden", "questions": [
-    {"id": "age", "text": "How old are you?", "type": "numeric", "min": 18, "max": 99,
-     "unit": "years", "disclosed": True},
-    {"id": "sex", "text": "What is your sex?", "type": "choice", "options": ["Female", "Male"],
-     "disclosed": True},
-    {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
-     "epsilon": 1.0}]}
+OPEN = OPEN_AND_HIDDEN
 
 
 def open_questions(page, live_server, client, auth):
