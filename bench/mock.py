@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from ldpsurvey.cli import batches
-from ldpsurvey.cli.embedded import embedded_aggregator
+from ldpsurvey.cli.embedded import embedded_aggregator, senders
 from ldpsurvey.cli.mock import EXAMPLES, read_truth, simulated_rows
 from ldpsurvey.shared import parse_definition, read_definition
+from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES as BATCH
 
 SEED = 17
-BATCH = 5_000
 
 
 def tree_rss(pid: int) -> int:
@@ -81,9 +81,10 @@ def mock(respondents: int, source: Path | None) -> tuple[float, int, dict]:
 
 
 def raw_intake(respondents: int) -> tuple[float, int]:
-    """The same embedded aggregator and sending (two in flight), one batch of BATCH simulated
-    responses encoded once and posted respondents / BATCH times, then the close: (seconds from
-    the first post to the close's answer, responses stored)."""
+    """The same embedded aggregator and sending (as many in flight as the mock), one batch of
+    BATCH simulated responses (the mock's batch size there) encoded once and posted
+    respondents / BATCH times, then the close: (seconds from the first post to the close's
+    answer, responses stored)."""
     with resources.as_file(EXAMPLES / "health.toml") as survey_file, \
             resources.as_file(EXAMPLES / "health_truth.toml") as truth_file, \
             embedded_aggregator() as api:
@@ -95,7 +96,7 @@ def raw_intake(respondents: int) -> tuple[float, int]:
         count = respondents // BATCH
         start = time.monotonic()
         batches.send(api, f"/api/surveys/{survey_id}/responses/batch",
-                     (rows for _ in range(count)), lambda n: None)
+                     (rows for _ in range(count)), lambda n: None, senders())
         api.post(f"/api/surveys/{survey_id}/close")
         return time.monotonic() - start, count * BATCH
 

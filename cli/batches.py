@@ -10,7 +10,7 @@ from ldpsurvey.shared.scheme import Report, encode_many
 
 from .api import Api
 
-SENDERS = 4  # batches in flight at once: the embedded aggregator's 2 workers x 2 threads
+SENDERS = 4  # batches in flight at once to an aggregator at --url (embedded.senders() to the mock's)
 
 
 def response_rows(ids: Sequence[str], columns: Sequence[Sequence[Report]]) -> list[str]:
@@ -39,15 +39,15 @@ def body(rows: list[str]) -> bytes:
 
 
 def send(api: Api, path: str, batches: Iterable[list[str]],
-         progress: Callable[[int], None]) -> None:
-    """POST each batch to `path` with the researcher key, at most SENDERS at once, the next one
-    encoded meanwhile; `progress(n)` after each batch of n is stored. The first failure stops
+         progress: Callable[[int], None], senders: int = SENDERS) -> None:
+    """POST each batch to `path` with the researcher key, at most `senders` at once, the next
+    one encoded meanwhile; `progress(n)` after each batch of n is stored. The first failure stops
     the sending and is raised (batches already sent stay stored, as before)."""
-    with ThreadPoolExecutor(SENDERS, thread_name_prefix="ldp-survey-batch") as pool:
+    with ThreadPoolExecutor(senders, thread_name_prefix="ldp-survey-batch") as pool:
         flying: set[Future] = set()
         try:
             for rows in batches:
-                if len(flying) >= SENDERS:
+                if len(flying) >= senders:
                     flying = _settle(flying, progress, FIRST_COMPLETED)
                 flying.add(pool.submit(_post, api, path, body(rows), len(rows)))
             _settle(flying, progress)

@@ -1,6 +1,8 @@
 """The mock's embedded aggregator: SQLite in a temporary folder, served over real HTTP on a
-free loopback port by gunicorn with one worker process per core, so that the mock (simulating
-and encoding) and the aggregator (validating, sealing, storing, releasing) use every core.
+free loopback port by gunicorn with one worker process per core and one more, so that the mock
+(simulating and encoding) and the aggregator (validating, sealing, storing, releasing) use every
+core, and a worker parses a batch while another waits for the writers' lock. The mock sends it
+batches of MAX_BATCH_RESPONSES, SENDERS at once (bench/mock.py measured these settings).
 
 It differs from a development server in two settings only, both for one local user: pools are
 released every RELEASE_EVERY seconds (the pending pool stays a few batches, however many
@@ -26,6 +28,7 @@ from .extras import load
 
 RELEASE_EVERY = 1  # seconds between the embedded aggregator's scheduled releases
 THREADS = 2  # per worker: one request parsed while another waits for the writers' lock
+EXTRA_WORKERS = 1  # beyond one per core: keeps the cores busy while the mock encodes
 START_SECONDS = 60  # for every worker to answer
 STOP_SECONDS = 30  # for a graceful stop (SIGTERM), before SIGKILL
 
@@ -48,8 +51,13 @@ def worker_environment(config: dict) -> dict[str, str]:
 
 
 def workers() -> int:
-    """One gunicorn worker per core this process may use."""
-    return max(len(os.sched_getaffinity(0)), 1)
+    """One gunicorn worker per core this process may use, and EXTRA_WORKERS more."""
+    return max(len(os.sched_getaffinity(0)), 1) + EXTRA_WORKERS
+
+
+def senders() -> int:
+    """Batches the mock keeps in flight to it: one per thread of every worker."""
+    return workers() * THREADS
 
 
 @contextlib.contextmanager

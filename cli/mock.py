@@ -29,7 +29,7 @@ from ldpsurvey.shared import Survey, SurveyError, read_definition
 from ldpsurvey.shared.mechanism import BETA_SUM_TOLERANCE
 from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES, next_instant, schedule_words
 
-from . import batches
+from . import batches, embedded
 from .api import Api, check_url
 from .embedded import embedded_aggregator
 from .extras import load
@@ -450,6 +450,7 @@ class MockResult:
                     "results": self.weights_rows()}}
 
 
+URL_BATCH = 5_000  # --batch-size with --url (the embedded aggregator takes MAX_BATCH_RESPONSES)
 SIMULATION_CHUNK = 2**16  # respondents drawn, randomized and encoded at a time
 
 
@@ -467,10 +468,12 @@ def simulated_rows(truth: Truth, survey: Survey, respondents: int, rng) -> Itera
 
 
 def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, seed: int,
-             batch_size: int, keep_open: bool = False) -> MockResult:
-    """Publish the survey, simulate and submit the respondents, close it (which releases the
-    last responses) unless `keep_open`, read back the estimates, the cross-tab of the first
-    joint table, the [regression] fit and the estimates weighted to the [weights] margins."""
+             batch_size: int, keep_open: bool = False,
+             senders: int = batches.SENDERS) -> MockResult:
+    """Publish the survey, simulate and submit the respondents (batches of `batch_size`,
+    `senders` in flight), close it (which releases the last responses) unless `keep_open`,
+    read back the estimates, the cross-tab of the first joint table, the [regression] fit and
+    the estimates weighted to the [weights] margins."""
     np = load("numpy")
     load("ldpsurvey.shared.simulation")  # the sim extra, or a clear error saying so
     survey_id = api.post("/api/surveys", json_body=definition).json()["survey_id"]
@@ -485,7 +488,7 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
     with click.progressbar(length=respondents, label="submitting",
                            file=sys.stderr) as bar:
         batches.send(api, f"/api/surveys/{survey_id}/responses/batch",
-                     batches.cut(rows, batch_size), bar.update)
+                     batches.cut(rows, batch_size), bar.update, senders)
     # Closing releases the last pool (smaller than a batch), so every response is counted.
     if not keep_open:
         api.post(f"/api/surveys/{survey_id}/close")
@@ -518,14 +521,15 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
               help="Scenario file with the true proportions (needed with --survey).")
 @click.option("--url", help="Use this aggregator (key from LDP_SURVEY_KEY) instead of an "
               "embedded one.")
-@click.option("--batch-size", type=click.IntRange(1, MAX_BATCH_RESPONSES), default=5_000,
-              show_default=True)
+@click.option("--batch-size", type=click.IntRange(1, MAX_BATCH_RESPONSES),
+              help=f"Responses per batch [default: {URL_BATCH:,} with --url, "
+                   f"{MAX_BATCH_RESPONSES:,} (the API's limit) with the embedded aggregator]")
 @click.option("--keep-open", is_flag=True,
               help="Leave the survey open at the end (--url): only what the aggregator has "
                    "released at its scheduled instants is counted (often nothing yet).")
 @json_option
 def mock(respondents: int, seed: int | None, survey_file: str | None, truth_file: str | None,
-         url: str | None, batch_size: int, keep_open: bool, as_json: bool) -> None:
+         url: str | None, batch_size: int | None, keep_open: bool, as_json: bool) -> None:
     """Run a whole mock survey end to end and compare the estimates with the truth."""
     if (survey_file is None) != (truth_file is None):
         raise click.UsageError("--survey and --truth go together")
@@ -539,8 +543,13 @@ def mock(respondents: int, seed: int | None, survey_file: str | None, truth_file
             definition = read_definition(survey_path)
         except SurveyError as exc:
             raise click.ClickException(str(exc)) from None
-        api = Api(check_url(url)) if url else stack.enter_context(embedded_aggregator())
-        result = run_mock(api, definition, truth_path, respondents, seed, batch_size, keep_open)
+        if url:
+            api, default_batch, senders = Api(check_url(url)), URL_BATCH, batches.SENDERS
+        else:
+            api, default_batch, senders = (stack.enter_context(embedded_aggregator()),
+                                           MAX_BATCH_RESPONSES, embedded.senders())
+        result = run_mock(api, definition, truth_path, respondents, seed,
+                          batch_size or default_batch, keep_open, senders)
     if as_json:
         emit_json(result.as_json())
         return
