@@ -2,6 +2,7 @@
 
 import io
 import json
+import os
 import re
 import time
 from datetime import datetime, timedelta
@@ -244,8 +245,8 @@ def test_rows_are_cut_into_batches_in_order():
 def test_the_embedded_aggregator_releases_every_second_without_rate_limits(monkeypatch):
     """Its gunicorn workers make the app from the same settings (worker_environment: a None
     setting unset, whatever this environment says); they release every second and answer
-    more estimates requests than two workers of a server allow a minute (60 each)."""
-    from ldpsurvey.cli.embedded import RELEASE_EVERY, settings, worker_environment
+    more estimates requests than its workers would allow a minute as a server's (60 each)."""
+    from ldpsurvey.cli.embedded import RELEASE_EVERY, settings, worker_environment, workers
 
     monkeypatch.setenv("LDP_SURVEY_KEY_FILE", "/nowhere/key.pem")
     monkeypatch.setenv("LDP_SURVEY_RELEASE_EVERY", "3600")
@@ -263,5 +264,35 @@ def test_the_embedded_aggregator_releases_every_second_without_rate_limits(monke
         while api.get(path).json()["questions"][0]["options"][0]["n"] < 500:
             assert time.monotonic() < deadline, "nothing released within 30 s"
             time.sleep(0.2)
-        assert [api.get(path).status for _ in range(130)] == [200] * 130  # two workers x 60
+        requests = 60 * workers() + 10
+        assert [api.get(path).status for _ in range(requests)] == [200] * requests
     assert result.estimates["release_every"] == RELEASE_EVERY == 1
+
+
+def test_the_embedded_aggregator_takes_full_batches_from_more_senders(
+        live_server, researcher_key, monkeypatch):
+    """Without --batch-size the mock sends its embedded aggregator batches of the API's limit,
+    one in flight per thread of each of its workers (one per core and one more), and an
+    aggregator at --url batches of 5,000, four in flight; --batch-size sets either."""
+    from ldpsurvey.cli import batches, embedded
+    from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES
+
+    sent, real = [], batches.send
+
+    def recording(api, path, rows, progress, senders=batches.SENDERS):
+        cut = list(rows)
+        sent.append((senders, [len(batch) for batch in cut]))
+        real(api, path, cut, progress, senders)
+
+    monkeypatch.setattr(batches, "send", recording)
+    monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
+    respondents = MAX_BATCH_RESPONSES + 2_000
+    for where in ([], ["--url", live_server], ["--batch-size", "7000"]):
+        result = CliRunner().invoke(main, ["mock", "--respondents", str(respondents), "--seed",
+                                           "2", "--json", *where])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["released"] == respondents
+    assert embedded.workers() == len(os.sched_getaffinity(0)) + 1
+    assert sent == [(embedded.workers() * embedded.THREADS, [MAX_BATCH_RESPONSES, 2_000]),
+                    (4, [5_000, 5_000, 2_000]),
+                    (embedded.workers() * embedded.THREADS, [7_000, 5_000])]
