@@ -16,6 +16,7 @@ from ldpsurvey.shared import (
     crosstab,
 )
 from ldpsurvey.shared.crosstab import size_problem
+from ldpsurvey.shared.disclosed import DEFAULT_MIN_CELL
 from ldpsurvey.shared.forced_response import NAME as FORCED_RESPONSE
 from ldpsurvey.shared.protocol import EXPORT_FORMATS, schedule_words
 from ldpsurvey.shared.scheme import Settings
@@ -150,7 +151,7 @@ class EstimateOptions(Settings):
 
     regress: str | None = None
     weights: dict | None = None
-    min_cell: int = 10
+    min_cell: int = DEFAULT_MIN_CELL
 
 
 def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_delta: float,
@@ -228,7 +229,8 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
 
 def estimate_options(confidence: str | None, method: str | None,
                      simultaneous: str | None = None, regress: str | None = None,
-                     weights: str | None = None, min_cell: int = 10) -> EstimateOptions:
+                     weights: str | None = None,
+                     min_cell: int = DEFAULT_MIN_CELL) -> EstimateOptions:
     """Parse and check query values: the confidence level in (0, 1), the interval method,
     simultaneous ("true" or "false"), a regression formula and margins (JSON) to weight by;
     min_cell from the settings. InvalidParameter."""

@@ -358,11 +358,11 @@ def _difference(body: dict, spec: str):
     if question is None or first_q != second_q:
         raise click.BadParameter("give two options of one question of the survey",
                                  param_hint="'--difference'")
-    if "mechanism" in question or "design" in question:
-        raise click.BadParameter(f"question {first_q!r} uses "
-                                 f"{question.get('mechanism', question.get('design'))}: "
-                                 "differences are for forced-response questions",
-                                 param_hint="'--difference'")
+    if question.get("disclosed") or "mechanism" in question or "design" in question:
+        scheme = ("answered openly" if question.get("disclosed") else
+                  f"uses {question.get('mechanism', question.get('design'))}")
+        raise click.BadParameter(f"question {first_q!r} {scheme}: differences are for "
+                                 "forced-response questions", param_hint="'--difference'")
     design = question.get("reported", question)  # a concept's composed (alpha, beta)
     counts = [o["reported_count"] for o in question["options"]]
     try:

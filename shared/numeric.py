@@ -56,8 +56,9 @@ FIELDS = {"duchi": RANGE | {"alpha"}, "piecewise": RANGE | {"grid", "window", "a
           "hybrid": RANGE | {"grid", "window", "alpha", "duchi_alpha", "piecewise_share"},
           "auto": RANGE}
 # What `auto` compares, in words (manifest.Auto).
+# Left open: manifest.Auto.words closes it after the variances compared.
 AUTO_MEASURE = ("worst-case variance of the mean (n Var over the range squared; the hybrid is "
-                "Duchi's mechanism alone below epsilon 0.61)")
+                "Duchi's mechanism alone below epsilon 0.61")
 MAX_UNIT = 40
 HALF = (0.5, 0.5)
 

@@ -288,6 +288,18 @@ def test_results_weights_prints_and_refuses_a_bad_file(live_server, open_survey,
     assert unknown.exit_code != 0 and len(unknown.stderr.strip().splitlines()) == 1
 
 
+def test_a_difference_of_an_open_question_is_refused_in_one_line(live_server, open_survey,
+                                                                   researcher_key, monkeypatch):
+    """--difference is for forced-response questions: an open one is refused by name (it
+    failed with a KeyError on the missing design), a randomized one still answers."""
+    monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
+    args = ["results", "--url", live_server, "--survey", open_survey, "--difference"]
+    refused = CliRunner().invoke(main, [*args, "sex:0,sex:1"])
+    assert refused.exit_code == 2 and "question 'sex' answered openly" in refused.stderr
+    assert "Traceback" not in refused.output
+    assert CliRunner().invoke(main, [*args, "smoked:0,smoked:1"]).exit_code == 0
+
+
 def test_codebook_marks_open_questions(client, auth, open_survey):
     book = client.get(f"/api/surveys/{open_survey}/codebook.json", headers=auth).json
     assert book["questions"][0]["disclosed"] is True and "epsilon" not in book["questions"][0]

@@ -376,6 +376,7 @@ def test_survey_check_says_what_auto_chose(tmp_path):
         result.output)
     assert "high (hybrid): epsilon 1" in result.output
     assert "mechanism auto chose hybrid" in result.output and "piecewise 1.31" in result.output
+    assert "0.61):" not in result.output and "0.61: duchi" in result.output  # one bracket
 
 
 @pytest.mark.parametrize("mechanism, expected", [("piecewise", "/7"), ("hybrid", "/7"),
