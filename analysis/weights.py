@@ -89,8 +89,8 @@ SHARE_TOLERANCE = 1e-6  # relative: |sum / total - 1| accepted
 
 def read_margins(table: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
     """Population margins {column: {level: share}} as shares: each column's values must sum to
-    1 (shares) or 100 (percentages, divided by 100), within SHARE_TOLERANCE, so that a typo is
-    an error rather than a silent renormalization. AnalysisError unless every value is a
+    1 (shares) or 100 (percentages) within SHARE_TOLERANCE, so that a typo is an error rather
+    than a silent renormalization; they are then divided by their sum (exactly 1 after). AnalysisError unless every value is a
     positive finite number, every column has at least two levels and its values sum so."""
     if not isinstance(table, Mapping) or not table:
         raise AnalysisError("margins must map each column to {level: population share}")
@@ -104,8 +104,7 @@ def read_margins(table: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str
                 raise AnalysisError(f"margin {column!r}, level {level!r}: the share must be a "
                                     f"positive number, got {share!r}")
         total = math.fsum(levels.values())
-        unit = next((u for u in SHARE_TOTALS if abs(total / u - 1.0) <= SHARE_TOLERANCE), None)
-        if unit is None:
+        if not any(abs(total / unit - 1.0) <= SHARE_TOLERANCE for unit in SHARE_TOTALS):
             raise AnalysisError(f"margin {column!r}: the shares sum to {total:.6g}, not 1 (or "
                                 "100 for percentages)")
         margins[str(column)] = {str(level): share / total for level, share in levels.items()}

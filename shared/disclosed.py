@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from .forced_response import NO, YES
 from .intervals import METHODS, simultaneous_confidence, z_value
 from .numeric import distribution
 from .randomizer import Draw
@@ -40,8 +41,6 @@ MAX_MAGNITUDE = 2**53 - 1
 # margin's level may hold (the aggregator's MIN_CELL setting, this by default).
 DEFAULT_MIN_CELL = 10
 WORDS = "Answered openly: stored as you give it."  # the respondent-facing mark (form, respond)
-YES = {"yes", "y", "1", "true"}
-NO = {"no", "n", "0", "false"}
 
 
 class Open:
