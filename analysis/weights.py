@@ -90,8 +90,9 @@ SHARE_TOLERANCE = 1e-6  # relative: |sum / total - 1| accepted
 def read_margins(table: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
     """Population margins {column: {level: share}} as shares: each column's values must sum to
     1 (shares) or 100 (percentages) within SHARE_TOLERANCE, so that a typo is an error rather
-    than a silent renormalization; they are then divided by their sum (exactly 1 after). AnalysisError unless every value is a
-    positive finite number, every column has at least two levels and its values sum so."""
+    than a silent renormalization; they are then divided by their sum (exactly 1 after).
+    AnalysisError unless every value is a positive finite number, every column has at least
+    two levels and its values sum so."""
     if not isinstance(table, Mapping) or not table:
         raise AnalysisError("margins must map each column to {level: population share}")
     margins = {}
