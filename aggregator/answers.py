@@ -32,15 +32,14 @@ class _Parser:
         self.checks = [(q.id, q.scheme.check_report) for q in survey.questions]
 
     def __call__(self, body: Any, where: str | None = None, index: int = 0) -> Answers:
+        where = where or f"responses[{index}]"
         if type(body) is not dict or body.keys() != {"answers"}:
-            raise InvalidAnswers(f"{where or f'responses[{index}]'} must be an object with "
-                                 "exactly one field, 'answers'")
+            raise InvalidAnswers(f"{where} must be an object with exactly one field, 'answers'")
         answers = body["answers"]
         if type(answers) is not dict:
-            raise InvalidAnswers(f"{where or f'responses[{index}]'}.answers must be an object "
-                                 "mapping question id to option index")
+            raise InvalidAnswers(f"{where}.answers must be an object mapping question id to "
+                                 "option index")
         if answers.keys() != self.keys:
-            where = where or f"responses[{index}]"
             missing = [qid for qid in self.expected if qid not in answers]
             if missing:
                 raise InvalidAnswers(f"{where}.answers is missing question {missing[0]!r}")
@@ -50,7 +49,7 @@ class _Parser:
         for (qid, check), value in zip(self.checks, values, strict=True):
             problem = check(value)
             if problem:
-                raise InvalidAnswers(f"{where or f'responses[{index}]'}.answers.{qid} {problem}")
+                raise InvalidAnswers(f"{where}.answers.{qid} {problem}")
         return values
 
     def many(self, bodies: list) -> list[Answers] | None:

@@ -179,11 +179,12 @@ def worst_variance(scheme: Any) -> Fraction:
     return scheme.worst_variance()
 
 
-def mean_entry(n: int, total: Fraction, squares: Fraction, worst: Fraction, eps: float,
+def mean_entry(n: int, total: Fraction, squares: Fraction, worst: Fraction | None, eps: float,
                settings: Settings) -> dict[str, Any]:
     """estimate.Estimate's keys for a mean share from n decoded values with this sum and sum of
     squares (module docstring: the normal interval clipped to [0, 1], the clipped point, the
-    fit test); `worst` is the design's worst-case variance of one value, the SE when n = 1."""
+    fit test); `worst` is the design's worst-case variance of one value, the SE when n = 1
+    (and only then needed: it is exact arithmetic over the grid)."""
     check_confidence(settings.confidence)
     mean = total / n
     spread = (squares - total * total / n) / (n - 1) if n > 1 else worst
@@ -332,8 +333,9 @@ class Piecewise(NumberAnswer):
     def summary(self, counts: Sequence[int], settings: Settings) -> dict[str, Any]:
         """The mean from the counters (module docstring), in the answer's units."""
         n = counts[0]
-        entry = None if n == 0 else mean_entry(n, *self.sums(counts), self.worst_variance(),
-                                              self.epsilon, settings)
+        entry = None if n == 0 else mean_entry(
+            n, *self.sums(counts), self.worst_variance() if n == 1 else None, self.epsilon,
+            settings)
         return self.document(n, entry, settings)
 
     def simulate_many(self, truths: Any, rng: Any) -> Any:
@@ -517,7 +519,8 @@ class Hybrid(NumberAnswer):
             value = self.decode(self.piecewise.outputs + y)
             total += counts[3 + y] * value
             squares += counts[3 + y] * value * value
-        return self.document(n, mean_entry(n, total, squares, self.worst_variance(),
+        return self.document(n, mean_entry(n, total, squares,
+                                           self.worst_variance() if n == 1 else None,
                                            self.epsilon, settings), settings)
 
     def simulate(self, truths: Any, rng: Any) -> list[Report]:
