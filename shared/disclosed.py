@@ -24,7 +24,7 @@ from typing import Any
 
 from .forced_response import NO, YES
 from .intervals import METHODS, simultaneous_confidence, z_value
-from .numeric import distribution
+from .numeric import distribution, read_unit
 from .randomizer import Draw
 from .scheme import FieldError, Fields, OneOption, Report, Settings, empty_entry, is_index
 
@@ -33,7 +33,6 @@ TYPES = ("yes_no", "choice", "numeric")
 FIELDS = {"disclosed"}
 NUMERIC_FIELDS = {"disclosed", "min", "max", "unit"}
 MAX_RANGE = 10**6  # max - min of an open number: n (max - min)^2 stays below 2^63 for n < 9e6
-MAX_UNIT = 40
 # The largest |min| and |max| of an open number: every whole number up to it is exact in an
 # IEEE double, so the browser (a JavaScript number) and Python read and send the same answer.
 MAX_MAGNITUDE = 2**53 - 1
@@ -267,8 +266,4 @@ def scheme_for(kind: str, options: tuple[str, ...], fields: Fields) -> OpenOptio
     if not 0 < high - low <= MAX_RANGE:
         raise FieldError("max", f"must be above min and at most {MAX_RANGE:,} above it, got "
                          f"{high!r}")
-    unit = fields.data.get("unit")
-    if unit is not None and not (isinstance(unit, str) and 0 < len(unit) <= MAX_UNIT
-                                 and unit.isprintable()):
-        raise FieldError("unit", f"must be printable text of 1 to {MAX_UNIT} characters")
-    return OpenNumber(low, high, unit)
+    return OpenNumber(low, high, read_unit(fields))

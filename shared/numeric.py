@@ -269,6 +269,16 @@ def distribution(value: Any) -> dict[str, list[float]]:
     return {"values": [float(v) for v in values], "weights": [w / total for w in weights]}
 
 
+def read_unit(fields: Fields) -> str | None:
+    """A number question's optional unit: printable text of 1 to MAX_UNIT characters (the
+    randomized numbers' and the open ones'). FieldError otherwise."""
+    unit = fields.data.get("unit")
+    if unit is not None and not (isinstance(unit, str) and 0 < len(unit) <= MAX_UNIT
+                                 and unit.isprintable()):
+        raise FieldError("unit", f"must be printable text of 1 to {MAX_UNIT} characters")
+    return unit
+
+
 def scheme_for(mechanism: str, options: tuple[str, ...],
                fields: Fields) -> tuple[Any, dict[str, float] | None]:
     """The scheme of a numeric question from min, max, unit and its mechanism's parameters (a
@@ -278,10 +288,7 @@ def scheme_for(mechanism: str, options: tuple[str, ...],
     from . import piecewise  # built on this module
 
     low, high = (fields.number(key, -math.inf, math.inf) for key in ("min", "max"))
-    unit = fields.data.get("unit")
-    if unit is not None and not (isinstance(unit, str) and 0 < len(unit) <= MAX_UNIT
-                                 and unit.isprintable()):
-        raise FieldError("unit", f"must be printable text of 1 to {MAX_UNIT} characters")
+    unit = read_unit(fields)
     if not low < high:
         raise FieldError("max", f"must be above min ({low:g}), got {high:g}")
     given = sorted((FIELDS[mechanism] - RANGE) & set(fields.data))

@@ -201,8 +201,21 @@ def mean_entry(n: int, total: Fraction, squares: Fraction, worst: Fraction | Non
             "design_consistent": fit >= FIT_LEVEL, "epsilon": eps, "warning": warning}
 
 
+class DecodedNumber(NumberAnswer):
+    """What the piecewise and hybrid mechanisms share: reports decoded to unbiased values
+    (decode), a design's exact worst-case variance (worst_variance)."""
+
+    def expected_margin(self, n: int, confidence: float = 0.95) -> float:
+        """As a share of the range: z sqrt(worst_variance / n)."""
+        return z_value(confidence) * math.sqrt(float(self.worst_variance()) / n)
+
+    def cells(self, report: Report, codes: bool) -> list[str]:
+        """The report with `codes`; else its unbiased value in the answer's units (design)."""
+        return [str(report) if codes else repr(self.to_units(float(self.decode(report))))]
+
+
 @dataclass(frozen=True)
-class Piecewise(NumberAnswer):
+class Piecewise(DecodedNumber):
     low: float  # the question's min
     high: float  # the question's max
     grid: int  # K, a power of two: input positions 0..K
@@ -360,10 +373,6 @@ class Piecewise(NumberAnswer):
         union = min(self.outputs, 2 * self.window)
         return (union * self.in_window + self.outputs * self.anywhere) / (2 * N)
 
-    def expected_margin(self, n: int, confidence: float = 0.95) -> float:
-        """As a share of the range: z sqrt(worst_variance / n)."""
-        return z_value(confidence) * math.sqrt(float(self.worst_variance()) / n)
-
     @property
     def window_chance(self) -> float:
         """The probability the report is in the answer's window: T/N + (1 - T/N) m/M."""
@@ -377,10 +386,6 @@ class Piecewise(NumberAnswer):
                 "csv_value": "the report's unbiased value min + (max - min)(1/2 + (2j - M + 1)"
                              " / (2 alpha grid)): their mean is the unbiased mean"}
 
-    def cells(self, report: Report, codes: bool) -> list[str]:
-        """The cell with `codes`; else its unbiased value in the answer's units (design)."""
-        return [str(report) if codes else repr(self.to_units(float(self.decode(report))))]
-
     def shown_report(self, report: Report) -> str:
         return f"a randomized cell {report} of 0 to {self.outputs - 1}"
 
@@ -392,7 +397,7 @@ class Piecewise(NumberAnswer):
 
 
 @dataclass(frozen=True)
-class Hybrid(NumberAnswer):
+class Hybrid(DecodedNumber):
     low: float
     high: float
     grid: int  # the piecewise part's K, m and T/N (Piecewise)
@@ -538,10 +543,6 @@ class Hybrid(NumberAnswer):
         beta = self.share / N
         return beta * self.piecewise.best_guess() + (1 - beta) * self.duchi.best_guess()
 
-    def expected_margin(self, n: int, confidence: float = 0.95) -> float:
-        """As a share of the range: z sqrt(worst_variance / n)."""
-        return z_value(confidence) * math.sqrt(float(self.worst_variance()) / n)
-
     def design(self) -> dict[str, Any]:
         outputs = self.piecewise.outputs
         return {**self.fields(), "epsilon": self.epsilon, "outputs": outputs + 2,
@@ -550,10 +551,6 @@ class Hybrid(NumberAnswer):
                           f"alpha), else {outputs} + Duchi's bit (alpha = duchi_alpha)",
                 "csv_value": "the report's unbiased value in the answer's units: their mean is "
                              "the unbiased mean"}
-
-    def cells(self, report: Report, codes: bool) -> list[str]:
-        """The report with `codes`; else its unbiased value in the answer's units."""
-        return [str(report) if codes else repr(self.to_units(float(self.decode(report))))]
 
     def shown_report(self, report: Report) -> str:
         outputs = self.piecewise.outputs
