@@ -78,7 +78,7 @@ _TALLIED = ("forced_response", "disclosed")  # schemes whose report is the optio
 
 def _min_cell(survey: Survey, min_cell: int) -> int | None:
     """min_cell for a survey with an openly answered question, else no minimum."""
-    return min_cell if any(q.disclosed for q in survey.questions) else None
+    return min_cell if survey.opened else None
 
 
 def _formula_questions(analysis, survey: Survey, formula: str) -> list[str]:

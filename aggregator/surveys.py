@@ -372,7 +372,7 @@ def central(survey: Survey, smallest_release: int | None, released: int,
     answered questions (OPEN_ANSWERS). One delta for both: min(CENTRAL_DELTA, 1 / (10 n))."""
     eps0 = survey.total_epsilon
     delta = min(delta_setting, 1 / (10 * released)) if released else delta_setting
-    if any(q.disclosed for q in survey.questions):
+    if survey.opened:
         return {"delta": delta, "epsilon_per_release": eps0, "epsilon_whole_survey": eps0,
                 "assumes": OPEN_ANSWERS}
     return {"delta": delta,

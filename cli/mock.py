@@ -561,7 +561,7 @@ COVERED = {True: "yes", False: "NO", None: "-"}  # None: nothing released to cov
 
 def print_report(result: MockResult) -> None:
     survey, body = result.survey, result.estimates
-    opened = [q.id for q in survey.questions if q.disclosed]
+    opened = survey.opened
     saw = (f"only randomized answers, and the open ones ({', '.join(opened)}) as given"
            if opened else "only randomized answers")
     click.echo(f"\n{survey.title}: {result.respondents:,} simulated respondents (seed "

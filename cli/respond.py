@@ -280,7 +280,7 @@ def review(survey: Survey, true_answers: dict[str, Any]) -> dict[str, Any]:
     while True:
         click.echo("\nYour answers, before the coin flips (only you see them; " + (
             "only those marked as answered openly leave this device as they are):"
-            if any(q.disclosed for q in survey.questions) else "they never leave this device):"))
+            if survey.opened else "they never leave this device):"))
         for qid, answer in true_answers.items():
             click.echo(clean(f"  [{qid}] {survey.question(qid).scheme.shown(answer)}"))
         choice = click.prompt("Press Enter to flip the coins (then they are final), or type a "
@@ -319,7 +319,7 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
         click.echo(clean(f"  [{qid}] {survey.question(qid).scheme.shown_report(report)}"))
     click.echo(WHY_IT_MAY_DIFFER)
     click.echo(release_summary(survey.release_batch,
-                               any(q.disclosed for q in survey.questions)))
+                               bool(survey.opened)))
     if details:
         click.echo(clean(f"The request body: {json.dumps(submission.body())}"))
         click.echo(release_note(survey.release_batch))

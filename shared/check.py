@@ -55,7 +55,7 @@ def disclosed(survey: Survey) -> dict | None:
     results refused, and no regression group or weighting level of fewer than the server's
     minimum cell size (MIN_CELL, DEFAULT_MIN_CELL unless its operator changed it); None when
     every question is randomized."""
-    opened = [q.id for q in survey.questions if q.disclosed]
+    opened = list(survey.opened)
     if not opened:
         return None
     return {"questions": opened, "counted_in_epsilon": False, "public_results": False,

@@ -216,6 +216,11 @@ class Survey:
         """Per-respondent epsilon: the sum over questions (sequential composition)."""
         return total_epsilon(q.epsilon for q in self.questions)
 
+    @property
+    def opened(self) -> tuple[str, ...]:
+        """The ids of the questions answered openly (disclosed), in order."""
+        return tuple(q.id for q in self.questions if q.disclosed)
+
     def question(self, question_id: str) -> Question:
         for q in self.questions:
             if q.id == question_id:
@@ -564,9 +569,8 @@ def parse_definition(data: Any) -> Survey:
     survey = _survey(data)
     for question in survey.questions:
         check_instantaneous(question)
-    opened = [q.id for q in survey.questions if q.disclosed]
-    if opened and survey.public_results:
-        raise _fail("survey.public_results", f"must be false: question {opened[0]!r} is "
+    if survey.opened and survey.public_results:
+        raise _fail("survey.public_results", f"must be false: question {survey.opened[0]!r} is "
                     "answered openly, and public results could single a respondent out")
     for index, (rows, cols) in enumerate(survey.crosstabs):
         problem = size_problem(len(survey.question(rows).options), len(survey.question(cols).options))

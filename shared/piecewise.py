@@ -442,20 +442,22 @@ class Hybrid(DecodedNumber):
         """B = beta N."""
         return int(self.piecewise_share * N)
 
+    def _with_duchi(self, duchi: float) -> float:
+        """The design's epsilon from its Duchi part's: the larger of both parts' when the
+        piecewise part is ever sent (their reports do not overlap), else Duchi's alone."""
+        return max(self.piecewise.epsilon, duchi) if self.share else duchi
+
     @property
     def epsilon(self) -> float:
-        return max(self.piecewise.epsilon, self.duchi.epsilon) if self.share else (
-            self.duchi.epsilon)
+        return self._with_duchi(self.duchi.epsilon)
 
     @property
     def realized_epsilon(self) -> float:
-        return max(self.piecewise.epsilon, self.duchi.realized_epsilon) if self.share else (
-            self.duchi.realized_epsilon)
+        return self._with_duchi(self.duchi.realized_epsilon)
 
     @property
     def nominal_epsilon(self) -> float:
-        return max(self.piecewise.epsilon, self.duchi.nominal_epsilon) if self.share else (
-            self.duchi.nominal_epsilon)
+        return self._with_duchi(self.duchi.nominal_epsilon)
 
     @property
     def counters(self) -> int:
