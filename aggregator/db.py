@@ -47,7 +47,8 @@ def init_app(app: Flask) -> None:
         database.close()
         raise
     app.extensions["ldp_database"] = database
-    clock = releases.ReleaseClock(database, app.config["RELEASE_EVERY"])
+    clock = releases.ReleaseClock(database, app.config["RELEASE_EVERY"],
+                                  app.config["IDEMPOTENCY_DAYS"])
     app.extensions["ldp_release_clock"] = clock
     clock.start()
     app.teardown_appcontext(close_db)

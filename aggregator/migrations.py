@@ -15,7 +15,8 @@ results-page sessions; and (since step 4) per declared cross-tab of a survey, jo
 of released responses; (since step 6) the storage key's check value, and per released response
 and per release the release's number; (since step 7) drafts, and the day a survey was archived;
 (since step 8) per survey the totals of its releases and per survey and day the responses
-released; (since step 9) per released response its bucket (eight random bits of its id).
+released; (since step 9) per released response its bucket (eight random bits of its id); (since step
+10) per released idempotency record the day of its release, deleted IDEMPOTENCY_DAYS later.
 Token hashes and idempotency records are keyed by the storage key and pending answers encrypted
 under it (storage_key.py), so a copy of the files alone matches and reads none of them. Nothing
 about respondents but their randomized answers and their release's day and number: no column
@@ -32,6 +33,7 @@ from .database import Connection
 from .exceptions import ConfigurationError
 from .ids import bucket_sql
 from .storage_key import keyed
+from .store import today
 
 
 class WrongStorageKey(ConfigurationError):
@@ -296,6 +298,16 @@ STEPS: list[tuple[str | Callable[[Connection], None], ...]] = [
          "release_number, response_id, answers, released_day FROM responses ORDER BY 1, 2, 3, 4"),
         "DROP TABLE responses",
         "ALTER TABLE responses_by_bucket RENAME TO responses",
+    ),
+    # 10: idempotency records kept IDEMPOTENCY_DAYS after their release, not until the close:
+    # each carries its release's day (those released before this step, the day of the step),
+    # and a release deletes the survey's expired ones through an index by day.
+    (
+        "ALTER TABLE idempotency_keys ADD COLUMN released_day TEXT",
+        lambda db: db.execute("UPDATE idempotency_keys SET released_day = ? WHERE released = 1",
+                              (today(),)),
+        """CREATE INDEX idempotency_by_day ON idempotency_keys (survey_id, released_day)
+            WHERE released = 1""",
     ),
 ]
 LATEST = len(STEPS)

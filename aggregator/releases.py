@@ -13,11 +13,11 @@ leave in the database's files is scrubbed (`Connection.scrub`).
 
 import json
 import logging
-import secrets
 import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
+from datetime import date, timedelta
 
 from ldpsurvey.shared import Survey
 from ldpsurvey.shared.protocol import next_instant
@@ -31,12 +31,15 @@ logger = logging.getLogger(__name__)
 SCRUBBED = ("pending", "invitation_tokens", "idempotency_keys")
 
 
-def release(db: Connection, survey: Survey, minimum: int) -> int:
+def release(db: Connection, survey: Survey, minimum: int, keep_days: int) -> int:
     """In one transaction: if the survey has at least `minimum` pending responses, release
-    them all; return how many were released. Call outside a transaction."""
+    them all, and delete its idempotency records released more than `keep_days` days before
+    today (IDEMPOTENCY_DAYS); return how many were released. Call outside a transaction."""
     with db.transaction():
         store.lock_survey(db, survey.survey_id, exclusive=True)
         released = release_locked(db, survey, minimum)
+        if released:
+            store.expire_idempotency(db, survey.survey_id, days_before(store.today(), keep_days))
     if released:
         db.scrub(SCRUBBED)
     return released
@@ -46,25 +49,34 @@ def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
     """The release itself, inside a transaction that holds the survey exclusively: if the
     pool holds at least `minimum` responses, release them all; return how many.
 
-    The rows get fresh random keys and are inserted in the order of those keys (store.
-    insert_released), so neither physical order nor keys follow arrival; they all carry the
-    day of release. The idempotency records
-    made since the last release are written again in a shuffled order too, so that on
-    PostgreSQL they share the release's transaction id instead of each their arrival's."""
+    The pool is read RELEASE_CHUNK rows at a time (store.take_pending), so a release holds a
+    chunk in memory however full the pool. Each chunk's rows get fresh random keys and are
+    inserted in the order of those keys (store.insert_released), so neither physical order
+    nor keys follow arrival; they all carry the release's number and day. The idempotency
+    records made since the last release are marked released that day (store.
+    release_idempotency)."""
     survey_id, wanted = survey.survey_id, max(minimum, 1)
     if store.pending_count(db, survey_id, wanted) < wanted:
         return 0
-    rows = store.take_pending(db, survey_id)
-    day = store.today()
-    store.insert_released(db, survey_id, rows, day)
-    counts, joint = tallies(survey, rows)
+    day, size = store.today(), 0
+    counts: Counter = Counter()
+    joint: Counter = Counter()
+    for rows in store.take_pending(db, survey_id):
+        store.insert_released(db, survey_id, rows, day)
+        chunk_counts, chunk_joint = tallies(survey, rows)
+        counts.update(chunk_counts)
+        joint.update(chunk_joint)
+        size += len(rows)
     store.add_counts(db, survey_id, counts)
     store.add_joint_counts(db, survey_id, joint)
-    records = store.take_unreleased_idempotency(db, survey_id)
-    secrets.SystemRandom().shuffle(records)
-    store.insert_released_idempotency(db, survey_id, records)
-    store.record_release(db, survey_id, day, len(rows))
-    return len(rows)
+    store.release_idempotency(db, survey_id, day)
+    store.record_release(db, survey_id, day, size)
+    return size
+
+
+def days_before(day: str, days: int) -> str:
+    """The ISO day `days` days before `day`."""
+    return (date.fromisoformat(day) - timedelta(days=days)).isoformat()
 
 
 def tallies(survey: Survey, rows: Sequence[str]) -> tuple[Counter, Counter]:
@@ -85,30 +97,31 @@ def tallies(survey: Survey, rows: Sequence[str]) -> tuple[Counter, Counter]:
     return counts, joint
 
 
-def release_due(db: Connection) -> int:
+def release_due(db: Connection, keep_days: int) -> int:
     """What the release clock runs at each scheduled instant: release every survey whose pool
-    holds at least its release_batch; return how many responses were released. Each release
+    holds at least its release_batch (release); return how many responses were released. Each release
     holds its survey exclusively and checks the pool again, so replicas and workers whose
     clocks fire at the same instant release each pool once."""
     released = 0
     for survey_id in store.surveys_with_pending(db):
         try:
             survey = store.get_survey(db, survey_id).survey
-            released += release(db, survey, survey.release_batch)
+            released += release(db, survey, survey.release_batch, keep_days)
         except SurveyNotFound:  # deleted meanwhile, with its pool (lifecycle.delete)
             continue
     return released
 
 
 class ReleaseClock:
-    """A background thread that runs release_due on a connection of its own at every
-    scheduled instant (next_instant) until stopped. A failed run (the database unreachable)
-    is logged, by the type of its error only, and the next instant tries again."""
+    """A background thread that runs release_due (keeping idempotency records `keep_days`
+    days) on a connection of its own at every scheduled instant (next_instant) until stopped.
+    A failed run (the database unreachable) is logged, by the type of its error only, and the
+    next instant tries again."""
 
     MAX_WAIT = 60.0  # wake at least this often, so a changed system clock is noticed
 
-    def __init__(self, database: Database, every: float):
-        self._database, self._every = database, every
+    def __init__(self, database: Database, every: float, keep_days: int):
+        self._database, self._every, self._keep_days = database, every, keep_days
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name="ldp-survey-release-clock")
@@ -129,7 +142,7 @@ class ReleaseClock:
                 continue
             try:
                 with connection_to(self._database) as connection:
-                    release_due(connection)
+                    release_due(connection, self._keep_days)
             except Exception as exc:
                 logger.error("scheduled release failed (%s); retrying at the next instant",
                              type(exc).__name__)

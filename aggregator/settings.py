@@ -48,6 +48,10 @@ DEFAULTS: dict[str, Any] = {
     # Seconds between scheduled releases, at multiples of it since the Unix epoch (UTC):
     # pools are released only then, never by the request that fills them (releases.py).
     "RELEASE_EVERY": 3600,
+    # Days an idempotency record is kept after its response's release: a retry within them is
+    # answered as a replay, one after them is stored anew. Keeps the records' index the size
+    # of that many days of intake, not of the survey's history (closing deletes them all).
+    "IDEMPOTENCY_DAYS": 7,
     # Per client (a keyed hash of its address) and class of endpoint (limits.py), in
     # Flask-Limiter's notation; counted in RATE_LIMIT_STORAGE, which replicas must share:
     # memory:// (each process counts alone: a gunicorn worker too) or memcached://HOST:PORT
@@ -69,7 +73,7 @@ RATE_LIMITS = tuple(limits.SETTINGS.values())
 TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "STORAGE_KEY", "SERVED_BY", "PUBLIC_URL",
         "RATE_LIMIT_STORAGE", *RATE_LIMITS)
 LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
-          "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS", "MIN_CELL")
+          "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS", "MIN_CELL", "IDEMPOTENCY_DAYS")
 MIN_SECRET_BYTES = 32
 MAX_SESSION_HOURS = 24 * 366
 

@@ -305,13 +305,23 @@ def surveys_with_pending(db: Connection) -> list[str]:
         "SELECT survey_id FROM pools WHERE survey_id <> ''")]
 
 
-def take_pending(db: Connection, survey_id: str) -> list[str]:
-    """Remove and return every pending response of the survey (opened: canonical JSON)."""
-    sealed = [row for (row,) in db.query("SELECT answers FROM pending WHERE survey_id = ?",
-                                         (survey_id,))]
-    rows = [row.rstrip(" ") for row in db.keys.open_many(survey_id, sealed)]
-    db.execute("DELETE FROM pending WHERE survey_id = ?", (survey_id,))
-    return rows
+RELEASE_CHUNK = 10_000  # pending responses, or idempotency records, a release holds at once
+
+
+def take_pending(db: Connection, survey_id: str) -> Iterator[list[str]]:
+    """Remove and yield every pending response of the survey (opened: canonical JSON),
+    RELEASE_CHUNK at a time in the order of their random pending ids, which owes nothing to
+    arrival. Inside the transaction of a release that holds the survey exclusively (no intake
+    adds to the pool meanwhile); each chunk starts after the last id read, so it never steps
+    over the rows already deleted."""
+    last = ""  # no id is empty: every id sorts after it
+    while chunk := db.query("SELECT pending_id, answers FROM pending WHERE survey_id = ? AND "
+                            "pending_id > ? ORDER BY pending_id LIMIT ?",
+                            (survey_id, last, RELEASE_CHUNK)):
+        first, last = last, chunk[-1][0]
+        db.execute("DELETE FROM pending WHERE survey_id = ? AND pending_id > ? AND "
+                   "pending_id <= ?", (survey_id, first, last))
+        yield [row.rstrip(" ") for row in db.keys.open_many(survey_id, [a for _, a in chunk])]
 
 
 def insert_released(db: Connection, survey_id: str, rows: list[str], day: str) -> None:
@@ -346,22 +356,31 @@ def add_joint_counts(db: Connection, survey_id: str, deltas: Counter) -> None:
                    [(delta, survey_id, *cell) for cell, delta in sorted(deltas.items())])
 
 
-def take_unreleased_idempotency(db: Connection, survey_id: str) -> list[tuple]:
-    """Remove and return the idempotency records made since the last release (read through
-    the partial index of unreleased records: never the released ones)."""
+def release_idempotency(db: Connection, survey_id: str, day: str) -> None:
+    """Mark the idempotency records made since the last release as released on `day`: each is
+    deleted and written again, RELEASE_CHUNK at a time in the order of their keyed ids (an
+    HMAC: owes nothing to arrival), so that on PostgreSQL they carry the release's transaction
+    id instead of each its arrival's. Read through the partial index of unreleased records,
+    never the released ones."""
     table = "idempotency_keys" + db.indexed_by("idempotency_unreleased")
-    records = db.query(f"SELECT key_hash, body_mac, accepted FROM {table} "  # noqa: S608  # nosec B608
-                       "WHERE survey_id = ? AND released = 0", (survey_id,))
-    db.execute(f"DELETE FROM {table} WHERE survey_id = ? AND released = 0",  # noqa: S608  # nosec B608
-               (survey_id,))
-    return records
+    last = ""
+    while chunk := db.query(f"SELECT key_hash, body_mac, accepted FROM {table} "  # noqa: S608  # nosec B608
+                            "WHERE survey_id = ? AND released = 0 AND key_hash > ? "
+                            "ORDER BY key_hash LIMIT ?", (survey_id, last, RELEASE_CHUNK)):
+        first, last = last, chunk[-1][0]
+        db.execute(f"DELETE FROM {table} WHERE survey_id = ? AND released = 0 "  # noqa: S608  # nosec B608
+                   "AND key_hash > ? AND key_hash <= ?", (survey_id, first, last))
+        db.insert_rows("idempotency_keys", ("survey_id", "key_hash", "body_mac", "accepted",
+                                            "released", "released_day"),
+                       [(survey_id, *record, 1, day) for record in chunk])
 
 
-def insert_released_idempotency(db: Connection, survey_id: str, records: list[tuple]) -> None:
-    """Store idempotency records again, in the order given, as released."""
-    db.insert_rows("idempotency_keys", ("survey_id", "key_hash", "body_mac", "accepted",
-                                        "released"),
-                   [(survey_id, *record, 1) for record in records])
+def expire_idempotency(db: Connection, survey_id: str, before: str) -> None:
+    """Delete the survey's idempotency records released before the day `before` (through the
+    index of released records by day): a retry after that is stored as a new response."""
+    table = "idempotency_keys" + db.indexed_by("idempotency_by_day")
+    db.execute(f"DELETE FROM {table} WHERE survey_id = ? AND released = 1 "  # noqa: S608  # nosec B608
+               "AND released_day < ?", (survey_id, before))
 
 
 def record_release(db: Connection, survey_id: str, day: str, size: int) -> None:

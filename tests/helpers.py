@@ -199,7 +199,7 @@ def release_due(app) -> int:
     from ldpsurvey.aggregator.database import connection_to
 
     with connection_to(app.extensions["ldp_database"]) as connection:
-        return releases.release_due(connection)
+        return releases.release_due(connection, app.config["IDEMPOTENCY_DAYS"])
 
 
 @contextlib.contextmanager

@@ -244,7 +244,7 @@ def test_row_locks_let_intake_share_a_survey_and_keep_releases_and_revokes_apart
         with connection_to(database) as db:
             survey = store.get_survey(db, survey_id).survey
         # an intake in flight holds the survey shared: a release waits for it
-        assert waits(store.lock_survey, False, lambda db, row: releases.release(db, survey, 0),
+        assert waits(store.lock_survey, False, lambda db, row: releases.release(db, survey, 0, 7),
                      False, survey_id)
         with connection_to(database) as db:
             assert store.delete_key(db, api_key_id) and not store.delete_key(db, api_key_id)

@@ -134,6 +134,10 @@ def test_a_release_0_1_0_database_is_upgraded_with_nothing_lost(kind, tmp_path, 
 
             stored = db.query("SELECT bucket, response_id FROM responses")
             assert len(stored) >= 8 and all(b == bucket_of(i) for b, i in stored)
+            # Step 10: the records of then, all released, are dated the day of the step (kept
+            # IDEMPOTENCY_DAYS from it; no release has run since).
+            assert db.query("SELECT released, released_day FROM idempotency_keys "
+                            "GROUP BY released, released_day") == [(1, store.today())]
         # Accounts (step 3): the old keys keep their surveys, a new researcher sees none of
         # them, the old relay key fills no invitation-only survey, and an admin manages them.
         from ldpsurvey.aggregator import accounts, create_api_key

@@ -248,6 +248,49 @@ def test_the_release_clock_runs_release_due_at_its_instants(database_url, tmp_pa
     assert clock_threads() <= before
 
 
+def test_the_release_clock_expires_idempotency_records_after_the_configured_days(
+        database_url, tmp_path):
+    """The clock keeps idempotency records IDEMPOTENCY_DAYS (here 2, not the default 7): a
+    record released 3 days ago is deleted at the next release, so its retry is stored anew."""
+    from ldpsurvey.aggregator import create_api_key, store
+    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.releases import days_before
+
+    app = create_app({"DATABASE_URL": database_url, "RELEASE_EVERY": 0.05,
+                      "IDEMPOTENCY_DAYS": 2}, instance_path=tmp_path / "clocked")
+    try:
+        headers = {"Authorization": f"Bearer {create_api_key(app).key}"}
+        client = app.test_client()
+        survey_id = create(client, headers, release_batch=1)
+        key = {"Idempotency-Key": "kept-two-days-0001"}
+
+        def released(n: int) -> bool:
+            for _ in range(400):  # waits for the clock, at most 20 s; asserts no duration
+                if client.get(f"/api/surveys/{survey_id}/estimates",
+                              headers=headers).json["questions"][0]["n"] == n:
+                    return True
+                threading.Event().wait(0.05)
+            return False
+
+        def post() -> bool:
+            answer = client.post(f"/api/surveys/{survey_id}/responses", json={"answers": OWN},
+                                 headers=key)
+            assert answer.status_code == 201
+            return answer.headers.get("Idempotent-Replayed") == "true"
+
+        assert not post() and released(1)
+        with app.app_context():
+            db = get_db()
+            with db.transaction():
+                db.execute("UPDATE idempotency_keys SET released_day = ? WHERE survey_id = ?",
+                           (days_before(store.today(), 3), survey_id))
+        assert post()  # not expired until a release deletes it
+        answer(client, survey_id, OWN)
+        assert released(2) and not post() and released(3)
+    finally:
+        close_app(app)
+
+
 @pytest.mark.parametrize(("now", "every", "expected"), [
     (0.0, 3600, 3600.0), (7199.9, 3600, 7200.0), (7200.0, 3600, 10800.0),
     (1_700_000_123.0, 60, 1_700_000_160.0), (0.26, 0.05, 0.3)])

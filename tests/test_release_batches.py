@@ -147,3 +147,84 @@ def test_delta_shrinks_with_the_survey(app, client, auth):
                 json={"responses": [ANSWER] * 20}, headers=auth)
     release_due(app)
     assert estimates(client, survey_id, auth)["central"]["delta"] == pytest.approx(1 / 200)
+
+
+def test_a_release_holds_one_chunk_of_the_pool_at_a_time(app, client, auth, monkeypatch):
+    """However full the pool, a release (here the close's) opens RELEASE_CHUNK pending rows at
+    a time and moves the idempotency records as many at a time; every row is released once,
+    under one release number, with the counts and replays of a release in one piece."""
+    from ldpsurvey.aggregator import releases, store
+    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.storage_key import StorageKeys
+
+    monkeypatch.setattr(store, "RELEASE_CHUNK", 3)
+    opened: list[int] = []
+    open_many = StorageKeys.open_many
+    monkeypatch.setattr(StorageKeys, "open_many", lambda self, survey, rows: (
+        opened.append(len(rows)) or open_many(self, survey, rows)))
+    survey_id = create(client, auth, release_batch=100)
+    answers = [{"answers": {"smoked": i % 2, "drove": 0, "sleep": i % 3}} for i in range(10)]
+    for i, body in enumerate(answers):
+        assert post(client, survey_id, body,
+                    **{"Idempotency-Key": f"chunked-{i:04d}"}).status_code == 201
+    assert release_due(app) == 0  # below the batch
+    with app.app_context():
+        db = get_db()
+        assert releases.release(db, store.get_survey(db, survey_id).survey, 1, 7) == 10
+        assert db.query("SELECT COUNT(*) FROM pending WHERE survey_id = ?", (survey_id,)) == [(0,)]
+        assert db.query("SELECT COUNT(*), COUNT(DISTINCT release_number), MIN(released_day) "
+                        "FROM responses WHERE survey_id = ?",
+                        (survey_id,)) == [(10, 1, store.today())]
+        assert db.query("SELECT released, released_day, COUNT(*) FROM idempotency_keys "
+                        "WHERE survey_id = ? GROUP BY released, released_day",
+                        (survey_id,)) == [(1, store.today(), 10)]
+        assert store.smallest_release(db, survey_id) == 10
+    assert opened == [3, 3, 3, 1]
+    document = estimates(client, survey_id, auth)
+    assert [o["reported_count"] for o in document["questions"][0]["options"]] == [5, 5]
+    assert [o["reported_count"] for o in document["questions"][2]["options"]] == [4, 3, 3]
+    again = post(client, survey_id, answers[7], **{"Idempotency-Key": "chunked-0007"})
+    assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+
+
+def test_idempotency_records_are_kept_idempotency_days_after_their_release(app, client, auth):
+    """A retry within IDEMPOTENCY_DAYS of its response's release is a replay; a record released
+    longer ago is deleted by the survey's next release (which scrubs after it), and a retry
+    then is stored as a new response. A record of exactly IDEMPOTENCY_DAYS days is kept; none
+    is deleted without a release."""
+    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.releases import days_before
+
+    app.config["IDEMPOTENCY_DAYS"] = 7
+    survey_id = create(client, auth, release_batch=2)
+    keys = [f"kept-for-days-{i:04d}" for i in range(3)]
+    for key in keys:
+        assert post(client, survey_id, **{"Idempotency-Key": key}).status_code == 201
+    assert release_due(app) == 3
+
+    def age(key: str, days: int) -> None:  # as if released `days` days ago
+        with app.app_context():
+            db = get_db()
+            with db.transaction():
+                db.execute("UPDATE idempotency_keys SET released_day = ? WHERE survey_id = ? "
+                           "AND key_hash = ?", (days_before(store.today(), days), survey_id,
+                                                db.keys.idempotency_id(key)))
+
+    def replayed(key: str) -> bool:
+        answer = post(client, survey_id, **{"Idempotency-Key": key})
+        assert answer.status_code == 201
+        return answer.headers.get("Idempotent-Replayed") == "true"
+
+    age(keys[0], 8)
+    age(keys[1], 7)
+    assert release_due(app) == 0  # nothing to release: nothing expires either
+    assert replayed(keys[0]) and replayed(keys[1]) and replayed(keys[2])
+    for _ in range(2):
+        post(client, survey_id)
+    assert release_due(app) == 2
+    assert not replayed(keys[0])  # expired: stored again
+    assert replayed(keys[1]) and replayed(keys[2])
+    assert release_due(app) == 0  # the new one waits for a batch
+    client.post(f"/api/surveys/{survey_id}/close", headers=auth)
+    assert estimates(client, survey_id, auth)["questions"][0]["n"] == 6

@@ -28,6 +28,8 @@ def start(tmp_path, **config):
     ({"SESSION_HOURS": 10**8}, "SESSION_HOURS"),  # would overflow a date at login
     ({"DATABASE_URL": 5}, "DATABASE_URL"),
     ({"RELEASE_EVERY": 0}, "RELEASE_EVERY"),
+    ({"IDEMPOTENCY_DAYS": 0}, "IDEMPOTENCY_DAYS"),
+    ({"IDEMPOTENCY_DAYS": 1.5}, "IDEMPOTENCY_DAYS"),
     ({"RELEASE_EVERY": -3600}, "RELEASE_EVERY"),
     ({"RELEASE_EVERY": float("inf")}, "RELEASE_EVERY"),
     ({"RELEASE_EVERY": "hourly"}, "RELEASE_EVERY"),
