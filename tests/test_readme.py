@@ -72,6 +72,19 @@ def test_every_test_the_readme_and_the_docs_cite_exists():
     assert named >= 100  # the threat model alone cites dozens
 
 
+def test_the_performance_page_includes_all_of_bench_readme_but_its_plot():
+    """docs/performance.md includes bench/README.md by line ranges around the plot's image
+    (not part of the site): adding lines above it must move the ranges with it."""
+    page = (REPOSITORY / "docs" / "performance.md").read_text()
+    ranges = re.findall(r'--8<-- "bench/README.md:(\d+):(\d*)"', page)
+    lines = (REPOSITORY / "bench" / "README.md").read_text().splitlines()
+    included = {n for first, last in ranges
+                for n in range(int(first), int(last or len(lines)) + 1)}
+    left_out = [lines[n - 1] for n in range(1, len(lines) + 1) if n not in included]
+    assert left_out == ["![intake rate and bytes written per response against rows stored]"
+                        "(scale.png)"]
+
+
 def test_the_docs_site_builds_strict(tmp_path):
     """`mkdocs build --strict`: every page in the navigation, every link and anchor resolves,
     and every section of README.md the pages include exists."""
