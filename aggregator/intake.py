@@ -70,7 +70,7 @@ def _store(db: Connection, survey: Survey, responses: list[Answers],
                 return Accepted(survey_id, earlier, replayed=True)
         if token is not None:
             store.spend_token(tx, survey_id, token)
-        store.insert_pending(tx, survey_id, sealed)
+        store.insert_pending(tx, survey_id, sealed, len(rows))
         return Accepted(survey_id, len(rows), replayed=False)
 
     return db.grouped(intake)

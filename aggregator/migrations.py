@@ -16,7 +16,8 @@ of released responses; (since step 6) the storage key's check value, and per rel
 and per release the release's number; (since step 7) drafts, and the day a survey was archived;
 (since step 8) per survey the totals of its releases and per survey and day the responses
 released; (since step 9) per released response its bucket (eight random bits of its id); (since step
-10) per released idempotency record the day of its release, deleted IDEMPOTENCY_DAYS later.
+10) per released idempotency record the day of its release, deleted IDEMPOTENCY_DAYS later;
+(since step 11) a pending request's responses sealed together, with their number.
 Token hashes and idempotency records are keyed by the storage key and pending answers encrypted
 under it (storage_key.py), so a copy of the files alone matches and reads none of them. Nothing
 about respondents but their randomized answers and their release's day and number: no column
@@ -308,6 +309,22 @@ STEPS: list[tuple[str | Callable[[Connection], None], ...]] = [
                               (today(),)),
         """CREATE INDEX idempotency_by_day ON idempotency_keys (survey_id, released_day)
             WHERE released = 1""",
+    ),
+    # 11: the pending pool keeps a request's responses as one sealed group with its size (a
+    # batch of 10,000 is one insert and one delete, not 10,000 of each); the rows of before
+    # are groups of one. The size comes before the group, so a release reads the sizes of a
+    # range of groups without their overflow pages.
+    (
+        """CREATE TABLE pending_groups (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            pending_id TEXT NOT NULL,
+            size INTEGER NOT NULL CHECK (size >= 1),
+            answers TEXT NOT NULL,
+            PRIMARY KEY (survey_id, pending_id)){without_rowid}""",
+        """INSERT INTO pending_groups (survey_id, pending_id, size, answers)
+            SELECT survey_id, pending_id, 1, answers FROM pending ORDER BY survey_id, pending_id""",
+        "DROP TABLE pending",
+        "ALTER TABLE pending_groups RENAME TO pending",
     ),
 ]
 LATEST = len(STEPS)

@@ -68,20 +68,11 @@ class StorageKeys:
         return keyed(self.idempotency, body_mac(key, body))
 
     def seal(self, survey_id: str, answers: str) -> str:
-        """A pending response's canonical JSON, encrypted for the database."""
-        return self.seal_many(survey_id, [answers])[0]
-
-    def seal_many(self, survey_id: str, rows: list[str]) -> list[str]:
-        """`seal` of each row: one cipher object, and every row's own random nonce cut from one
-        call to the OS's CSPRNG (the same distribution as a call per row)."""
-        cipher, survey = AESGCM(self.pending), survey_id.encode()
-        nonces = secrets.token_bytes(NONCE_BYTES * len(rows))
-        sealed = []
-        for i, answers in enumerate(rows):
-            nonce = nonces[NONCE_BYTES * i:NONCE_BYTES * (i + 1)]
-            sealed.append(binascii.b2a_base64(nonce + cipher.encrypt(nonce, answers.encode(), survey),
-                                              newline=False).decode())  # base64.b64encode
-        return sealed
+        """Pending responses' canonical JSON, encrypted for the database under a random nonce
+        of its own."""
+        nonce = secrets.token_bytes(NONCE_BYTES)
+        sealed = AESGCM(self.pending).encrypt(nonce, answers.encode(), survey_id.encode())
+        return binascii.b2a_base64(nonce + sealed, newline=False).decode()  # base64.b64encode
 
     def open(self, survey_id: str, sealed: str) -> str:
         """The canonical JSON `seal` encrypted; InvalidTag if the row was not sealed under

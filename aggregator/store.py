@@ -7,11 +7,13 @@ exceptions (`exceptions.py`); nothing here knows of HTTP or of the database's di
 
 import hmac
 import json
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
+from itertools import accumulate
 
 from ldpsurvey.shared import Survey, parse_manifest
 from ldpsurvey.shared.protocol import RESEARCHER_NAME
@@ -266,32 +268,32 @@ def spend_token(db: Connection, survey_id: str, token: str) -> None:
         raise TokenRejected()
 
 
-def sealed_pending(db: Connection, survey: Survey, rows: list[str]) -> list[str]:
-    """Accepted responses as the pending pool keeps them: each row's canonical JSON padded
-    with spaces to the survey's longest row, then sealed under the storage key, so the sealed
-    length is the same whatever the answers (an option index of 10 or more is one character
-    longer). No query: intake seals before its transaction, which then holds the writers'
-    lock only to insert."""
+def sealed_pending(db: Connection, survey: Survey, rows: list[str]) -> str:
+    """One request's accepted responses as the pending pool keeps them, a group: each row's
+    canonical JSON padded with spaces to the survey's longest row, one row a line, sealed
+    together under the storage key, so the sealed length tells how many rows it holds and
+    nothing of the answers (an option index of 10 or more is one character longer). No query:
+    intake seals before its transaction, which then holds the writers' lock only to insert."""
     size = longest_row(survey)
-    return db.keys.seal_many(survey.survey_id, [row.ljust(size) for row in rows])
+    return db.keys.seal(survey.survey_id, "\n".join(row.ljust(size) for row in rows))
 
 
-def insert_pending(db: Connection, survey_id: str, sealed: list[str]) -> None:
-    """Keep accepted responses (sealed_pending) until release, under random keys, inserted in
-    the order of those keys (a walk along the index instead of a jump per row; the order of
-    independent random keys is uniformly random, whatever the order the rows came in)."""
-    db.insert_rows("pending", ("survey_id", "pending_id", "answers"),
-                   sorted((survey_id, pending_id, row)
-                          for pending_id, row in zip(new_ids(len(sealed)), sealed, strict=True)))
+def insert_pending(db: Connection, survey_id: str, sealed: str, size: int) -> None:
+    """Keep a request's `size` accepted responses (sealed_pending) until release, one row
+    under a random key: a batch of 10,000 is one insert, not 10,000 (its size is what its
+    idempotency record keeps anyway)."""
+    db.execute("INSERT INTO pending (survey_id, pending_id, size, answers) VALUES (?, ?, ?, ?)",
+               (survey_id, new_ids(1)[0], size, sealed))
 
 
 # --- release: the steps of one release, inside the caller's transaction -------------------------
 
 def pending_count(db: Connection, survey_id: str, at_most: int) -> int:
-    """How many responses the survey's pool holds, counted up to `at_most` (an index range of
-    at most that many entries, however full the pool)."""
-    return int(db.query("SELECT COUNT(*) FROM (SELECT 1 FROM pending WHERE survey_id = ? "
-                        "LIMIT ?) pool", (survey_id, at_most))[0][0])
+    """How many responses the survey's pool holds, counted up to `at_most` or a group beyond
+    (an index range of at most that many groups, each of at least one response, however full
+    the pool)."""
+    return int(db.query("SELECT COALESCE(SUM(size), 0) FROM (SELECT size FROM pending "
+                        "WHERE survey_id = ? LIMIT ?) pool", (survey_id, at_most))[0][0])
 
 
 def surveys_with_pending(db: Connection) -> list[str]:
@@ -309,19 +311,24 @@ RELEASE_CHUNK = 10_000  # pending responses, or idempotency records, a release h
 
 
 def take_pending(db: Connection, survey_id: str) -> Iterator[list[str]]:
-    """Remove and yield every pending response of the survey (opened: canonical JSON),
-    RELEASE_CHUNK at a time in the order of their random pending ids, which owes nothing to
-    arrival. Inside the transaction of a release that holds the survey exclusively (no intake
-    adds to the pool meanwhile); each chunk starts after the last id read, so it never steps
-    over the rows already deleted."""
+    """Remove and yield every pending response of the survey (opened: canonical JSON), about
+    RELEASE_CHUNK at a time (whole groups: at most a batch more), groups in the order of their
+    random pending ids, which owes nothing to arrival. Inside the transaction of a release that
+    holds the survey exclusively (no intake adds to the pool meanwhile); each chunk starts
+    after the last id read, so it never steps over the groups already deleted."""
     last = ""  # no id is empty: every id sorts after it
-    while chunk := db.query("SELECT pending_id, answers FROM pending WHERE survey_id = ? AND "
-                            "pending_id > ? ORDER BY pending_id LIMIT ?",
-                            (survey_id, last, RELEASE_CHUNK)):
-        first, last = last, chunk[-1][0]
+    while groups := db.query("SELECT pending_id, size FROM pending WHERE survey_id = ? AND "
+                             "pending_id > ? ORDER BY pending_id LIMIT ?",
+                             (survey_id, last, RELEASE_CHUNK)):
+        totals = list(accumulate(size for _, size in groups))  # rows up to each group
+        first, last = last, groups[min(bisect_left(totals, RELEASE_CHUNK), len(groups) - 1)][0]
+        sealed = [group for (group,) in db.query(
+            "SELECT answers FROM pending WHERE survey_id = ? AND pending_id > ? AND "
+            "pending_id <= ? ORDER BY pending_id", (survey_id, first, last))]
         db.execute("DELETE FROM pending WHERE survey_id = ? AND pending_id > ? AND "
                    "pending_id <= ?", (survey_id, first, last))
-        yield [row.rstrip(" ") for row in db.keys.open_many(survey_id, [a for _, a in chunk])]
+        yield [row.rstrip(" ") for group in db.keys.open_many(survey_id, sealed)
+               for row in group.split("\n")]
 
 
 def insert_released(db: Connection, survey_id: str, rows: list[str], day: str) -> None:
@@ -359,8 +366,8 @@ def add_joint_counts(db: Connection, survey_id: str, deltas: Counter) -> None:
 def release_idempotency(db: Connection, survey_id: str, day: str) -> None:
     """Mark the idempotency records made since the last release as released on `day`: each is
     deleted and written again, RELEASE_CHUNK at a time in the order of their keyed ids (an
-    HMAC: owes nothing to arrival), so that on PostgreSQL they carry the release's transaction
-    id instead of each its arrival's. Read through the partial index of unreleased records,
+    HMAC: owes nothing to arrival), so that their row versions carry the release's transaction
+    instead of each its arrival's. Read through the partial index of unreleased records,
     never the released ones."""
     table = "idempotency_keys" + db.indexed_by("idempotency_unreleased")
     last = ""

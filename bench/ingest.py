@@ -101,7 +101,7 @@ def stored_responses(database_url: str) -> int:
     import sqlite3
 
     with contextlib.closing(sqlite3.connect(database_url.removeprefix("sqlite:///"))) as db:
-        return db.execute("SELECT (SELECT COUNT(*) FROM pending) + "
+        return db.execute("SELECT (SELECT COALESCE(SUM(size), 0) FROM pending) + "
                           "(SELECT COUNT(*) FROM responses)").fetchone()[0]
 
 

@@ -7,9 +7,9 @@ run, on SQLite and PostgreSQL.
     python bench/release.py [--sizes 100000 1000000] [--previous /tmp/previous]
 
 Each case runs in a process of its own: it fills one survey's pool with N sealed pending
-responses and N unreleased idempotency records (straight into the tables, as N keyed single
-responses leave them), then times the release transaction (store.lock_survey and
-releases.release_locked) and reads how far it raised the process's peak resident memory
+responses (groups of one since schema step 11) and N unreleased idempotency records (straight
+into the tables, as N keyed single responses leave them), then times the release transaction
+(store.lock_survey and releases.release_locked) and reads how far it raised the process's peak resident memory
 (VmHWM, reset just before the release through /proc/self/clear_refs).
 """
 
@@ -36,10 +36,19 @@ def peak_rss_mb() -> float:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
 
 
+def pending_has_size(db) -> bool:
+    """Whether the pending pool keeps groups with their size (schema step 11)."""
+    sql = ("SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND "
+           "table_name = 'pending' AND column_name = 'size'" if db.dialect == "postgresql" else
+           "SELECT 1 FROM pragma_table_info('pending') WHERE name = 'size'")
+    return bool(db.query(sql))
+
+
 def one_case(url: str, folder: str, size: int) -> dict:
     """In this process: fill a pool of `size`, release it, report seconds and memory."""
     from ldpsurvey.aggregator import close_app, create_api_key, create_app, releases, store
     from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.ids import new_ids
 
     app = create_app({"DATABASE_URL": url, "RELEASE_EVERY": 3600, "RATE_LIMITS_ENABLED": False},
                      instance_path=Path(folder) / "instance")
@@ -50,12 +59,14 @@ def one_case(url: str, folder: str, size: int) -> dict:
         with app.app_context():
             db = get_db()
             survey = store.get_survey(db, survey_id).survey
-            row = store.answers_json(survey, [(1, 0, 1, 0)])[0]
+            row = store.answers_json(survey, [(1, 0, 1, 0)])[0].ljust(store.longest_row(survey))
+            groups = ["survey_id", "pending_id", "answers"] + ["size"] * pending_has_size(db)
             for start in range(0, size, FILL):
                 count = min(FILL, size - start)
-                sealed = store.sealed_pending(db, survey, [row] * count)
-                with db.transaction():
-                    store.insert_pending(db, survey_id, sealed)
+                with db.transaction():  # single responses: a group of one each, if groups
+                    db.insert_rows("pending", groups, sorted(
+                        (survey_id, pending_id, db.keys.seal(survey_id, row), 1)[:len(groups)]
+                        for pending_id in new_ids(count)))
                     db.insert_rows("idempotency_keys", ("survey_id", "key_hash", "body_mac",
                                                         "accepted", "released"),
                                    sorted((survey_id, secrets.token_hex(32),

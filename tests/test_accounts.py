@@ -140,8 +140,9 @@ def stored(app, survey_id) -> int:
 
     with app.app_context():
         db = get_db()
-        return sum(db.query(f"SELECT COUNT(*) FROM {table} WHERE survey_id = ?",
-                            (survey_id,))[0][0] for table in ("pending", "responses"))
+        return sum(db.query(f"SELECT COALESCE({count}, 0) FROM {table} WHERE survey_id = ?",
+                            (survey_id,))[0][0]
+                   for count, table in (("SUM(size)", "pending"), ("COUNT(*)", "responses")))
 
 
 def test_a_relay_key_fills_only_its_surveys(app, client, auth):

@@ -45,7 +45,12 @@ def test_no_column_can_hold_an_ip_user_agent_token_or_time(app):
     assert sorted(schema["release_totals"]) == ["last_number", "released", "smallest",
                                                 "survey_id"]
     assert sorted(schema["release_days"]) == ["released_day", "size", "survey_id"]
-    assert sorted(schema["pending"]) == ["answers", "pending_id", "survey_id"]
+    # A pending request's responses sealed together, and how many (its idempotency record
+    # keeps that number too).
+    assert sorted(schema["pending"]) == ["answers", "pending_id", "size", "survey_id"]
+    # An idempotency record: keyed hashes, a count, and once released the release's day.
+    assert sorted(schema["idempotency_keys"]) == ["accepted", "body_mac", "key_hash", "released",
+                                                  "released_day", "survey_id"]
     # Hashes of unspent invitation tokens, deleted when spent: nothing joins them to a response.
     assert sorted(schema["invitation_tokens"]) == ["survey_id", "token_hash"]
     # Researchers' results-page sessions (hashed; nothing in them refers to a respondent).

@@ -53,7 +53,8 @@ def stored_state(app, survey_id):
         db = get_db()
         rows = [json.loads(a) for (a,) in db.query(
             "SELECT answers FROM responses WHERE survey_id = ?", (survey_id,))]
-        pending = db.query("SELECT COUNT(*) FROM pending WHERE survey_id = ?", (survey_id,))[0][0]
+        pending = db.query("SELECT COALESCE(SUM(size), 0) FROM pending WHERE survey_id = ?",
+                           (survey_id,))[0][0]
         counters = {(q, j): int(c) for q, j, c in db.query(
             "SELECT question_id, option_index, count FROM counts WHERE survey_id = ?",
             (survey_id,))}

@@ -228,3 +228,33 @@ def test_idempotency_records_are_kept_idempotency_days_after_their_release(app, 
     assert release_due(app) == 0  # the new one waits for a batch
     client.post(f"/api/surveys/{survey_id}/close", headers=auth)
     assert estimates(client, survey_id, auth)["questions"][0]["n"] == 6
+
+
+def test_a_request_waits_as_one_sealed_group_and_releases_whole(app, client, auth, monkeypatch):
+    """A batch is one pending row holding its size (one insert and one delete, not one per
+    response); a release takes whole groups, about RELEASE_CHUNK responses at a time (never
+    fewer but at the end, never a batch more), and releases every response once."""
+    from ldpsurvey.aggregator import releases, store
+    from ldpsurvey.aggregator.db import get_db
+
+    monkeypatch.setattr(store, "RELEASE_CHUNK", 3)
+    chunks: list[int] = []
+    take_pending = store.take_pending
+    monkeypatch.setattr(store, "take_pending", lambda db, survey_id: (
+        chunks.append(len(rows)) or rows for rows in take_pending(db, survey_id)))
+    survey_id = create(client, auth, release_batch=100)
+    batch = [{"answers": {"smoked": 1, "drove": i % 2, "sleep": 2}} for i in range(7)]
+    assert client.post(f"/api/surveys/{survey_id}/responses/batch", json={"responses": batch},
+                       headers=auth).status_code == 201
+    for _ in range(4):
+        assert post(client, survey_id).status_code == 201
+    with app.app_context():
+        db = get_db()
+        assert sorted(db.query("SELECT size FROM pending WHERE survey_id = ?",
+                               (survey_id,))) == [(1,), (1,), (1,), (1,), (7,)]
+        assert store.pending_count(db, survey_id, 2) in (2, 8)  # whole groups, up to 2 of them
+        assert store.pending_count(db, survey_id, 100) == 11
+        assert releases.release(db, store.get_survey(db, survey_id).survey, 1, 7) == 11
+    assert sum(chunks) == 11 and all(3 <= n < 3 + 7 for n in chunks[:-1]) and chunks[-1] < 10
+    drove = estimates(client, survey_id, auth)["questions"][1]["options"]
+    assert [o["reported_count"] for o in drove] == [4 + 4, 3]

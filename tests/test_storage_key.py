@@ -313,9 +313,19 @@ def test_a_sealed_pending_answer_has_one_length_whatever_the_answers(app, client
         lengths = {len(base64.b64decode(sealed)) for (sealed,) in get_db().query(
             "SELECT answers FROM pending WHERE survey_id = ?", (survey_id,))}
     assert len(lengths) == 1
+    # A batch waits as one sealed group, whose length tells its size and nothing else: two
+    # batches of three with the shortest and the longest answers seal to one length.
+    for pick in (0, 11):
+        assert client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth, json={
+            "responses": [{"answers": {"pick": pick, "yes": 0}}] * 3}).status_code == 201
+    with app.app_context():
+        groups = {len(base64.b64decode(sealed)) for (sealed,) in get_db().query(
+            "SELECT answers FROM pending WHERE survey_id = ? AND size = 3", (survey_id,))}
+    assert len(groups) == 1 and groups != lengths
     assert client.post(f"/api/surveys/{survey_id}/close", headers=auth).status_code == 200
     exported = client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth).text
     released = exported.splitlines()[1:]
+    batches = [{"pick": pick, "yes": 0} for pick in (0, 11) for _ in range(3)]
     assert sorted(json.dumps(json.loads(line)["answers"], sort_keys=True) for line in released) \
-        == sorted(json.dumps(answers, sort_keys=True) for answers in given)
+        == sorted(json.dumps(answers, sort_keys=True) for answers in given + batches)
     assert not [line for line in released if line != line.rstrip()]
