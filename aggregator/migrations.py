@@ -313,16 +313,21 @@ STEPS: list[tuple[str | Callable[[Connection], None], ...]] = [
     # 11: the pending pool keeps a request's responses as one sealed group with its size (a
     # batch of 10,000 is one insert and one delete, not 10,000 of each); the rows of before
     # are groups of one. The size comes before the group, so a release reads the sizes of a
-    # range of groups without their overflow pages.
+    # range of groups without their overflow pages. The first statement locks the pool until
+    # the step commits (PostgreSQL: ACCESS EXCLUSIVE), so a replica still running the release
+    # before cannot add a response between the copy and the drop; one that adds it after
+    # writes a group of one (the default).
     (
+        "ALTER TABLE pending ADD COLUMN size INTEGER NOT NULL DEFAULT 1",
         """CREATE TABLE pending_groups (
             survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
             pending_id TEXT NOT NULL,
-            size INTEGER NOT NULL CHECK (size >= 1),
+            size INTEGER NOT NULL DEFAULT 1 CHECK (size >= 1),
             answers TEXT NOT NULL,
             PRIMARY KEY (survey_id, pending_id)){without_rowid}""",
         """INSERT INTO pending_groups (survey_id, pending_id, size, answers)
-            SELECT survey_id, pending_id, 1, answers FROM pending ORDER BY survey_id, pending_id""",
+            SELECT survey_id, pending_id, size, answers FROM pending
+            ORDER BY survey_id, pending_id""",
         "DROP TABLE pending",
         "ALTER TABLE pending_groups RENAME TO pending",
     ),

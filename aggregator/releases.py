@@ -49,12 +49,13 @@ def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
     """The release itself, inside a transaction that holds the survey exclusively: if the
     pool holds at least `minimum` responses, release them all; return how many.
 
-    The pool is read RELEASE_CHUNK rows at a time (store.take_pending), so a release holds a
-    chunk in memory however full the pool. Each chunk's rows get fresh random keys and are
-    inserted in the order of those keys (store.insert_released), so neither physical order
-    nor keys follow arrival; they all carry the release's number and day. The idempotency
-    records made since the last release are marked released that day (store.
-    release_idempotency)."""
+    The pool is read about RELEASE_CHUNK rows at a time (store.take_pending), so a release
+    holds a chunk in memory however full the pool. Each chunk's rows get fresh random keys in
+    a staging table of this connection (store.stage_released); then the whole release goes
+    into the responses in the order of those keys (store.insert_released), so neither physical
+    order, nor the log, nor keys follow arrival or the chunks; they all carry the release's
+    number and day. The idempotency records made since the last release are marked released
+    that day (store.release_idempotency)."""
     survey_id, wanted = survey.survey_id, max(minimum, 1)
     if store.pending_count(db, survey_id, wanted) < wanted:
         return 0
@@ -62,11 +63,12 @@ def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
     counts: Counter = Counter()
     joint: Counter = Counter()
     for rows in store.take_pending(db, survey_id):
-        store.insert_released(db, survey_id, rows, day)
+        store.stage_released(db, rows)
         chunk_counts, chunk_joint = tallies(survey, rows)
         counts.update(chunk_counts)
         joint.update(chunk_joint)
         size += len(rows)
+    store.insert_released(db, survey_id, day)
     store.add_counts(db, survey_id, counts)
     store.add_joint_counts(db, survey_id, joint)
     store.release_idempotency(db, survey_id, day)

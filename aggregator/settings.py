@@ -76,6 +76,7 @@ LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
           "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS", "MIN_CELL", "IDEMPOTENCY_DAYS")
 MIN_SECRET_BYTES = 32
 MAX_SESSION_HOURS = 24 * 366
+MAX_IDEMPOTENCY_DAYS = 36_500  # a century: a date that far back is still a date
 
 
 def load(config: Config, overrides: dict[str, Any] | None) -> None:
@@ -115,6 +116,9 @@ def validate(config: Config) -> None:
             _refuse(name, config[name], "a whole number of at least 1")
     if config["SESSION_HOURS"] > MAX_SESSION_HOURS:
         _refuse("SESSION_HOURS", config["SESSION_HOURS"], f"at most {MAX_SESSION_HOURS} (a year)")
+    if config["IDEMPOTENCY_DAYS"] > MAX_IDEMPOTENCY_DAYS:
+        _refuse("IDEMPOTENCY_DAYS", config["IDEMPOTENCY_DAYS"],
+                f"at most {MAX_IDEMPOTENCY_DAYS} (a century)")
     hops = config["PROXY_HOPS"]
     if hops is not None and (not _is_int(hops) or hops < 0):
         _refuse("PROXY_HOPS", hops, "a whole number of at least 0")

@@ -5,8 +5,8 @@ key and reads no pending answer.
 - token hashes: HMAC-SHA256(token subkey, hex SHA-256(token));
 - idempotency records: HMAC-SHA256(idempotency subkey, hex SHA-256(key)) as the record's id and
   HMAC-SHA256(idempotency subkey, ids.body_mac(key, body)) as its body MAC;
-- pending answers: AES-256-GCM under the pending subkey, a random 96-bit nonce per row, the
-  survey id as associated data, stored as base64(nonce || ciphertext || tag).
+- pending answers: AES-256-GCM under the pending subkey, a random 96-bit nonce per request's
+  group of rows, the survey id as associated data, stored as base64(nonce || ciphertext || tag).
 
 Each keyed hash is an HMAC of what the store kept before (migration 6 converts those rows
 without the secrets they came from). The database keeps a check value, HMAC(check subkey,

@@ -331,20 +331,31 @@ def take_pending(db: Connection, survey_id: str) -> Iterator[list[str]]:
                for row in group.split("\n")]
 
 
-def insert_released(db: Connection, survey_id: str, rows: list[str], day: str) -> None:
-    """Store released responses under new random keys (ids.new_ids, from the OS's CSPRNG),
-    with the day, inserted in the order of their (bucket, key) (ids.bucket_of): sorting
-    independent random keys puts the rows in a uniformly random order, whatever order they
-    came in (a shuffle without a system call per row), and it is the order exports read. They
-    carry the release's number, after the bucket in the primary key, so each release appends
-    at the end of every bucket: call before record_release, which records it."""
-    keyed = sorted((bucket_of(response_id), response_id, row)
-                   for response_id, row in zip(new_ids(len(rows)), rows, strict=True))
-    number = last_release_number(db, survey_id) + 1
-    db.insert_rows("responses", ("survey_id", "bucket", "release_number", "response_id",
-                                 "answers", "released_day"),
-                   [(survey_id, bucket, number, response_id, row, day)
-                    for bucket, response_id, row in keyed])
+def stage_released(db: Connection, rows: list[str]) -> None:
+    """Give responses being released new random keys (ids.new_ids, from the OS's CSPRNG) and
+    their buckets (ids.bucket_of), and keep them in the release's staging table until
+    insert_released: a temporary table, this connection's alone, dropped with the release, so
+    the order chunks arrive in (ranges of pending ids) reaches neither the responses' pages nor
+    the log. Inside the release's transaction."""
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS releasing (bucket INTEGER NOT NULL, "
+               "response_id TEXT NOT NULL, answers TEXT NOT NULL, "
+               "PRIMARY KEY (bucket, response_id))")
+    db.insert_rows("releasing", ("bucket", "response_id", "answers"),
+                   [(bucket_of(response_id), response_id, row)
+                    for response_id, row in zip(new_ids(len(rows)), rows, strict=True)])
+
+
+def insert_released(db: Connection, survey_id: str, day: str) -> None:
+    """Store the staged responses (stage_released) with the day and the release's number, in
+    one statement in the order of their (bucket, key): sorting independent random keys puts
+    the whole release in a uniformly random order, whatever order they came in, and it is the
+    order exports read. The number comes after the bucket in the primary key, so each release
+    appends at the end of every bucket: call before record_release, which records it."""
+    db.execute("INSERT INTO responses (survey_id, bucket, release_number, response_id, answers, "
+               "released_day) SELECT ?, bucket, ?, response_id, answers, ? FROM releasing "
+               "ORDER BY bucket, response_id",
+               (survey_id, last_release_number(db, survey_id) + 1, day))
+    db.execute("DROP TABLE releasing")
 
 
 def add_counts(db: Connection, survey_id: str, deltas: Counter) -> None:

@@ -106,7 +106,8 @@ def submit(verified: VerifiedSurvey, submission: Submission, state: LocalState,
     """Charge the ledger (once, before the first attempt; TrustError if the survey changed since
     it was prepared), then POST the randomized answers
     with the Idempotency-Key (and Survey-Token when invited); network failures are retried
-    with the same key, so the server counts the answer once. Returns the server's reply
+    with the same key, so the server counts the answer once (a retry more than the server's
+    IDEMPOTENCY_DAYS after the answer's release would be counted again). Returns the server's reply
     (survey_id, accepted) and `replayed`: whether the server said (Idempotent-Replayed) that it
     had stored these answers before and counted them once."""
     with state.transaction():

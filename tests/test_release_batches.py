@@ -154,6 +154,7 @@ def test_a_release_holds_one_chunk_of_the_pool_at_a_time(app, client, auth, monk
     a time and moves the idempotency records as many at a time; every row is released once,
     under one release number, with the counts and replays of a release in one piece."""
     from ldpsurvey.aggregator import releases, store
+    from ldpsurvey.aggregator.database import Connection, PostgresConnection
     from ldpsurvey.aggregator.db import get_db
     from ldpsurvey.aggregator.storage_key import StorageKeys
 
@@ -162,6 +163,13 @@ def test_a_release_holds_one_chunk_of_the_pool_at_a_time(app, client, auth, monk
     open_many = StorageKeys.open_many
     monkeypatch.setattr(StorageKeys, "open_many", lambda self, survey, rows: (
         opened.append(len(rows)) or open_many(self, survey, rows)))
+    moved: list[int] = []  # idempotency records written again, per statement
+    for kind in (Connection, PostgresConnection):
+        def insert_rows(self, table, columns, rows, _original=kind.insert_rows):
+            if table == "idempotency_keys":
+                moved.append(len(rows))
+            return _original(self, table, columns, rows)
+        monkeypatch.setattr(kind, "insert_rows", insert_rows)
     survey_id = create(client, auth, release_batch=100)
     answers = [{"answers": {"smoked": i % 2, "drove": 0, "sleep": i % 3}} for i in range(10)]
     for i, body in enumerate(answers):
@@ -179,7 +187,7 @@ def test_a_release_holds_one_chunk_of_the_pool_at_a_time(app, client, auth, monk
                         "WHERE survey_id = ? GROUP BY released, released_day",
                         (survey_id,)) == [(1, store.today(), 10)]
         assert store.smallest_release(db, survey_id) == 10
-    assert opened == [3, 3, 3, 1]
+    assert opened == [3, 3, 3, 1] and moved == [3, 3, 3, 1]
     document = estimates(client, survey_id, auth)
     assert [o["reported_count"] for o in document["questions"][0]["options"]] == [5, 5]
     assert [o["reported_count"] for o in document["questions"][2]["options"]] == [4, 3, 3]
@@ -218,10 +226,10 @@ def test_idempotency_records_are_kept_idempotency_days_after_their_release(app, 
 
     age(keys[0], 8)
     age(keys[1], 7)
-    assert release_due(app) == 0  # nothing to release: nothing expires either
+    post(client, survey_id)
+    assert release_due(app) == 0  # a pool below its batch: no release, nothing expires either
     assert replayed(keys[0]) and replayed(keys[1]) and replayed(keys[2])
-    for _ in range(2):
-        post(client, survey_id)
+    post(client, survey_id)
     assert release_due(app) == 2
     assert not replayed(keys[0])  # expired: stored again
     assert replayed(keys[1]) and replayed(keys[2])
@@ -258,3 +266,30 @@ def test_a_request_waits_as_one_sealed_group_and_releases_whole(app, client, aut
     assert sum(chunks) == 11 and all(3 <= n < 3 + 7 for n in chunks[:-1]) and chunks[-1] < 10
     drove = estimates(client, survey_id, auth)["questions"][1]["options"]
     assert [o["reported_count"] for o in drove] == [4 + 4, 3]
+
+
+def test_a_failed_release_leaves_nothing_staged_and_the_next_is_exact(app, client, auth,
+                                                                      monkeypatch):
+    """A release that fails after staging some chunks is undone whole (the staging table
+    with it): the next release stores and counts each response once."""
+    from ldpsurvey.aggregator import store
+
+    monkeypatch.setattr(store, "RELEASE_CHUNK", 2)
+    survey_id = create(client, auth, release_batch=5)
+    for _ in range(5):
+        post(client, survey_id)
+    add_counts = store.add_counts
+
+    def fail(*args):
+        raise RuntimeError("the database went away mid-release")
+
+    monkeypatch.setattr(store, "add_counts", fail)
+    with pytest.raises(RuntimeError):
+        release_due(app)
+    monkeypatch.setattr(store, "add_counts", add_counts)
+    assert estimates(client, survey_id, auth)["questions"][0]["n"] == 0
+    assert release_due(app) == 5
+    assert [o["reported_count"] for o in
+            estimates(client, survey_id, auth)["questions"][0]["options"]] == [0, 5]
+    export = client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth).text
+    assert len(export.strip().splitlines()) == 1 + 5

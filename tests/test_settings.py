@@ -30,6 +30,7 @@ def start(tmp_path, **config):
     ({"RELEASE_EVERY": 0}, "RELEASE_EVERY"),
     ({"IDEMPOTENCY_DAYS": 0}, "IDEMPOTENCY_DAYS"),
     ({"IDEMPOTENCY_DAYS": 1.5}, "IDEMPOTENCY_DAYS"),
+    ({"IDEMPOTENCY_DAYS": 10**6}, "IDEMPOTENCY_DAYS"),  # a release would overflow the date
     ({"RELEASE_EVERY": -3600}, "RELEASE_EVERY"),
     ({"RELEASE_EVERY": float("inf")}, "RELEASE_EVERY"),
     ({"RELEASE_EVERY": "hourly"}, "RELEASE_EVERY"),
@@ -112,6 +113,10 @@ def test_the_old_key_in_code_still_selects_production(tmp_path):
     """create_app({"ENV": "production"}) must not fall back to development silently."""
     with pytest.warns(DeprecationWarning), pytest.raises(ConfigurationError, match="KEY_FILE"):
         start(tmp_path, ENV="production")
+
+
+def test_idempotency_days_up_to_a_century_are_accepted(tmp_path):
+    assert start(tmp_path, IDEMPOTENCY_DAYS=36_500).config["IDEMPOTENCY_DAYS"] == 36_500
 
 
 @pytest.mark.parametrize("every", [3600, 0.05, 86400])

@@ -97,6 +97,26 @@ def test_no_stored_order_or_value_follows_arrival(app, client, auth):
         assert db.query("SELECT COUNT(*) FROM invitation_tokens") == [(0,)]
 
 
+def test_a_release_read_in_chunks_is_stored_in_the_order_of_its_keys_alone(app, client, auth,
+                                                                          monkeypatch):
+    """A release reads its pool in chunks of pending ids, and whoever copied the files before
+    it knows which pending id arrived when (PostgreSQL's xmin). Were each chunk stored as it
+    was read, the chunks would show as blocks of the table's physical order (and of the log),
+    the last one perhaps a single response: the release is stored in one statement, in the
+    order of the new keys, so the physical order is that order and nothing else."""
+    from ldpsurvey.aggregator import store
+
+    monkeypatch.setattr(store, "RELEASE_CHUNK", 3)
+    submit_in_order(client, auth)
+    with app.app_context():
+        db = get_db()
+        rows = physical(db, "responses", "release_number, bucket, response_id")
+    assert len(rows) == N
+    for release in {row[0] for row in rows}:  # each release's rows, as they lie
+        stored = [row[1:3] for row in rows if row[0] == release]
+        assert stored == sorted(stored)
+
+
 def sqlite_files(app) -> bytes:
     path = Path(app.config["DATABASE_URL"].removeprefix("sqlite:///"))
     return b"".join(Path(f"{path}{suffix}").read_bytes() for suffix in ("", "-wal", "-shm")
