@@ -97,11 +97,13 @@ def sync_calls(strace_summary: Path) -> int:
 
 
 def stored_responses(database_url: str) -> int:
-    """Responses stored, pending or released (SQLite)."""
+    """Responses stored, pending or released (SQLite; this schema or one before step 11)."""
     import sqlite3
 
     with contextlib.closing(sqlite3.connect(database_url.removeprefix("sqlite:///"))) as db:
-        return db.execute("SELECT (SELECT COALESCE(SUM(size), 0) FROM pending) + "
+        groups = db.execute("SELECT 1 FROM pragma_table_info('pending') WHERE name = 'size'")
+        pending = "SUM(size)" if groups.fetchone() else "COUNT(*)"  # groups since schema step 11
+        return db.execute(f"SELECT (SELECT COALESCE({pending}, 0) FROM pending) + "
                           "(SELECT COUNT(*) FROM responses)").fetchone()[0]
 
 
