@@ -56,11 +56,7 @@ def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
     raked to `margins` {question id: {option label: share}}; None before the first release.
     InvalidParameter for margins or a formula that cannot be used; RegressionFailed."""
     analysis = _analysis()
-    questions = {q.id: q for q in survey.questions}
-    for name in margins:
-        if name not in questions:
-            raise InvalidParameter(f"weights: {name!r} is no question of this survey; the "
-                                   f"questions are {', '.join(questions)}")
+    _known(survey, "weights", margins)
     used = _formula_questions(analysis, survey, formula) if formula is not None else []
     columns = [q.id for q in survey.questions
                if q.id in used or q.id in margins or (q.options and q.scheme.name in _TALLIED)]
@@ -81,6 +77,16 @@ def _min_cell(survey: Survey, min_cell: int) -> int | None:
     return min_cell if survey.opened else None
 
 
+def _known(survey: Survey, option: str, names) -> None:
+    """InvalidParameter, prefixed with the option's name, for the first of `names` that is
+    no question of the survey."""
+    ids = [q.id for q in survey.questions]
+    for name in names:
+        if name not in ids:
+            raise InvalidParameter(f"{option}: {name!r} is no question of this survey; the "
+                                   f"questions are {', '.join(ids)}")
+
+
 def _formula_questions(analysis, survey: Survey, formula: str) -> list[str]:
     """The formula's outcome and covariates, each a forced-response or open question."""
     try:
@@ -89,10 +95,8 @@ def _formula_questions(analysis, survey: Survey, formula: str) -> list[str]:
         raise InvalidParameter(f"regress: {error}") from None
     questions = {q.id: q for q in survey.questions}
     used = list(dict.fromkeys([outcome, *names]))
+    _known(survey, "regress", used)
     for name in used:
-        if name not in questions:
-            raise InvalidParameter(f"regress: {name!r} is no question of this survey; the "
-                                   f"questions are {', '.join(questions)}")
         if questions[name].scheme.name not in _TALLIED:
             raise InvalidParameter(f"regress: {name!r} uses {questions[name].scheme.name}; a "
                                    "regression takes yes/no and choice questions randomized by "

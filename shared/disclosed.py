@@ -46,8 +46,12 @@ class Open:
     """What both open schemes share: no randomness, no epsilon, the answer as the report."""
 
     name = NAME
-    disclosed = True
     epsilon = realized_epsilon = nominal_epsilon = 0.0  # charged: none (nothing is randomized)
+
+    def expected_margin(self, n: int, confidence: float = 0.95) -> float:
+        """z (1/2) / sqrt(n): a share's widest binomial half-width, and a number's as a share
+        of its range (the widest standard deviation is half the range)."""
+        return z_value(confidence) * 0.5 / math.sqrt(n)
 
     def randomize(self, truth: Any, draw: Draw) -> Report:
         """The answer itself (checked); no draw is taken."""
@@ -135,10 +139,6 @@ class OpenOption(Open, OneOption):
                        for i, p in enumerate(shares)] if n else None)  # multinomial
         return {"disclosed": True, "epsilon": 0.0, "n": n, "covariance": covariance,
                 "options": entries}
-
-    def expected_margin(self, n: int, confidence: float = 0.95) -> float:
-        """z sqrt(1/4 / n): a share's widest binomial half-width."""
-        return z_value(confidence) * 0.5 / math.sqrt(n)
 
     def design(self) -> dict[str, Any]:
         return {"disclosed": True, "options": list(self.options),
@@ -235,10 +235,6 @@ class OpenNumber(Open):
     def asked(self) -> str:
         return f"a whole number from {self.low} to {self.high}" + (
             f" ({self.unit})" if self.unit else "")
-
-    def expected_margin(self, n: int, confidence: float = 0.95) -> float:
-        """As a share of the range: z (1/2) / sqrt(n), the widest standard deviation's."""
-        return z_value(confidence) * 0.5 / math.sqrt(n)
 
     def design(self) -> dict[str, Any]:
         return {**self.fields(), "report": "the number as given, not randomized"}

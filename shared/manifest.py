@@ -58,6 +58,7 @@ from .crosstab import size_problem
 from .forced_response import NAME as FORCED_RESPONSE
 from .forced_response import ForcedResponse
 from .mechanism import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
+from .multi_select import AUTO_MEASURE as CHOICE_MEASURE
 from .piecewise import HYBRID, PIECEWISE
 from .scheme import FieldError, Fields, Scheme
 from .schemes import (
@@ -135,7 +136,7 @@ class Auto:
 
     chosen: str
     variances: dict[str, float]
-    measure: str = "variance of an option's estimate (n Var at a share of 0"  # TYPES' AUTO_MEASURE
+    measure: str = CHOICE_MEASURE  # what `auto` compares for choices; numbers' is their own
 
     def words(self) -> str:
         """The choice in words, for `survey check`."""

@@ -71,7 +71,7 @@ TYPE = "multi_select"
 MECHANISMS = ("auto", "bits", "padding")
 FIELDS = {"auto": {"epsilon", "max_selected"}, "bits": {"epsilon", "max_selected", "alpha", "beta"},
           "padding": {"epsilon", "max_selected", "alpha"}}
-AUTO_MEASURE = "variance of an option's estimate (n Var at a share of 0"  # manifest.Auto
+AUTO_MEASURE = "variance of an option's estimate (n Var at a share of 0"  # manifest.Auto's default
 BIAS_WARNING = ("padding and sampling: respondents who selected more than max_selected are "
                 "counted for only max_selected of their options, so shares are biased low if "
                 "any did")

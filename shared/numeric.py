@@ -320,5 +320,4 @@ def scheme_for(mechanism: str, options: tuple[str, ...],
         return candidates[mechanism], None
     variances = {name: float(piecewise.worst_variance(scheme))
                  for name, scheme in candidates.items()}
-    return candidates[min(variances, key=lambda name: (variances[name], list(variances).index(
-        name)))], variances
+    return candidates[min(variances, key=variances.get)], variances  # the first, on a tie

@@ -137,6 +137,12 @@ def _epsilon(keep: int, window: int, cells: int) -> float:
     return math.log1p((keep // window) / ((N - keep) // cells))
 
 
+def spread(moments: tuple[Fraction, Fraction]) -> Fraction:
+    """The variance E[d^2] - E[d]^2 from the first two moments (E[d], E[d^2])."""
+    mean, square = moments
+    return square - mean * mean
+
+
 def worst_of(variance: Any) -> Fraction:
     """The largest of a quadratic in the mean share s over [0, 1], given exactly at s = 0, 1/2
     and 1 (`variance(s)`): the ends, and the vertex when it is a maximum inside."""
@@ -168,7 +174,7 @@ def duchi_decoding(scheme: StochasticRounding) -> tuple[Fraction, Fraction]:
 def duchi_worst_variance(scheme: StochasticRounding) -> Fraction:
     """n Var of Duchi's mean as a share of the range, worst case over the answer (at 1/2):
     lam (1 - lam) / (A/N)^2 at lam = 1/2, the continuous ((e^eps + 1)/(e^eps - 1))^2 / 4."""
-    return worst_of(lambda s: duchi_moments(scheme, s)[1] - duchi_moments(scheme, s)[0] ** 2)
+    return worst_of(lambda s: spread(duchi_moments(scheme, s)))
 
 
 def worst_variance(scheme: Any) -> Fraction:
@@ -322,7 +328,7 @@ class Piecewise(DecodedNumber):
     def worst_variance(self) -> Fraction:
         """n Var of the mean as a share of the range, worst case over grid positions (the
         ends: Var(d | i) is convex in i); between positions the rounding adds <= 1/(4K^2)."""
-        return worst_of(lambda s: self.moments(s)[1] - self.moments(s)[0] ** 2)
+        return worst_of(lambda s: spread(self.moments(s)))
 
     def check_report(self, value: Any) -> str | None:
         if type(value) is not int or not 0 <= value < self.outputs:

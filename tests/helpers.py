@@ -183,6 +183,13 @@ def recording_client_class():
     return RecordingClient
 
 
+def published(client, auth, definition: dict) -> str:
+    """Publish `definition` through the API (asserting 201) and return its survey id."""
+    response = client.post("/api/surveys", json=definition, headers=auth)
+    assert response.status_code == 201, response.json
+    return response.json["survey_id"]
+
+
 def released_n(client, auth, survey_id: str) -> int:
     """How many responses the survey counts once the releases due now have run (release_due):
     its first question's n, as a researcher reads it."""

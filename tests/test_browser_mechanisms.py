@@ -31,6 +31,17 @@ MECHANISMS = {"title": "Mechanisms", "release_batch": 1, "questions": [
      "epsilon": 1.0}]}
 
 
+def review_and_randomize(page) -> tuple[str, dict]:
+    """Review the answers given, then randomize them: (the true answers as the review lists
+    them, the payload the confirm step shows)."""
+    page.click("#review")
+    page.wait_for_selector("#true-review:not([hidden])")
+    reviewed = page.locator("#true-list").inner_text()
+    page.click("#randomize")
+    page.wait_for_selector("#confirm:not([hidden])")
+    return reviewed, json.loads(page.locator("#payload").text_content())
+
+
 def test_js_schemes_match_the_scheme_vectors(page, live_server, client, auth):
     survey_id = create(client, auth, MECHANISMS)
     page.goto(f"{live_server}/s/{survey_id}")
@@ -117,12 +128,8 @@ def test_the_form_asks_check_all_that_apply_within_max_selected(page, live_serve
     assert sports.locator("input:checked").count() == 2  # the third is refused
     assert "You can select at most 2" in sports.locator(".hint").inner_text()
     page.locator('fieldset[data-question="drugs"] label', has_text="Tobacco").click()
-    page.click("#review")
-    page.wait_for_selector("#true-review:not([hidden])")
-    assert "Running; Swimming" in page.locator("#true-list").inner_text()
-    page.click("#randomize")
-    page.wait_for_selector("#confirm:not([hidden])")
-    payload = json.loads(page.locator("#payload").text_content())
+    reviewed, payload = review_and_randomize(page)
+    assert "Running; Swimming" in reviewed
     assert len(payload["answers"]["sports"]) == 4 and set(payload["answers"]["sports"]) <= {0, 1}
     assert payload["answers"]["drugs"] in range(4)
     page.click("#send")
@@ -147,12 +154,8 @@ def test_the_form_asks_a_number_and_sends_one_bit(page, live_server, client, aut
     assert page.locator('fieldset[data-question="drinks"]').get_attribute("aria-invalid") == (
         "true")  # no number yet
     page.fill("#q-drinks-value", "45")
-    page.click("#review")
-    page.wait_for_selector("#true-review:not([hidden])")
-    assert "30 drinks" in page.locator("#true-list").inner_text()  # clamped before anything
-    page.click("#randomize")
-    page.wait_for_selector("#confirm:not([hidden])")
-    payload = json.loads(page.locator("#payload").text_content())
+    reviewed, payload = review_and_randomize(page)
+    assert "30 drinks" in reviewed  # clamped before anything
     assert payload["answers"]["drinks"] in (0, 1)
     page.click("#send")
     page.wait_for_selector("#thanks:not([hidden])")
@@ -271,12 +274,8 @@ def test_the_form_answers_piecewise_and_hybrid_questions(page, live_server, clie
     assert "one of the 621 near your number" in shown
     page.fill("#q-income-value", "250")
     page.fill("#q-hours-value", "2.5")
-    page.click("#review")
-    page.wait_for_selector("#true-review:not([hidden])")
-    assert "200" in page.locator("#true-list").inner_text()  # clamped before anything
-    page.click("#randomize")
-    page.wait_for_selector("#confirm:not([hidden])")
-    payload = json.loads(page.locator("#payload").text_content())
+    reviewed, payload = review_and_randomize(page)
+    assert "200" in reviewed  # clamped before anything
     income, hours = (survey.question(q).scheme for q in ("income", "hours"))
     assert income.check_report(payload["answers"]["income"]) is None
     assert hours.check_report(payload["answers"]["hours"]) is None
@@ -332,12 +331,8 @@ def test_an_open_question_is_marked_takes_whole_numbers_and_is_sent_as_given(
     screenshot(page, "open-questions-errors")
     page.fill("#q-age-value", "42")
     assert age.get_attribute("aria-invalid") is None  # cleared as it is typed
-    page.click("#review")
-    page.wait_for_selector("#true-review:not([hidden])")
-    assert "42 years" in page.locator("#true-list").inner_text()
-    page.click("#randomize")
-    page.wait_for_selector("#confirm:not([hidden])")
-    payload = json.loads(page.locator("#payload").text_content())
+    reviewed, payload = review_and_randomize(page)
+    assert "42 years" in reviewed
     assert payload["answers"]["age"] == 42 and payload["answers"]["sex"] == 1
     assert payload["answers"]["smoked"] in (0, 1)
     sent = page.locator("#sent-list").inner_text()

@@ -24,7 +24,7 @@ from ldpsurvey.shared.cheating import HALF, estimate_cheating
 from ldpsurvey.shared.randomizer import N
 from ldpsurvey.shared.scheme import Settings
 
-from helpers import release_due, sent_and_released, tally
+from helpers import published, release_due, sent_and_released, tally
 
 LN3 = math.log(3)
 EXPLICIT = [{"alpha": 0.6, "beta": [0.3, 0.7]}, {"alpha": 0.3, "beta": [0.7, 0.3]}]
@@ -204,9 +204,7 @@ def test_simulated_reports_follow_the_device_distribution():
 
 @pytest.fixture
 def designed_id(client, auth):
-    response = client.post("/api/surveys", json=SURVEY, headers=auth)
-    assert response.status_code == 201, response.json
-    return response.json["survey_id"]
+    return published(client, auth, SURVEY)
 
 
 @pytest.mark.parametrize("report", [1, [1], [2, 0], [0, 1, 0], [True, 1], "[0,1]"])

@@ -26,7 +26,7 @@ from ldpsurvey.shared.randomizer import N
 from ldpsurvey.shared.scheme import Settings
 from ldpsurvey.shared.schemes import auto_choice
 
-from helpers import release_due, respond, run_mock, sent_and_released, tally
+from helpers import published, release_due, respond, run_mock, sent_and_released, tally
 
 VECTORS = json.loads((resources.files("ldpsurvey.shared") / "scheme_vectors.json").read_text())
 OPTIONS = [f"option {j}" for j in range(12)]
@@ -235,9 +235,7 @@ LONG = {"title": "Long lists", "release_batch": 1, "questions": [
 
 @pytest.fixture
 def long_id(client, auth):
-    response = client.post("/api/surveys", json=LONG, headers=auth)
-    assert response.status_code == 201, response.json
-    return response.json["survey_id"]
+    return published(client, auth, LONG)
 
 
 def test_the_manifest_is_format_6_and_reads_back(client, long_id):

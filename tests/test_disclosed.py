@@ -21,7 +21,7 @@ from ldpsurvey.shared.disclosed import WORDS
 from ldpsurvey.shared.manifest import SurveyError, parse_definition
 from ldpsurvey.shared.scheme import Settings
 
-from helpers import release_due
+from helpers import published, release_due
 
 OPEN = {
     "title": "Habits by group", "release_batch": 1,
@@ -145,9 +145,7 @@ def simulated(survey, n: int, seed: int) -> list[dict]:
 
 @pytest.fixture
 def open_survey(client, auth):
-    response = client.post("/api/surveys", json=OPEN, headers=auth)
-    assert response.status_code == 201, response.json
-    survey_id = response.json["survey_id"]
+    survey_id = published(client, auth, OPEN)
     survey = parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
     client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
                 json={"responses": [{"answers": a} for a in simulated(survey, 3000, 5)]})

@@ -20,7 +20,7 @@ from ldpsurvey.shared.multi_select import BIAS_WARNING
 from ldpsurvey.shared.randomizer import N
 from ldpsurvey.shared.scheme import Settings
 
-from helpers import release_due, respond, run_mock, sent_and_released, tally
+from helpers import published, release_due, respond, run_mock, sent_and_released, tally
 
 OPTIONS = ["Run", "Swim", "Bike", "Row", "Ski", "Golf", "Judo", "Polo"]
 
@@ -203,9 +203,7 @@ SPORTS = {"title": "Sports", "release_batch": 1, "questions": [
 
 @pytest.fixture
 def sports_id(client, auth):
-    response = client.post("/api/surveys", json=SPORTS, headers=auth)
-    assert response.status_code == 201, response.json
-    return response.json["survey_id"]
+    return published(client, auth, SPORTS)
 
 
 @pytest.mark.parametrize("answers, message", [

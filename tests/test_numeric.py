@@ -20,7 +20,7 @@ from ldpsurvey.shared import SurveyError, parse_definition, parse_manifest
 from ldpsurvey.shared.randomizer import N
 from ldpsurvey.shared.scheme import Settings
 
-from helpers import release_due, respond, run_mock, sent_and_released, tally
+from helpers import published, release_due, respond, run_mock, sent_and_released, tally
 
 VECTORS = json.loads((resources.files("ldpsurvey.shared") / "scheme_vectors.json").read_text())
 
@@ -123,9 +123,7 @@ NUMBERS = {"title": "Numbers", "release_batch": 1, "questions": [
 
 @pytest.fixture
 def numbers_id(client, auth):
-    response = client.post("/api/surveys", json=NUMBERS, headers=auth)
-    assert response.status_code == 201, response.json
-    return response.json["survey_id"]
+    return published(client, auth, NUMBERS)
 
 
 @pytest.mark.parametrize("value", [2, -1, True, 0.5, [1], None])

@@ -30,7 +30,7 @@ from ldpsurvey.shared.piecewise import (
 from ldpsurvey.shared.randomizer import N
 from ldpsurvey.shared.scheme import Settings
 
-from helpers import release_due, run_mock, sent_and_released, tally
+from helpers import published, release_due, run_mock, sent_and_released, tally
 
 VECTORS = json.loads((resources.files("ldpsurvey.shared") / "scheme_vectors.json").read_text())
 SMALL = [(grid, eps) for grid in (2, 4, 8) for eps in (0.3, 1.0, 2.0, 4.0)]
@@ -280,9 +280,7 @@ NUMBERS = {"title": "Numbers", "release_batch": 1, "questions": [
 
 @pytest.fixture
 def numbers_id(client, auth):
-    response = client.post("/api/surveys", json=NUMBERS, headers=auth)
-    assert response.status_code == 201, response.json
-    return response.json["survey_id"]
+    return published(client, auth, NUMBERS)
 
 
 def test_intake_refuses_reports_off_the_grid(client, numbers_id):
