@@ -5,8 +5,20 @@ from types import ModuleType
 
 import click
 
+# The extra that installs a module: looked up by the module asked for, or one of its packages,
+# then by the module found missing (ldpsurvey.analysis.regression needs pandas, say).
 EXTRAS = {"ldpsurvey.aggregator": "server", "gunicorn": "server", "numpy": "sim",
-          "formulaic": "analysis"}
+          "ldpsurvey.analysis": "analysis", "formulaic": "analysis", "pandas": "analysis"}
+
+
+def extra_for(*modules: str) -> str | None:
+    """The extra that installs the first of `modules` (or a package of it) EXTRAS names."""
+    for module in modules:
+        parts = module.split(".")
+        for end in range(len(parts), 0, -1):
+            if ".".join(parts[:end]) in EXTRAS:
+                return EXTRAS[".".join(parts[:end])]
+    return None
 
 
 def load(module: str) -> ModuleType:
@@ -14,7 +26,9 @@ def load(module: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        extra = EXTRAS[module]
+        extra = extra_for(module, exc.name or "")
+        if extra is None:
+            raise
         raise click.ClickException(
             f"this command needs the '{extra}' extra ({exc.name} is not installed): "
             f"pip install 'ldp-survey[{extra}]'") from None
