@@ -1,6 +1,7 @@
 """HTTP hardening: security headers on every response, cookie settings, the reverse proxy."""
 
 from flask import Flask, current_app
+from flask.sessions import SecureCookieSessionInterface
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 # Only our own origin; no inline script; forms may post only here; no framing.
@@ -19,9 +20,23 @@ HEADERS = {
 
 
 def add_headers(response):
+    """HEADERS, each unless the view set it: one pass over the response's headers (werkzeug's
+    setdefault raises and catches an exception for every header it does not find)."""
+    present = {name.lower() for name, _ in response.headers}
     for name, value in HEADERS.items():
-        response.headers.setdefault(name, value)
+        if name.lower() not in present:
+            response.headers.add(name, value)
     return response
+
+
+class CookieSessions(SecureCookieSessionInterface):
+    """Flask's signed-cookie session, opened without building its signer when the request
+    sends no session cookie, as every respondent's and API request does."""
+
+    def open_session(self, app, request):
+        if self.get_cookie_name(app) not in request.cookies:
+            return self.session_class()
+        return super().open_session(app, request)
 
 
 def name_the_replica(response):
@@ -35,6 +50,7 @@ def init_app(app: Flask) -> None:
     """Headers on every response; the researcher session cookie HttpOnly, SameSite=Strict and,
     in production, Secure; trust X-Forwarded-* from exactly PROXY_HOPS reverse proxies."""
     app.after_request(add_headers)
+    app.session_interface = CookieSessions()
     if app.config["SERVED_BY"]:
         app.after_request(name_the_replica)
     production = app.config["DEPLOYMENT"] == "production"

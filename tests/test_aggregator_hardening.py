@@ -38,9 +38,45 @@ def test_headers_on_every_kind_of_response(client, auth, survey_id):
                      client.get("/api/surveys/nope"), client.delete("/api/key"),
                      client.post("/api/surveys", json=SURVEY),
                      client.post(f"/api/surveys/{survey_id}/responses", data="x",
-                                 content_type="application/json")):
+                                 content_type="application/json"),
+                     client.get("/static/style.css")):
         assert_hardened(response)
         assert "Set-Cookie" not in response.headers
+
+
+def test_a_security_header_the_view_set_is_kept_and_not_doubled(app):
+    """add_headers adds each of HEADERS only where the response lacks it, in any case."""
+    from flask import Response
+
+    from ldpsurvey.aggregator.security import HEADERS, add_headers
+
+    response = add_headers(Response("x", headers={"cache-control": "no-cache"}))
+    assert response.headers.getlist("Cache-Control") == ["no-cache"]
+    for name, value in HEADERS.items():
+        if name != "Cache-Control":
+            assert response.headers.getlist(name) == [value]
+
+
+def test_the_session_is_read_from_its_cookie_and_only_then_signed(app, monkeypatch):
+    """A request without the session cookie gets an empty session without the signer being
+    built; one with a cookie the app signed gets its contents; a forged one, an empty one."""
+    from flask import request
+    from flask.sessions import SecureCookieSessionInterface
+
+    interface = app.session_interface
+    signed = interface.get_signing_serializer(app).dumps({"csrf": "t"})
+    name = app.config["SESSION_COOKIE_NAME"]
+    for cookie, expected in ((signed, {"csrf": "t"}), (signed[:-2] + "xx", {})):
+        with app.test_request_context(headers={"Cookie": f"{name}={cookie}"}):
+            assert dict(interface.open_session(app, request)) == expected
+
+    def refuse(*_args):
+        raise AssertionError("the signer was built for a request without a cookie")
+
+    monkeypatch.setattr(SecureCookieSessionInterface, "get_signing_serializer", refuse)
+    with app.test_request_context(headers={"Cookie": "other=1"}):
+        session = interface.open_session(app, request)
+    assert dict(session) == {} and not session.modified
 
 
 def test_session_cookie_settings(app):
