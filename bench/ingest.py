@@ -7,7 +7,8 @@ side with a do-nothing Flask endpoint in the same run.
 
 Reports: requests/s of a do-nothing endpoint; single-response intake responses/s (durable
 commits) on SQLite and PostgreSQL; batch intake responses/s; estimates latency at 10^3 and
-10^6 stored responses. The survey is the bundled example (release batch 100): every response
+10^6 stored responses; for the do-nothing endpoint and keyed single responses, also the
+server's CPU milliseconds per request (its processes' user and system time, /proc). The survey is the bundled example (release batch 100): every response
 goes through the pending pool, which the server's release clock releases every second.
 """
 
@@ -88,6 +89,24 @@ def gunicorn(app: str, env: dict, folder: Path, workers: int, threads: int,
 def children(pid: int) -> list[str]:
     with open(f"/proc/{pid}/task/{pid}/children") as found:
         return found.read().split()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds that gunicorn's master `pid` and its workers have used."""
+    total = 0
+    for process in [pid, *map(int, children(pid))]:
+        with open(f"/proc/{process}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (stat's fields 14 and 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def wrk_cpu(server: Server, url: str, seconds: int, connections: int,
+            **options) -> tuple[float, float]:
+    """wrk's requests/s (wrk's arguments) and the server's CPU milliseconds per request."""
+    before = cpu_seconds(server.pid)
+    rate = wrk(url, seconds, connections, **options)
+    return rate, (cpu_seconds(server.pid) - before) * 1000 / (rate * seconds)
 
 
 def sync_calls(strace_summary: Path) -> int:
@@ -281,8 +300,10 @@ def main() -> None:
         (folder / "noop_app.py").write_text(NOOP_APP)
         with gunicorn("noop_app:app", {"PYTHONPATH": tmp}, folder, args.workers,
                       args.threads) as server:
-            noop = wrk(server.url + "/", args.seconds, args.connections, body={"answers": ANSWERS})
-        report("do-nothing Flask endpoint (POST), requests/s", f"{noop:,.0f}")
+            noop, noop_ms = wrk_cpu(server, server.url + "/", args.seconds, args.connections,
+                                    body={"answers": ANSWERS})
+        report("do-nothing Flask endpoint (POST), requests/s",
+               f"{noop:,.0f} (server CPU {noop_ms:.2f} ms per request)")
         report("bare fdatasync of a 4 kB append, per second", f"{fsyncs_per_second(folder):,.0f}")
         commits = {synchronous: sqlite_commits_per_second(folder, synchronous)
                    for synchronous in ("FULL", "OFF")}
@@ -320,12 +341,13 @@ def main() -> None:
                                  args.connections, body={"answers": ANSWERS})
                     report(f"single-response intake, {name}, responses/s",
                            f"{single:,.0f} ({single / noop:.0%} of do-nothing)")
-                    keyed = wrk(f"{url}/api/surveys/{survey_id}/responses", args.seconds,
-                                args.connections, body={"answers": ANSWERS},
-                                idempotency_keys=True)
+                    keyed, keyed_ms = wrk_cpu(server, f"{url}/api/surveys/{survey_id}/responses",
+                                              args.seconds, args.connections,
+                                              body={"answers": ANSWERS}, idempotency_keys=True)
                     report(f"single-response intake with Idempotency-Keys, {name}, responses/s",
                            f"{keyed:,.0f} ({keyed / noop:.0%} of do-nothing, "
-                           f"{keyed / commits['FULL']:.0%} of bare durable commits)")
+                           f"{keyed / commits['FULL']:.0%} of bare durable commits; "
+                           f"server CPU {keyed_ms:.2f} ms per request)")
                     batch_body = {"responses": [{"answers": ANSWERS}] * 5000}
                     batch = wrk(f"{url}/api/surveys/{survey_id}/responses/batch", args.seconds,
                                 4, body=batch_body, headers={"Authorization": f"Bearer {key}"})
