@@ -8,8 +8,9 @@ side with a do-nothing Flask endpoint in the same run.
 Reports: requests/s of a do-nothing endpoint; single-response intake responses/s (durable
 commits) on SQLite and PostgreSQL; batch intake responses/s; estimates latency at 10^3 and
 10^6 stored responses; for the do-nothing endpoint and keyed single responses, also the
-server's CPU milliseconds per request (its processes' user and system time, /proc). The survey is the bundled example (release batch 100): every response
-goes through the pending pool, which the server's release clock releases every second.
+server's CPU milliseconds per request (its processes' user and system time, /proc). The survey
+is the bundled example (release batch 100): every response goes through the pending pool,
+which the server's release clock releases every second.
 """
 
 import argparse
