@@ -31,10 +31,11 @@ def add_headers(response):
 
 class CookieSessions(SecureCookieSessionInterface):
     """Flask's signed-cookie session, opened without building its signer when the request
-    sends no session cookie, as every respondent's and API request does."""
+    sends no session cookie, as API calls and respondents' requests do (Flask builds one for
+    every request). Without a secret key, Flask's own (a null session)."""
 
     def open_session(self, app, request):
-        if self.get_cookie_name(app) not in request.cookies:
+        if app.secret_key and self.get_cookie_name(app) not in request.cookies:
             return self.session_class()
         return super().open_session(app, request)
 

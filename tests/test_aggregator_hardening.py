@@ -79,6 +79,18 @@ def test_the_session_is_read_from_its_cookie_and_only_then_signed(app, monkeypat
     assert dict(session) == {} and not session.modified
 
 
+def test_without_a_secret_key_the_session_is_flasks_null_session():
+    """CookieSessions defers to Flask where there is no key to sign with: None, which Flask
+    turns into a session that refuses writes, rather than one that fails after the view."""
+    from flask import Flask, request
+
+    from ldpsurvey.aggregator.security import CookieSessions
+
+    app = Flask(__name__)
+    with app.test_request_context():
+        assert CookieSessions().open_session(app, request) is None
+
+
 def test_session_cookie_settings(app):
     assert app.config["SESSION_COOKIE_HTTPONLY"] is True
     assert app.config["SESSION_COOKIE_SAMESITE"] == "Strict"
