@@ -7,11 +7,12 @@ side with a do-nothing Flask endpoint in the same run.
 
 Reports: requests/s of a do-nothing endpoint; single-response intake responses/s (durable
 commits) on SQLite and PostgreSQL; batch intake responses/s; estimates latency at 10^3 and
-10^6 stored responses. The do-nothing endpoint and single responses (with and without a key) run
-`--repeat` times each, and the fastest run counts (see `fastest`), with the server's CPU milliseconds per
-request (gunicorn's processes' user and system time, /proc; PostgreSQL's own processes are
-not counted). The survey is the bundled example (release batch 100): every response goes
-through the pending pool, which the server's release clock releases every second.
+10^6 stored responses. The do-nothing endpoint and single responses (with and without a key)
+run `--repeat` times each, and the fastest run counts (see `fastest`), with the server's CPU
+milliseconds per request (gunicorn's processes' user and system time, /proc; PostgreSQL's own
+processes are not counted). The survey is the bundled example (release batch 100): every
+response goes through the pending pool, which the server's release clock releases every
+second.
 """
 
 import argparse
