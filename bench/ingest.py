@@ -94,6 +94,22 @@ def children(pid: int) -> list[str]:
         return found.read().split()
 
 
+def code_environment(source: Path | None, folder: Path) -> dict[str, str]:
+    """os.environ for a process that runs this code (`source` None) or the code of the source
+    tree `source` (an earlier commit's `git archive`) with this venv's packages: PYTHONPATH
+    then names `folder`, where an `ldpsurvey` package of links to the tree's parts is made
+    (once)."""
+    env = dict(os.environ)
+    if source is not None:
+        package = folder / "ldpsurvey"
+        if not package.exists():
+            package.mkdir()
+            for part in ("shared", "client", "aggregator", "cli", "analysis"):
+                (package / part).symlink_to(source.resolve() / part)
+        env["PYTHONPATH"] = str(folder)
+    return env
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU seconds that gunicorn's master `pid` and its workers have used."""
     total = 0
@@ -299,7 +315,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3,
-                        help="runs of the do-nothing endpoint and of keyed single responses")
+                        help="runs of the do-nothing endpoint and of single responses")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--fill", type=int, default=10**6, help="responses for the big estimate")
     parser.add_argument("--count-syncs", action="store_true",

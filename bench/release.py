@@ -16,7 +16,6 @@ into the tables, as N keyed single responses leave them), then times the release
 import argparse
 import contextlib
 import json
-import os
 import secrets
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ingest import postgres_schema
+from ingest import code_environment, postgres_schema
 
 SURVEY = {"title": "Release", "release_batch": 1, "questions": [
     {"id": f"q{i}", "text": "?", "type": "yes_no", "alpha": 0.5} for i in range(4)]}
@@ -90,16 +89,10 @@ def one_case(url: str, folder: str, size: int) -> dict:
 
 def measured(database: str, postgres: str, size: int, source: Path | None) -> dict:
     """one_case in a fresh process, with this code or the code of `source`."""
-    env = dict(os.environ)
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
         url = (f"sqlite:///{folder}/release.sqlite3" if database == "sqlite"
                else stack.enter_context(postgres_schema(postgres)))
-        if source is not None:  # the previous code, with this venv's packages
-            package = Path(folder) / "ldpsurvey"
-            package.mkdir()
-            for part in ("shared", "client", "aggregator", "cli", "analysis"):
-                (package / part).symlink_to(source.resolve() / part)
-            env["PYTHONPATH"] = folder
+        env = code_environment(source, Path(folder))
         code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import release; "
                 "print(json.dumps(release.one_case(sys.argv[2], sys.argv[3], int(sys.argv[4]))))")
         out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), url,

@@ -26,7 +26,6 @@ commit to share it). The do-nothing endpoint is bench/ingest.py's.
 import argparse
 import io
 import json
-import os
 import re
 import resource
 import secrets
@@ -36,7 +35,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ingest import ANSWERS, NOOP_APP
+from ingest import ANSWERS, NOOP_APP, code_environment
+from werkzeug.test import EnvironBuilder
 
 CASES = {
     "noop": "do-nothing Flask endpoint (POST)",
@@ -75,15 +75,11 @@ def wsgi_caller(case: str, folder: Path):
                                }[case]
     expected = "201" if method == "POST" and case != "noop" else "200"
 
+    template = EnvironBuilder(path=path, method=method, data=BODY, base_url="http://127.0.0.1:8000",
+                              content_type="application/json").get_environ()
+
     def one() -> None:
-        environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": "",
-                   "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000",
-                   "SERVER_PROTOCOL": "HTTP/1.1", "wsgi.url_scheme": "http",
-                   "wsgi.input": io.BytesIO(BODY), "CONTENT_LENGTH": str(len(BODY)),
-                   "CONTENT_TYPE": "application/json", "REMOTE_ADDR": "127.0.0.1",
-                   "HTTP_HOST": "127.0.0.1:8000", "wsgi.errors": sys.stderr,
-                   "wsgi.multithread": True, "wsgi.multiprocess": True,
-                   "wsgi.run_once": False, "wsgi.version": (1, 0)}
+        environ = {**template, "wsgi.input": io.BytesIO(BODY)}
         if keyed:
             environ["HTTP_IDEMPOTENCY_KEY"] = secrets.token_hex(16)
         status = []
@@ -114,14 +110,7 @@ def child(case: str, requests: int, warm: int, source: Path | None, folder: Path
           valgrind: bool) -> tuple[dict, str]:
     """run_case in a fresh process (under callgrind if `valgrind`), with this code or the
     code of `source`; its result and its stderr."""
-    env = dict(os.environ)
-    if source is not None:  # the previous code, with this venv's packages
-        package = folder / "ldpsurvey"
-        if not package.exists():
-            package.mkdir()
-            for part in ("shared", "client", "aggregator", "cli", "analysis"):
-                (package / part).symlink_to(source.resolve() / part)
-        env["PYTHONPATH"] = str(folder)
+    env = code_environment(source, folder)
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import request_cpu; "
             "print(json.dumps(request_cpu.run_case(sys.argv[2], int(sys.argv[3]), "
             "int(sys.argv[4]))))")

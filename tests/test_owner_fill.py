@@ -222,6 +222,17 @@ def clock_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name == "ldp-survey-release-clock"}
 
 
+def clock_released(client, headers, survey_id: str, n: int) -> bool:
+    """Whether the survey counts `n` released responses within 20 s, waiting for the app's
+    release clock (asserts no duration)."""
+    for _ in range(400):
+        if client.get(f"/api/surveys/{survey_id}/estimates",
+                      headers=headers).json["questions"][0]["n"] == n:
+            return True
+        threading.Event().wait(0.05)
+    return False
+
+
 def test_the_release_clock_runs_release_due_at_its_instants(database_url, tmp_path):
     """The app's own clock thread, with a tiny interval, releases a full pool without any
     request or test help, and close_app stops it."""
@@ -235,14 +246,7 @@ def test_the_release_clock_runs_release_due_at_its_instants(database_url, tmp_pa
         client = app.test_client()
         survey_id = create(client, headers, release_batch=1)
         answer(client, survey_id, OWN)
-        released = threading.Event()
-        for _ in range(400):  # waits for the clock, at most 20 s; asserts no duration
-            if client.get(f"/api/surveys/{survey_id}/estimates",
-                          headers=headers).json["questions"][0]["n"] == 1:
-                released.set()
-                break
-            released.wait(0.05)
-        assert released.is_set()
+        assert clock_released(client, headers, survey_id, 1)
     finally:
         close_app(app)
     assert clock_threads() <= before
@@ -265,12 +269,7 @@ def test_the_release_clock_expires_idempotency_records_after_the_configured_days
         key = {"Idempotency-Key": "kept-two-days-0001"}
 
         def released(n: int) -> bool:
-            for _ in range(400):  # waits for the clock, at most 20 s; asserts no duration
-                if client.get(f"/api/surveys/{survey_id}/estimates",
-                              headers=headers).json["questions"][0]["n"] == n:
-                    return True
-                threading.Event().wait(0.05)
-            return False
+            return clock_released(client, headers, survey_id, n)
 
         def post() -> bool:
             answer = client.post(f"/api/surveys/{survey_id}/responses", json={"answers": OWN},
