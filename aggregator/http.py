@@ -1,9 +1,10 @@
 """HTTP glue the blueprints share: reading bodies, headers and query parameters strictly, and
 shaping the answer to an accepted submission."""
 
+import json
 from typing import Any
 
-from flask import Response, current_app, jsonify, request
+from flask import Response, current_app, request
 
 from ldpsurvey.shared import strict_json
 from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY, REPLAYED_HEADER
@@ -53,9 +54,12 @@ def survey_token() -> str | None:
 
 
 def created(result: Accepted) -> Response:
-    """201 with the count stored; a replayed idempotent request says so in a header."""
-    response = jsonify(survey_id=result.survey_id, accepted=result.accepted)
-    response.status_code = 201
+    """201 with the count stored, as compact JSON with sorted keys, as jsonify writes it
+    (built here without jsonify's machinery: it is every submission's reply); a replayed
+    idempotent request says so in a header."""
+    body = json.dumps({"accepted": result.accepted, "survey_id": result.survey_id},
+                      separators=(",", ":"))
+    response = Response(body + "\n", 201, mimetype="application/json")
     if result.replayed:
         response.headers[REPLAYED_HEADER] = "true"
     return response

@@ -54,8 +54,11 @@ def answers_json(survey: Survey, responses: list[Answers]) -> list[str]:
     return [template % row for row in zip(*(columns[i] for i in order), strict=True)]
 
 
+@lru_cache(maxsize=1024)
 def longest_row(survey: Survey) -> int:
-    """The length of the survey's longest canonical row: every report its scheme's longest."""
+    """The length of the survey's longest canonical row: every report its scheme's longest.
+    Computed once per survey (intake pads every row to it; hashing a survey costs a third of
+    computing this)."""
     return len(answers_json(survey, [tuple(q.scheme.largest_report()
                                            for q in survey.questions)])[0])
 

@@ -59,8 +59,9 @@ def test_a_security_header_the_view_set_is_kept_and_not_doubled(app):
 
 def test_the_session_is_read_from_its_cookie_and_only_then_signed(app, monkeypatch):
     """A request without the session cookie gets an empty session without the signer being
-    built; one with a cookie the app signed gets its contents; a forged one, an empty one."""
-    from flask import request
+    built, and without a Cookie header its cookies are not even parsed; one with a cookie the
+    app signed gets its contents; a forged one, an empty one."""
+    from flask import Request, request
     from flask.sessions import SecureCookieSessionInterface
 
     interface = app.session_interface
@@ -75,6 +76,14 @@ def test_the_session_is_read_from_its_cookie_and_only_then_signed(app, monkeypat
 
     monkeypatch.setattr(SecureCookieSessionInterface, "get_signing_serializer", refuse)
     with app.test_request_context(headers={"Cookie": "other=1"}):
+        session = interface.open_session(app, request)
+    assert dict(session) == {} and not session.modified
+
+    def unparsed(_request):
+        raise AssertionError("the cookies of a request without a Cookie header were parsed")
+
+    monkeypatch.setattr(Request, "cookies", property(unparsed))
+    with app.test_request_context():
         session = interface.open_session(app, request)
     assert dict(session) == {} and not session.modified
 
@@ -248,6 +257,33 @@ def test_gunicorn_log_filter_removes_any_address():
         "Error handling request", "12:30:45"), None)
     assert config["without_addresses"](record) and record.getMessage() == \
         "Error handling request at 12:30:45"  # a time is no address
+
+
+@pytest.mark.parametrize(("database", "expected"), [
+    (None, (2, 8)), ("sqlite:////srv/ldp.sqlite3", (2, 8)),
+    ("postgresql://ldp@db/ldp", (5, 4)), ("postgres://ldp@db/ldp", (5, 4))])
+def test_gunicorn_runs_a_process_per_core_on_sqlite_and_more_on_postgresql(
+        database, expected, monkeypatch):
+    """One writer (SQLite): a process per core of 8 threads, so more requests share a commit;
+    PostgreSQL: 2 x cores + 1 of 4. LDP_SURVEY_WORKERS and LDP_SURVEY_THREADS override."""
+    import multiprocessing
+    import runpy
+
+    def processes() -> tuple[int, int]:
+        """gunicorn's settings as it reads them at start, from this environment."""
+        monkeypatch.delitem(sys.modules, "ldpsurvey.aggregator.gunicorn_config", raising=False)
+        config = runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))
+        return config["workers"], config["threads"]
+
+    monkeypatch.setattr(multiprocessing, "cpu_count", lambda: 2)
+    if database is None:  # the default: SQLite in the instance folder
+        monkeypatch.delenv("LDP_SURVEY_DATABASE_URL", raising=False)
+    else:
+        monkeypatch.setenv("LDP_SURVEY_DATABASE_URL", database)
+    assert processes() == expected
+    monkeypatch.setenv("LDP_SURVEY_WORKERS", "3")
+    monkeypatch.setenv("LDP_SURVEY_THREADS", "6")
+    assert processes() == (3, 6)
 
 
 def test_the_development_server_logs_no_line_for_responses(app, client, survey_id, caplog):

@@ -63,6 +63,17 @@ def test_unknown_survey(client):
     assert response.status_code == 404 and response.json["error"] == "unknown_survey"
 
 
+def test_the_reply_is_what_jsonify_writes(app, client, survey_id):
+    """http.created builds the 201 without jsonify, byte for byte as jsonify would."""
+    from flask import jsonify
+
+    response = post(client, survey_id, GOOD)
+    with app.app_context():
+        expected = jsonify(survey_id=survey_id, accepted=1)
+    assert response.status_code == 201 and response.data == expected.data
+    assert response.mimetype == expected.mimetype == "application/json"
+
+
 def test_idempotent_retry_is_counted_once(app, client, survey_id):
     headers = {"Idempotency-Key": "k-4f1d2c3b5a6e7f80"}
     first = post(client, survey_id, GOOD, headers=headers)
