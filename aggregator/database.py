@@ -531,14 +531,9 @@ def display_url(url: str) -> str:
     return url.split("@")[-1]
 
 
-def is_postgresql(url: str) -> bool:
-    """Whether a database URL names PostgreSQL (else SQLite, or nothing usable)."""
-    return url.startswith(("postgresql://", "postgres://"))
-
-
 def open_database(url: str, keys: StorageKeys) -> Database:
     """sqlite:///path/to/file or postgresql://user@host/db, its rows keyed by `keys`."""
-    if is_postgresql(url):
+    if url.startswith(("postgresql://", "postgres://")):
         return PostgresDatabase(url, keys)
     if url.startswith("sqlite:///"):
         return SQLiteDatabase(url.removeprefix("sqlite:///"), keys)

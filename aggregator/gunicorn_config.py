@@ -18,30 +18,15 @@ import re
 
 from gunicorn.glogging import Logger
 
-from .database import is_postgresql
 from .serving import logged
 
 wsgi_app = "ldpsurvey.aggregator:create_app()"
 raw_env = ["LDP_SURVEY_DEPLOYMENT=production"]
 
-
-def processes(database_url: str, cores: int) -> tuple[int, int]:
-    """Default workers and threads per worker for a database. SQLite writes one transaction at
-    a time, and only the requests of one process share a commit (database.GroupCommit), so one
-    process per core, each with 8 threads: fewer, larger groups (bench/README.md, "How many
-    gunicorn workers"). PostgreSQL commits concurrently: gunicorn's usual 2 x cores + 1, 4
-    threads each."""
-    if is_postgresql(database_url):
-        return 2 * cores + 1, 4
-    return cores, 8
-
-
-_workers, _threads = processes(os.environ.get("LDP_SURVEY_DATABASE_URL", ""),
-                               multiprocessing.cpu_count())
 bind = os.environ.get("LDP_SURVEY_BIND", "127.0.0.1:8000")
-workers = int(os.environ.get("LDP_SURVEY_WORKERS", _workers))
+workers = int(os.environ.get("LDP_SURVEY_WORKERS", 2 * multiprocessing.cpu_count() + 1))
 worker_class = "gthread"
-threads = int(os.environ.get("LDP_SURVEY_THREADS", _threads))
+threads = int(os.environ.get("LDP_SURVEY_THREADS", 4))
 timeout = 30
 graceful_timeout = 30
 keepalive = 5

@@ -56,16 +56,18 @@ def _store(db: Connection, survey: Survey, responses: list[Answers],
            idempotency_key: str | None, token: str | None) -> Accepted:
     """The intake transaction: open check, idempotency claim, token spend, then the responses
     go to the pending pool, a whole batch from a researcher or relay as well. When it commits
-    they are on disk (acknowledged); concurrent requests may share the commit (grouped)."""
+    they are on disk (acknowledged); concurrent requests may share the commit (grouped). What
+    needs no query (the sealed rows, the claim's keyed hashes) is computed before it."""
     survey_id = survey.survey_id
     rows = store.answers_json(survey, responses)
     sealed = store.sealed_pending(db, survey, rows)
+    claim = (None if idempotency_key is None
+             else store.idempotency_claim(db, idempotency_key, "\n".join(rows)))
 
     def intake(tx: Connection) -> Accepted:
         store.lock_open_survey(tx, survey_id)
-        if idempotency_key is not None:
-            earlier = store.claim_idempotency_key(tx, survey_id, idempotency_key,
-                                                  "\n".join(rows), len(rows))
+        if claim is not None:
+            earlier = store.claim_idempotency_key(tx, survey_id, claim, len(rows))
             if earlier is not None:
                 return Accepted(survey_id, earlier, replayed=True)
         if token is not None:

@@ -244,21 +244,35 @@ def delete_survey(db: Connection, survey_id: str) -> None:
 
 # --- intake: the steps of accepting responses, each inside the caller's transaction -------------
 
-def claim_idempotency_key(db: Connection, survey_id: str, key: str, body: str,
+@dataclass(frozen=True)
+class IdempotencyClaim:
+    """What an idempotency record keeps of a request, under the storage key (storage_key.py):
+    its key's id and its body's MAC."""
+
+    key_hash: str
+    body_mac: str
+
+
+def idempotency_claim(db: Connection, key: str, body: str) -> IdempotencyClaim:
+    """The claim a request with Idempotency-Key `key` and canonical `body` makes. No query:
+    intake computes it before its transaction, as it seals, so the writers' lock is held
+    only to write."""
+    return IdempotencyClaim(db.keys.idempotency_id(key), db.keys.body_mac(key, body))
+
+
+def claim_idempotency_key(db: Connection, survey_id: str, claim: IdempotencyClaim,
                           accepted: int) -> int | None:
-    """Record that `key` carries this body; None if it is new. If it was used before with the
-    same body, the number of responses accepted then; with another body, IdempotencyConflict.
-    Stored under the storage key: the key's id and the body's MAC (storage_key.py; records
-    from release 0.1.0 have no MAC and match any body)."""
-    key_hash, mac = db.keys.idempotency_id(key), db.keys.body_mac(key, body)
+    """Record the claim; None if its key is new. If the key was used before with the same
+    body, the number of responses accepted then; with another body, IdempotencyConflict
+    (records from release 0.1.0 have no MAC and match any body)."""
     if db.execute("INSERT INTO idempotency_keys (survey_id, key_hash, body_mac, accepted, "
                   "released) VALUES (?, ?, ?, ?, 0) ON CONFLICT DO NOTHING",
-                  (survey_id, key_hash, mac, accepted)):
+                  (survey_id, claim.key_hash, claim.body_mac, accepted)):
         return None
     stored_mac, stored_accepted = db.query(
         "SELECT body_mac, accepted FROM idempotency_keys WHERE survey_id = ? AND key_hash = ?",
-        (survey_id, key_hash))[0]
-    if stored_mac is not None and not hmac.compare_digest(stored_mac, mac):
+        (survey_id, claim.key_hash))[0]
+    if stored_mac is not None and not hmac.compare_digest(stored_mac, claim.body_mac):
         raise IdempotencyConflict()
     return int(stored_accepted)
 

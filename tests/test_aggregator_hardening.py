@@ -259,33 +259,6 @@ def test_gunicorn_log_filter_removes_any_address():
         "Error handling request at 12:30:45"  # a time is no address
 
 
-@pytest.mark.parametrize(("database", "expected"), [
-    (None, (2, 8)), ("sqlite:////srv/ldp.sqlite3", (2, 8)),
-    ("postgresql://ldp@db/ldp", (5, 4)), ("postgres://ldp@db/ldp", (5, 4))])
-def test_gunicorn_runs_a_process_per_core_on_sqlite_and_more_on_postgresql(
-        database, expected, monkeypatch):
-    """One writer (SQLite): a process per core of 8 threads, so more requests share a commit;
-    PostgreSQL: 2 x cores + 1 of 4. LDP_SURVEY_WORKERS and LDP_SURVEY_THREADS override."""
-    import multiprocessing
-    import runpy
-
-    def processes() -> tuple[int, int]:
-        """gunicorn's settings as it reads them at start, from this environment."""
-        monkeypatch.delitem(sys.modules, "ldpsurvey.aggregator.gunicorn_config", raising=False)
-        config = runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))
-        return config["workers"], config["threads"]
-
-    monkeypatch.setattr(multiprocessing, "cpu_count", lambda: 2)
-    if database is None:  # the default: SQLite in the instance folder
-        monkeypatch.delenv("LDP_SURVEY_DATABASE_URL", raising=False)
-    else:
-        monkeypatch.setenv("LDP_SURVEY_DATABASE_URL", database)
-    assert processes() == expected
-    monkeypatch.setenv("LDP_SURVEY_WORKERS", "3")
-    monkeypatch.setenv("LDP_SURVEY_THREADS", "6")
-    assert processes() == (3, 6)
-
-
 def test_the_development_server_logs_no_line_for_responses(app, client, survey_id, caplog):
     """`ldp-survey serve` and the mock's embedded server: other requests get a line."""
     import logging
