@@ -23,6 +23,7 @@ from . import (
     security,
     settings,
     signing,
+    submissions,
 )
 from .db import close_app
 from .exceptions import ConfigurationError, DomainError
@@ -61,6 +62,7 @@ def create_app(config: dict[str, Any] | None = None,
         app.config["DATABASE_URL"] = f"sqlite:///{instance / 'ldp-survey.sqlite3'}"
     db.init_app(app)
     errors.init_app(app)
+    submissions.init_app(app)
     security.init_app(app)
     app.register_blueprint(respondents.bp)
     app.register_blueprint(researchers.bp)

@@ -1,6 +1,8 @@
 """How failures reach clients: the API answers {"error": code, "detail": text} with a 4xx/5xx
 status, pages for people answer a friendly HTML page. One table maps each domain exception."""
 
+import json
+import logging
 from dataclasses import dataclass
 
 from flask import Flask, current_app, jsonify, make_response, render_template, request
@@ -116,12 +118,32 @@ def _rate_limited(exc: RateLimitExceeded):
 
 
 def _unexpected(exc: Exception):
-    # The traceback goes to the server log; request bodies never do.
-    current_app.logger.error("unhandled %s", type(exc).__name__, exc_info=exc)
+    status, code, detail = unexpected(exc, current_app.logger)
     if not _wants_json():
         return _page(Page(500, "Something went wrong", "The server failed. Nothing was stored."),
                      "")
-    return error_response(500, "internal_error", "the server failed; nothing was stored")
+    return error_response(status, code, detail)
+
+
+def unexpected(exc: BaseException, logger: logging.Logger) -> tuple[int, str, str]:
+    """Log an exception nothing expected, its type and traceback (request bodies never reach
+    a log); the API's answer: (status, code, detail)."""
+    logger.error("unhandled %s", type(exc).__name__, exc_info=exc)
+    return 500, "internal_error", "the server failed; nothing was stored"
+
+
+def api_error(exc: Exception, logger: logging.Logger) -> tuple[int, str, str]:
+    """The API's answer to an exception outside Flask's handlers (submissions.py): a
+    DomainError's from the table (ANSWERS), anything else as unexpected."""
+    answer = answer_for(exc) if isinstance(exc, ex.DomainError) else None
+    if answer is None:
+        return unexpected(exc, logger)
+    return answer.status, answer.code, str(exc)
+
+
+def error_json(code: str, detail: str) -> bytes:
+    """An API error's body as jsonify writes it in production: compact, keys sorted."""
+    return json.dumps({"detail": detail, "error": code}, separators=(",", ":")).encode() + b"\n"
 
 
 def init_app(app: Flask) -> None:

@@ -2,6 +2,7 @@
 shaping the answer to an accepted submission."""
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from flask import Response, current_app, request
@@ -20,15 +21,23 @@ from .intake import Accepted
 
 
 def json_body(limit_config: str | None = None) -> Any:
-    """The request's JSON body: UnsupportedMediaType unless application/json, BodyTooLarge
-    over the size limit, MalformedJson unless strict JSON (no duplicate keys, NaN or Infinity),
-    InvalidUnicode for a string with a lone surrogate."""
-    if request.mimetype != "application/json":
-        raise UnsupportedMediaType()
+    """The request's JSON body, as parse_json_body, under the size limit the setting
+    `limit_config` names (none if None)."""
     limit = current_app.config[limit_config] if limit_config else None
-    if limit is not None and (request.content_length or 0) > limit:
+    return parse_json_body(request.mimetype, request.content_length,
+                           lambda: request.get_data(cache=False), limit)
+
+
+def parse_json_body(mimetype: str, content_length: int | None, read: Callable[[], bytes],
+                    limit: int | None) -> Any:
+    """A body read by `read`: UnsupportedMediaType unless application/json, BodyTooLarge over
+    `limit` bytes (declared or read), MalformedJson unless strict JSON (no duplicate keys, NaN
+    or Infinity), InvalidUnicode for a string with a lone surrogate."""
+    if mimetype != "application/json":
+        raise UnsupportedMediaType()
+    if limit is not None and (content_length or 0) > limit:
         raise BodyTooLarge(limit)
-    raw = request.get_data(cache=False)
+    raw = read()
     if limit is not None and len(raw) > limit:
         raise BodyTooLarge(limit)
     try:
@@ -40,26 +49,28 @@ def json_body(limit_config: str | None = None) -> Any:
 
 
 def idempotency_key() -> str | None:
-    """The optional Idempotency-Key header (shared.protocol.IDEMPOTENCY_KEY)."""
-    key = request.headers.get("Idempotency-Key")
+    """The optional Idempotency-Key header, as checked_idempotency_key."""
+    return checked_idempotency_key(request.headers.get("Idempotency-Key"))
+
+
+def checked_idempotency_key(key: str | None) -> str | None:
+    """An Idempotency-Key header's value, None if not sent; InvalidIdempotencyKey unless it
+    is one (shared.protocol.IDEMPOTENCY_KEY)."""
     if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
         raise InvalidIdempotencyKey()
     return key
 
 
-def survey_token() -> str | None:
-    """The Survey-Token header, if sent (a header, never a URL, so it cannot reach access
-    logs); intake checks it against the survey."""
-    return request.headers.get("Survey-Token")
-
-
 def created(result: Accepted) -> Response:
-    """201 with the count stored, as compact JSON with sorted keys, as jsonify writes it
-    (built here without jsonify's machinery: it is every submission's reply); a replayed
-    idempotent request says so in a header."""
+    """201 with accepted_reply's body and headers."""
+    body, headers = accepted_reply(result)
+    return Response(body, 201, headers, mimetype="application/json")
+
+
+def accepted_reply(result: Accepted) -> tuple[bytes, list[tuple[str, str]]]:
+    """The body of a 201 to accepted responses, the count stored as compact JSON with sorted
+    keys, as jsonify writes it (built without it: it is every submission's reply); and its
+    headers beyond the content type: a replayed idempotent request says so."""
     body = json.dumps({"accepted": result.accepted, "survey_id": result.survey_id},
                       separators=(",", ":"))
-    response = Response(body + "\n", 201, mimetype="application/json")
-    if result.replayed:
-        response.headers[REPLAYED_HEADER] = "true"
-    return response
+    return (body + "\n").encode(), [(REPLAYED_HEADER, "true")] * result.replayed

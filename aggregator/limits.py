@@ -6,24 +6,27 @@ stored, logged or sent to the storage. Over a limit: 429 with Retry-After (error
 
 import hashlib
 import hmac
+import logging
 import math
 import time
 
 from flask import Flask, current_app, request
 from flask_limiter import ApplicationLimit, Limiter
+from limits import parse_many
 
 from .exceptions import DomainError
 
+logger = logging.getLogger(__name__)
+
 # The setting holding each class's limit ("N per minute; M per hour", Flask-Limiter's notation).
 SETTINGS = {
-    "submit": "RATE_LIMIT_SUBMIT",          # a respondent's submission
+    "submit": "RATE_LIMIT_SUBMIT",          # a respondent's submission (counted by hit)
     "results": "RATE_LIMIT_RESULTS",        # estimates, cross-tabs, results pages and downloads
     "researcher": "RATE_LIMIT_RESEARCHER",  # the rest of the researcher API and dashboard actions
     "login": "RATE_LIMIT_LOGIN",            # a login attempt with a key
     "other": "RATE_LIMIT_OTHER",            # manifests, forms, the key, static pages
 }
 CLASSES = {
-    "respondents.submit": "submit",
     "researchers.estimates": "results",
     "researchers.crosstab": "results",
     "pages.results": "results",
@@ -36,6 +39,7 @@ CLASSES = {
     "pages.draft_preview_manifest": "researcher",
 }
 EXEMPT = {"respondents.health"}  # load balancers poll it
+KEY_PREFIX = "ldp-survey"  # of every counter's key in the storage
 STORAGE_SCHEMES = ("memory", "memcached")  # neither writes a counter to disk
 
 
@@ -55,11 +59,15 @@ def class_of(endpoint: str) -> str:
 
 
 def client_key() -> str:
+    """The request's client, as keyed_client."""
+    return keyed_client(current_app.config["SECRET_KEY"], request.remote_addr or "")
+
+
+def keyed_client(secret: str, address: str) -> str:
     """HMAC-SHA256(SECRET_KEY, address), truncated to 128 bits: the same client on every
     replica sharing the secret, and no address to read back."""
-    secret = current_app.config["SECRET_KEY"].encode()
-    address = (request.remote_addr or "").encode()
-    return hmac.new(secret, b"rate-limit\0" + address, hashlib.sha256).hexdigest()[:32]
+    return hmac.new(secret.encode(), b"rate-limit\0" + address.encode(),
+                    hashlib.sha256).hexdigest()[:32]
 
 
 def _limit() -> str:
@@ -71,13 +79,41 @@ def _exempt() -> bool:
 
 
 def breach(exc) -> RateLimited:
-    """The RateLimited for Flask-Limiter's RateLimitExceeded, naming the class, its setting
-    and the limit; seconds = until the window frees a request, at least 1."""
-    name = class_of(request.endpoint or "")
+    """The RateLimited for Flask-Limiter's RateLimitExceeded (limited)."""
     current = current_app.extensions["ldp_limiter"].current_limit
-    seconds = max(1, math.ceil(current.reset_at - time.time())) if current else 1
-    return RateLimited(f"too many {name} requests from this client: the limit is "
-                       f"{exc.description} ({SETTINGS[name]}); retry after {seconds} s", seconds)
+    return limited(class_of(request.endpoint or ""), exc.description,
+                   current.reset_at if current else 0)
+
+
+def limited(name: str, limit: str, reset_at: float) -> RateLimited:
+    """A client over class `name`'s limit (its text, "60 per 1 minute"): naming the class, its
+    setting and the limit; seconds = until the window frees a request (at `reset_at`), at
+    least 1."""
+    seconds = max(1, math.ceil(reset_at - time.time()))
+    return RateLimited(f"too many {name} requests from this client: the limit is {limit} "
+                       f"({SETTINGS[name]}); retry after {seconds} s", seconds)
+
+
+def hit(app: Flask, name: str, address: str) -> None:
+    """Count a request of class `name` from `address` that Flask does not serve (submissions.py)
+    against the class's limits, in the limiter's storage under the key its application limit
+    uses; RateLimited over one. As the limiter does: nothing when RATE_LIMITS_ENABLED is
+    false, and a storage that cannot be reached lets the request through (logged)."""
+    if not app.config["RATE_LIMITS_ENABLED"]:
+        return
+    strategy = app.extensions["ldp_limiter"].limiter
+    identifiers = (KEY_PREFIX, keyed_client(app.config["SECRET_KEY"], address), name)
+    for limit in sorted(parse_many(app.config[SETTINGS[name]])):
+        try:
+            if strategy.hit(limit, *identifiers):
+                continue
+            reset_at = strategy.get_window_stats(limit, *identifiers).reset_time
+        except Exception as exc:
+            logger.error("rate limit storage failed (%s); the request is let through",
+                         type(exc).__name__)
+            return
+        logger.info("ratelimit %s (%s) exceeded: %s", limit, identifiers[1], name)
+        raise limited(name, str(limit), reset_at)
 
 
 def init_app(app: Flask) -> None:
@@ -90,7 +126,7 @@ def init_app(app: Flask) -> None:
                                              exempt_when=_exempt)],
         storage_uri=app.config["RATE_LIMIT_STORAGE"],
         strategy="fixed-window",  # its Retry-After is exact; at most 2N in any span of a window
-        key_prefix="ldp-survey",
+        key_prefix=KEY_PREFIX,
         swallow_errors=True,
         enabled=app.config["RATE_LIMITS_ENABLED"],
     )

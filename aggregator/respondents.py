@@ -1,10 +1,10 @@
-"""What respondents call: the key, a survey's manifest and signature, its status, intake."""
+"""What respondents call: the key, a survey's manifest and signature, its status. Their
+submissions are served ahead of Flask (submissions.py)."""
 
 from flask import Blueprint, Response, current_app, jsonify
 
-from . import intake, store, surveys
+from . import store, surveys
 from .db import get_db
-from .http import created, idempotency_key, json_body, survey_token
 
 bp = Blueprint("respondents", __name__)
 
@@ -39,9 +39,3 @@ def status(survey_id: str):
     """open or closed: kept outside the signed, immutable manifest."""
     return jsonify(survey_id=survey_id, status=surveys.published(get_db(), survey_id).status)
 
-
-@bp.post("/api/surveys/<survey_id>/responses")
-def submit(survey_id: str):
-    """One respondent's randomized answers."""
-    body, key = json_body("MAX_RESPONSE_BYTES"), idempotency_key()
-    return created(intake.accept_one(get_db(), survey_id, body, key, survey_token()))

@@ -43,6 +43,13 @@ class CookieSessions(SecureCookieSessionInterface):
         return super().open_session(app, request)
 
 
+def response_headers(config) -> list[tuple[str, str]]:
+    """The headers add_headers and name_the_replica give a response, for one that Flask does
+    not make (submissions.py)."""
+    served_by = [("Served-By", config["SERVED_BY"])] if config["SERVED_BY"] else []
+    return [*HEADERS.items(), *served_by]
+
+
 def name_the_replica(response):
     """Served-By: the replica's name (SERVED_BY), so a deployment can tell replicas apart
     without a log line per request."""

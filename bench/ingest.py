@@ -6,14 +6,14 @@ side with a do-nothing Flask endpoint in the same run.
     python bench/ingest.py [--seconds 10] [--postgres postgresql://postgres@127.0.0.1/test]
 
 Reports: requests/s of a do-nothing endpoint; single-response intake responses/s (durable
-commits) on SQLite and PostgreSQL; batch intake responses/s; estimates latency at 10^3 and
-10^6 stored responses. The do-nothing endpoint and single responses (with and without a key)
-run `--repeat` times each, and the fastest run counts (see `fastest`), with the server's CPU
-milliseconds per request (gunicorn's processes' user and system time, /proc; PostgreSQL's own
-processes are not counted). The survey is the bundled example (release batch 100): every
-response goes through the pending pool, which the server's release clock releases every
-second.
-"""
+commits) on SQLite and PostgreSQL, and on SQLite also through a bare WSGI function calling the
+same intake service (bare_intake.py: the raw bound without Flask); batch intake responses/s;
+estimates latency at 10^3 and 10^6 stored responses. The do-nothing endpoint and single
+responses (with and without a key) run `--repeat` times each, and the fastest run counts (see
+`fastest`), with the server's CPU milliseconds per request (gunicorn's processes' user and
+system time, /proc; PostgreSQL's own processes are not counted). The survey is the bundled
+example (release batch 100): every response goes through the pending pool, which the server's
+release clock releases every second. """
 
 import argparse
 import contextlib
@@ -308,6 +308,21 @@ def sqlite_commits_per_second(folder: Path, synchronous: str, seconds: float = 3
     return count / (time.perf_counter() - start)
 
 
+def bare_intake(env: dict, home: Path, args: argparse.Namespace, survey_id: str,
+                noop: float) -> str:
+    """Keyed single responses through bare_intake.py: the same intake service and database,
+    called from a WSGI function without Flask, under the same gunicorn settings; the line
+    to report."""
+    env = {**env, "PYTHONPATH": str(Path(__file__).parent)}
+    with gunicorn("bare_intake:create()", env, home, args.workers, args.threads) as server:
+        rate, ms, rates = fastest(server, args.repeat,
+                                  f"{server.url}/api/surveys/{survey_id}/responses",
+                                  args.seconds, args.connections, body={"answers": ANSWERS},
+                                  idempotency_keys=True)
+    return (f"{rate:,.0f} ({rate / noop:.0%} of do-nothing; server CPU {ms:.2f} ms per "
+            f"request; {runs_text(rates)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=10)
@@ -386,6 +401,10 @@ def main() -> None:
                            f"{keyed:,.0f} ({keyed / noop:.0%} of do-nothing, "
                            f"{keyed / commits['FULL']:.0%} of bare durable commits; "
                            f"server CPU {keyed_ms:.2f} ms per request; {runs_text(keyeds)})")
+                    if name == "SQLite":
+                        report("the same through a bare WSGI function (no Flask: the raw "
+                               "bound; bare_intake.py)",
+                               bare_intake(env, home, args, new_survey(url, key), noop))
                     batch_body = {"responses": [{"answers": ANSWERS}] * 5000}
                     batch = wrk(f"{url}/api/surveys/{survey_id}/responses/batch", args.seconds,
                                 4, body=batch_body, headers={"Authorization": f"Bearer {key}"})

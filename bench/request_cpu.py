@@ -17,11 +17,12 @@ Two figures per case, each from processes of their own:
   CPU, not the wait for the disk; the database is in a temporary folder, so set TMPDIR to a
   disk's folder where /tmp is a tmpfs). A single run: it moves by about 10 % between runs.
 
-The aggregator runs with production settings on SQLite (WAL, synchronous=FULL), rate limits
-off as in bench/ingest.py; each submission carries an Idempotency-Key of its own, as the
-Python client and the web form send, and is a transaction of its own (one thread: no group
-commit to share it). The do-nothing endpoint is bench/ingest.py's.
-"""
+The aggregator runs with production settings on SQLite (WAL, synchronous=FULL), rate limits off
+as in bench/ingest.py, and once more with its intake service called from a bare WSGI function
+(bare_intake.py: what the same submission costs without Flask); each submission carries an
+Idempotency-Key of its own, as the Python client and the web form send, and is a transaction of
+its own (one thread: no group commit to share it). The do-nothing endpoint is
+bench/ingest.py's. """
 
 import argparse
 import io
@@ -35,6 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bare_intake import bare
 from ingest import ANSWERS, NOOP_APP, code_environment
 from werkzeug.test import EnvironBuilder
 
@@ -43,6 +45,7 @@ CASES = {
     "health": "aggregator: GET /healthz (one query)",
     "keyed": "aggregator: a response with an Idempotency-Key",
     "unkeyed": "aggregator: a response without a key",
+    "bare": "intake from a bare WSGI function, keyed (no Flask)",
 }
 BODY = json.dumps({"answers": ANSWERS}).encode()
 
@@ -72,7 +75,10 @@ def wsgi_caller(case: str, folder: Path):
         path, method, keyed = {"health": ("/healthz", "GET", False),
                                "keyed": (f"/api/surveys/{survey_id}/responses", "POST", True),
                                "unkeyed": (f"/api/surveys/{survey_id}/responses", "POST", False),
+                               "bare": (f"/api/surveys/{survey_id}/responses", "POST", True),
                                }[case]
+        if case == "bare":
+            app = bare(app)
     expected = "201" if method == "POST" and case != "noop" else "200"
 
     template = EnvironBuilder(path=path, method=method, data=BODY, base_url="http://127.0.0.1:8000",

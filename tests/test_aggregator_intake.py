@@ -176,3 +176,26 @@ def test_concurrent_submissions_are_all_counted(app, live_server, survey_id):
         assert set(pool.map(send, range(200))) == {201}
     rows, counts = stored_rows(app, survey_id)
     assert len(rows) == 100 and counts[("smoked", 1)] == 100
+
+
+def test_the_benchs_bare_intake_does_the_same_work(app, client, survey_id):
+    """bench/bare_intake.py, the raw bound the benches compare intake with, stores through the
+    same service: the response is counted, and its key's retry is a replay counted once."""
+    import sys
+    from pathlib import Path
+
+    from werkzeug.test import Client
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
+    try:
+        from bare_intake import bare
+    finally:
+        sys.path.pop(0)
+    bare_client = Client(bare(app))
+    headers = {"Idempotency-Key": "k-bare-0123456789abcdef"}
+    first, again = (bare_client.post(f"/api/surveys/{survey_id}/responses", json=GOOD,
+                                     headers=headers) for _ in range(2))
+    assert first.status_code == again.status_code == 201
+    assert first.data == again.data == post(client, survey_id, GOOD).data
+    rows, counts = stored_rows(app, survey_id)
+    assert len(rows) == 2 and counts[("smoked", 1)] == 2  # one through bare, one through Flask

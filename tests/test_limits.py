@@ -128,6 +128,9 @@ def test_limits_disabled_let_a_flood_through(make_app, monkeypatch, enabled):
     attacker = client_at(app, ATTACKER)
     for _ in range(70):
         assert attacker.get(f"/api/surveys/{survey_id}/estimates").status_code == 200
+    submit = int(DEFAULTS["RATE_LIMIT_SUBMIT"].split()[0])
+    for _ in range(submit + 5):  # submissions are counted outside Flask (submissions.py)
+        assert _submit(attacker, survey_id, None).status_code == 201
 
 
 @pytest.mark.parametrize("hops", [0, 1])
@@ -157,6 +160,41 @@ def test_no_address_reaches_the_limit_storage_or_a_log(make_app, caplog):
     logged = " ".join(record.getMessage() for record in caplog.records)
     assert not [s for s in spellings if s in " ".join(keys) or s in logged]
     assert hashed in logged  # the breach is logged under the hash only
+
+
+def test_no_address_reaches_the_storage_or_a_log_from_a_flood_of_submissions(make_app, caplog):
+    """The same attack on submissions, which submissions.py counts (limits.hit): hashed in
+    the storage and in the breach's log line, the address nowhere."""
+    app = make_app(PROXY_HOPS=1, RATE_LIMIT_SUBMIT="2 per minute")
+    survey_id, _ = public_survey(app)
+    client = client_at(app, "127.0.0.1")
+    with caplog.at_level(logging.DEBUG):
+        statuses = [client.post(f"/api/surveys/{survey_id}/responses",
+                                json={"answers": {"smoked": 0, "drove": 1, "sleep": 2}},
+                                headers={"X-Forwarded-For": ATTACKER}).status_code
+                    for _ in range(3)]
+    assert statuses == [201, 201, 429]
+    keys = list(app.extensions["ldp_limiter"].storage.storage)  # and the survey's creation's
+    with app.test_request_context(environ_base={"REMOTE_ADDR": ATTACKER}):
+        hashed = client_key()
+    assert [key for key in keys if hashed in key] == [
+        f"LIMITER/ldp-survey/{hashed}/submit/2/1/minute"]
+    spellings = (ATTACKER, ATTACKER.replace(".", ""), ATTACKER.encode().hex(), "127.0.0.1")
+    logged = " ".join(record.getMessage() for record in caplog.records)
+    assert not [s for s in spellings if s in " ".join(keys) or s in logged]
+    assert hashed in logged
+
+
+def test_an_unreachable_limit_storage_lets_submissions_through_and_says_so(make_app, caplog):
+    """As the limiter does for Flask's endpoints (swallow_errors): a memcached that is down
+    refuses no respondent; the failure is logged by its type."""
+    app = make_app(RATE_LIMIT_SUBMIT="1 per minute", RATE_LIMIT_STORAGE="memcached://127.0.0.1:9")
+    survey_id, _ = public_survey(app)
+    with caplog.at_level(logging.ERROR):
+        statuses = {_submit(client_at(app, ATTACKER), survey_id, None).status_code
+                    for _ in range(3)}
+    assert statuses == {201}
+    assert "rate limit storage failed" in caplog.text
 
 
 def test_two_replicas_sharing_memcached_share_one_limit(make_app, tmp_path):

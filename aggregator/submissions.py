@@ -1,0 +1,105 @@
+"""Respondents' submissions, POST /api/surveys/<id>/responses, served without Flask's
+per-request machinery. It is the one endpoint every respondent calls, and Flask's request
+context, routing, hooks and Response objects cost it as much again as the intake itself
+(bench/README.md, "What one request costs the CPU").
+
+A WSGI middleware in front of the Flask app answers this path; every other path goes to Flask.
+It sits inside ProxyFix, so REMOTE_ADDR is the client's. What it does comes from where the
+Flask endpoints get it:
+- the submit class's rate limit (limits.hit);
+- the body, read strictly under MAX_RESPONSE_BYTES (http.parse_json_body);
+- the Idempotency-Key header (http) and the Survey-Token header, a header and never a URL, so
+  it cannot reach an access log (intake checks it against the survey);
+- the intake service (intake.accept_one);
+- errors in the API's shape, from errors.py's table;
+- the security headers and Served-By (security.response_headers);
+- the 201's body (http.accepted_reply).
+
+Other methods on the path are answered as Flask answers them: 405 with Allow, and OPTIONS
+with its Allow.
+"""
+
+import re
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+
+from flask import Flask
+from werkzeug.http import parse_options_header
+from werkzeug.wsgi import get_content_length, get_input_stream
+
+from . import errors, intake, limits, security
+from .http import accepted_reply, checked_idempotency_key, parse_json_body
+
+PATH = re.compile(r"/api/surveys/([^/]+)/responses")
+ALLOW = "OPTIONS, POST"
+NOT_ALLOWED = "The method is not allowed for the requested URL."  # werkzeug's, as Flask says it
+
+Reply = tuple[int, bytes, list[tuple[str, str]]]  # status, body, headers
+
+
+class Submissions:
+    """The middleware: this path's requests to `submit`, the rest to the Flask app's own
+    WSGI callable (`flask_wsgi`)."""
+
+    def __init__(self, app: Flask, flask_wsgi: Callable):
+        self.app, self.flask_wsgi = app, flask_wsgi
+
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        found = PATH.fullmatch(environ.get("PATH_INFO", ""))
+        if found is None:
+            return self.flask_wsgi(environ, start_response)
+        survey_id = found.group(1).encode("latin-1").decode("utf-8", "replace")  # as WSGI has it
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method == "POST":
+            status, body, headers = self.submit(environ, survey_id)
+        elif method == "OPTIONS":
+            status, body, headers = 200, b"", [("Allow", ALLOW)]
+        else:
+            status, body, headers = self.error(405, "method_not_allowed", NOT_ALLOWED)
+            headers.append(("Allow", ALLOW))
+        if method == "HEAD":
+            body = b""
+        start_response(f"{status} {HTTPStatus(status).phrase.upper()}",
+                       [*headers, *security.response_headers(self.app.config),
+                        ("Content-Length", str(len(body)))])
+        return [body]
+
+    def submit(self, environ: dict, survey_id: str) -> Reply:
+        """One respondent's randomized answers, as the API documents them."""
+        database, limit = self.app.extensions["ldp_database"], self.app.config["MAX_RESPONSE_BYTES"]
+        try:
+            limits.hit(self.app, "submit", environ.get("REMOTE_ADDR") or "")
+            body = parse_json_body(
+                parse_options_header(environ.get("CONTENT_TYPE", ""))[0].lower(),
+                get_content_length(environ), lambda: read_body(environ, limit), limit)
+            key = checked_idempotency_key(environ.get("HTTP_IDEMPOTENCY_KEY"))
+            db = database.connect()
+            try:
+                result = intake.accept_one(db, survey_id, body, key,
+                                           environ.get("HTTP_SURVEY_TOKEN"))
+            finally:
+                database.release(db)
+        except Exception as exc:
+            status, code, detail = errors.api_error(exc, self.app.logger)
+            status, body, headers = self.error(status, code, detail)
+            if isinstance(exc, limits.RateLimited):
+                headers.append(("Retry-After", str(exc.seconds)))
+            return status, body, headers
+        reply, headers = accepted_reply(result)
+        return 201, reply, [("Content-Type", "application/json"), *headers]
+
+    @staticmethod
+    def error(status: int, code: str, detail: str) -> Reply:
+        return status, errors.error_json(code, detail), [("Content-Type", "application/json")]
+
+
+def read_body(environ: dict, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of the body (one more tells it is too large): within its
+    Content-Length, or to the end of a chunked body the server has ended (werkzeug's
+    get_input_stream; a body with neither reads empty)."""
+    return get_input_stream(environ, safe_fallback=True).read(limit + 1)
+
+
+def init_app(app: Flask) -> None:
+    """Serve submissions ahead of the Flask app (before ProxyFix wraps both)."""
+    app.wsgi_app = Submissions(app, app.wsgi_app)
