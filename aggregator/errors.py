@@ -101,12 +101,23 @@ def _domain_error(exc: ex.DomainError):
 def _http_error(exc: HTTPException):
     if not _wants_json():
         return _page(Page(exc.code or 500, exc.name), exc.description)
-    code = (exc.name or "error").lower().replace(" ", "_")
-    body, status = error_response(exc.code or 500, code, exc.description or exc.name)
-    for name, value in exc.get_headers():  # e.g. Allow on a 405
-        if name.lower() != "content-type":
-            body.headers[name] = value
+    body, status = error_response(*http_answer(exc))
+    for name, value in http_headers(exc):
+        body.headers[name] = value
     return body, status
+
+
+def http_answer(exc: HTTPException) -> tuple[int, str, str]:
+    """The API's (status, code, detail) for werkzeug's HTTP errors (a 405, a client that
+    disconnected mid-body, a body over MAX_CONTENT_LENGTH): the code is the status's name."""
+    code = (exc.name or "error").lower().replace(" ", "_")
+    return exc.code or 500, code, exc.description or exc.name
+
+
+def http_headers(exc: HTTPException) -> list[tuple[str, str]]:
+    """The headers an HTTP error brings, but its content type (e.g. Allow on a 405)."""
+    return [(name, value) for name, value in exc.get_headers()
+            if name.lower() != "content-type"]
 
 
 def _rate_limited(exc: RateLimitExceeded):
@@ -134,7 +145,10 @@ def unexpected(exc: BaseException, logger: logging.Logger) -> tuple[int, str, st
 
 def api_error(exc: Exception, logger: logging.Logger) -> tuple[int, str, str]:
     """The API's answer to an exception outside Flask's handlers (submissions.py): a
-    DomainError's from the table (ANSWERS), anything else as unexpected."""
+    DomainError's from the table (ANSWERS), an HTTP error's (http_answer), anything else as
+    unexpected."""
+    if isinstance(exc, HTTPException):
+        return http_answer(exc)
     answer = answer_for(exc) if isinstance(exc, ex.DomainError) else None
     if answer is None:
         return unexpected(exc, logger)

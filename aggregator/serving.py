@@ -4,6 +4,7 @@ which skips the same requests)."""
 
 import logging
 import re
+from urllib.parse import unquote
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
 from werkzeug.serving import make_server as werkzeug_make_server
@@ -16,8 +17,9 @@ RESPONSES_PATH = re.compile(r"/api/surveys/[^/?#]+/responses(/batch)?/?")
 
 
 def logged(path: str) -> bool:
-    """Whether a request for `path` (without query string) may have an access-log line."""
-    return not RESPONSES_PATH.fullmatch(path)
+    """Whether a request for `path` (without query string, as sent: percent-encoded, maybe
+    with doubled slashes, which reach the same endpoint) may have an access-log line."""
+    return not RESPONSES_PATH.fullmatch(re.sub("/{2,}", "/", unquote(path)))
 
 
 class PrivateRequestHandler(WSGIRequestHandler):

@@ -15,15 +15,17 @@ Flask endpoints get it:
 - the security headers and Served-By (security.response_headers);
 - the 201's body (http.accepted_reply).
 
-Other methods on the path are answered as Flask answers them: 405 with Allow, and OPTIONS
-with its Allow.
+Other methods on the path are answered as Flask answers them: 405 with Allow, OPTIONS with
+its Allow; so are doubled slashes in it (308 to the path with single ones).
 """
 
 import re
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
+from urllib.parse import quote
 
 from flask import Flask
+from werkzeug.exceptions import HTTPException
 from werkzeug.http import parse_options_header
 from werkzeug.wsgi import get_content_length, get_input_stream
 
@@ -31,6 +33,7 @@ from . import errors, intake, limits, security
 from .http import accepted_reply, checked_idempotency_key, parse_json_body
 
 PATH = re.compile(r"/api/surveys/([^/]+)/responses")
+MERGED = re.compile(r"/{2,}")  # doubled slashes, which Flask's routing merges
 ALLOW = "OPTIONS, POST"
 NOT_ALLOWED = "The method is not allowed for the requested URL."  # werkzeug's, as Flask says it
 
@@ -45,24 +48,39 @@ class Submissions:
         self.app, self.flask_wsgi = app, flask_wsgi
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        found = PATH.fullmatch(environ.get("PATH_INFO", ""))
-        if found is None:
-            return self.flask_wsgi(environ, start_response)
-        survey_id = found.group(1).encode("latin-1").decode("utf-8", "replace")  # as WSGI has it
-        method = environ.get("REQUEST_METHOD", "GET")
-        if method == "POST":
-            status, body, headers = self.submit(environ, survey_id)
-        elif method == "OPTIONS":
-            status, body, headers = 200, b"", [("Allow", ALLOW)]
+        path = environ.get("PATH_INFO", "")
+        if PATH.fullmatch(path):
+            status, body, headers = self.answer(environ, path)
+        elif "//" in path and PATH.fullmatch(MERGED.sub("/", path)):
+            status, body, headers = self.redirect(environ, MERGED.sub("/", path))
         else:
-            status, body, headers = self.error(405, "method_not_allowed", NOT_ALLOWED)
-            headers.append(("Allow", ALLOW))
-        if method == "HEAD":
+            return self.flask_wsgi(environ, start_response)
+        if method_of(environ) == "HEAD":
             body = b""
         start_response(f"{status} {HTTPStatus(status).phrase.upper()}",
                        [*headers, *security.response_headers(self.app.config),
                         ("Content-Length", str(len(body)))])
         return [body]
+
+    def answer(self, environ: dict, path: str) -> Reply:
+        """This path's answer to the request's method."""
+        method = method_of(environ)
+        if method == "POST":
+            survey_id = PATH.fullmatch(path).group(1)
+            return self.submit(environ, survey_id.encode("latin-1").decode("utf-8", "replace"))
+        if method == "OPTIONS":
+            return 200, b"", [("Allow", ALLOW)]
+        status, body, headers = self.error(405, "method_not_allowed", NOT_ALLOWED)
+        return status, body, [*headers, ("Allow", ALLOW)]
+
+    def redirect(self, environ: dict, path: str) -> Reply:
+        """As Flask answers a path with doubled slashes (werkzeug's merge_slashes): 308 to the
+        path with single ones, which a client follows with the same method and body."""
+        query = environ.get("QUERY_STRING")
+        location = (environ.get("SCRIPT_NAME", "") + quote(path.encode("latin-1"), safe="/")
+                    + (f"?{query}" if query else ""))
+        status, body, headers = self.error(308, "permanent_redirect", f"go to {location}")
+        return status, body, [*headers, ("Location", location)]
 
     def submit(self, environ: dict, survey_id: str) -> Reply:
         """One respondent's randomized answers, as the API documents them."""
@@ -71,7 +89,8 @@ class Submissions:
             limits.hit(self.app, "submit", environ.get("REMOTE_ADDR") or "")
             body = parse_json_body(
                 parse_options_header(environ.get("CONTENT_TYPE", ""))[0].lower(),
-                get_content_length(environ), lambda: read_body(environ, limit), limit)
+                get_content_length(environ),
+                lambda: read_body(environ, limit, self.app.config["MAX_CONTENT_LENGTH"]), limit)
             key = checked_idempotency_key(environ.get("HTTP_IDEMPOTENCY_KEY"))
             db = database.connect()
             try:
@@ -84,6 +103,8 @@ class Submissions:
             status, body, headers = self.error(status, code, detail)
             if isinstance(exc, limits.RateLimited):
                 headers.append(("Retry-After", str(exc.seconds)))
+            if isinstance(exc, HTTPException):
+                headers.extend(errors.http_headers(exc))
             return status, body, headers
         reply, headers = accepted_reply(result)
         return 201, reply, [("Content-Type", "application/json"), *headers]
@@ -93,11 +114,22 @@ class Submissions:
         return status, errors.error_json(code, detail), [("Content-Type", "application/json")]
 
 
-def read_body(environ: dict, limit: int) -> bytes:
-    """At most `limit` + 1 bytes of the body (one more tells it is too large): within its
-    Content-Length, or to the end of a chunked body the server has ended (werkzeug's
-    get_input_stream; a body with neither reads empty)."""
-    return get_input_stream(environ, safe_fallback=True).read(limit + 1)
+def method_of(environ: dict) -> str:
+    """The request's method, upper case as werkzeug has it."""
+    return environ.get("REQUEST_METHOD", "GET").upper()
+
+
+def read_body(environ: dict, limit: int, max_content_length: int | None) -> bytes:
+    """The body, as Flask reads it (werkzeug's get_input_stream): all of its Content-Length
+    (already checked against `limit`; a client that sends less gets 400, as one that
+    disconnects), or a chunked body the server has ended, to at most `limit` + 1 bytes (one
+    more tells it is too large); over MAX_CONTENT_LENGTH 413; a body with neither reads
+    empty."""
+    stream = get_input_stream(environ, safe_fallback=True,
+                              max_content_length=max_content_length)
+    if get_content_length(environ) is None:
+        return stream.read(limit + 1)
+    return stream.read()
 
 
 def init_app(app: Flask) -> None:

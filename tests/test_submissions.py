@@ -109,3 +109,59 @@ def test_an_error_body_is_what_jsonify_writes(app, client, survey_id):
         from flask import jsonify
 
         assert ours.data == jsonify(error=ours.json["error"], detail=ours.json["detail"]).data
+
+
+def test_a_method_in_lower_case_is_the_method(app, survey_id):
+    """werkzeug upper-cases the method (the development server passes `post` through)."""
+    response = Client(app).open(responses(survey_id), method="post", json=GOOD)
+    assert response.status_code == 201
+
+
+def test_doubled_slashes_are_redirected_to_the_path_as_flask_does(app, survey_id):
+    client = Client(app)  # the suite's expects an undocumented path to be 404 or 405
+    response = client.post(f"/api//surveys/{survey_id}//responses?x=1", json=GOOD)
+    assert response.status_code == 308
+    assert response.headers["Location"] == f"/api/surveys/{survey_id}/responses?x=1"
+    assert client.post(response.headers["Location"], json=GOOD).status_code == 201
+
+
+def test_a_body_shorter_than_its_length_is_400_and_logs_nothing(app, survey_id, caplog):
+    """A client that disconnects mid-body, as Flask answered it: 400, no error in the log."""
+    body = json.dumps(GOOD).encode()
+    with caplog.at_level(logging.ERROR):
+        response = Client(app).post(responses(survey_id), data=body[:-5],
+                                    content_type="application/json",
+                                    environ_overrides={"CONTENT_LENGTH": str(len(body))})
+    assert response.status_code == 400 and response.json["error"] == "bad_request"
+    assert not caplog.records
+
+
+def test_max_content_length_still_caps_the_body(database_url, tmp_path):
+    """MAX_CONTENT_LENGTH below MAX_RESPONSE_BYTES: 413 as for every other body."""
+    from ldpsurvey.aggregator import create_api_key
+
+    from helpers import SURVEY
+
+    app = create_app({"DATABASE_URL": database_url, "MAX_CONTENT_LENGTH": 40},
+                     instance_path=tmp_path / "instance")
+    try:
+        auth = {"Authorization": f"Bearer {create_api_key(app).key}"}
+        app.config["MAX_CONTENT_LENGTH"] = None  # the survey's definition is longer
+        survey_id = app.test_client().post("/api/surveys", json=SURVEY,
+                                           headers=auth).json["survey_id"]
+        app.config["MAX_CONTENT_LENGTH"] = 40
+        response = app.test_client().post(responses(survey_id), json=GOOD)
+        assert response.status_code == 413
+        assert response.json["error"] == "request_entity_too_large"
+    finally:
+        close_app(app)
+
+
+@pytest.mark.parametrize("path", [
+    "/api/surveys/abc/responses", "/api/surveys/abc/respons%65s", "/api//surveys/abc//responses",
+    "/api/surveys/abc/responses/batch", "/api/surveys/abc/%72esponses/"])
+def test_no_access_log_line_for_the_responses_path_however_it_is_spelled(path):
+    from ldpsurvey.aggregator.serving import logged
+
+    assert not logged(path)
+    assert logged("/api/surveys/abc/estimates")
