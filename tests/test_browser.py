@@ -655,7 +655,9 @@ def test_the_dashboard_lists_the_callers_surveys_after_login(page, live_server, 
     key = page.locator("#key")
     assert key.get_attribute("aria-invalid") == "true"
     assert page.locator("#key-error").is_visible()
-    assert page.evaluate("document.activeElement.id") == "key"
+    # the page moves focus to the field once loaded: waited for (it raced under load)
+    page.wait_for_function("document.activeElement && document.activeElement.id === 'key'",
+                           timeout=5000)
     log_in(page, live_server, researcher_key)
     page.wait_for_selector("section.survey-card")
     cards = page.locator("section.survey-card")
