@@ -4,7 +4,7 @@ which skips the same requests)."""
 
 import logging
 import re
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
 from werkzeug.serving import make_server as werkzeug_make_server
@@ -13,7 +13,7 @@ logger = logging.getLogger("ldpsurvey.aggregator.requests")
 
 # Where responses arrive. A log line per request there would time-stamp every response and,
 # line by line, give the order in which they arrived: no shipped component writes one.
-RESPONSES_PATH = re.compile(r"/api/surveys/[^/?#]+/responses(/batch)?/?")
+RESPONSES_PATH = re.compile(r"/api/surveys/[^/]+/responses(/batch)?/?")
 
 
 def logged(path: str) -> bool:
@@ -27,7 +27,7 @@ class PrivateRequestHandler(WSGIRequestHandler):
     nothing for requests to the responses endpoints."""
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        path = self.path.split("?", 1)[0]
+        path = urlsplit(self.path).path  # as werkzeug routes it: no query, fragment or host
         if logged(path):
             self.log("info", '"%s %s" %s', self.command, path, code)
 

@@ -16,13 +16,13 @@ Flask endpoints get it:
 - the 201's body (http.accepted_reply).
 
 Other methods on the path are answered as Flask answers them: 405 with Allow, OPTIONS with
-its Allow; so are doubled slashes in it (308 to the path with single ones).
+its Allow. Doubled slashes in it are merged, where Flask redirected to the merged path: no
+Location to build from a header a proxy forwards (X-Forwarded-Prefix).
 """
 
 import re
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
-from urllib.parse import quote
 
 from flask import Flask
 from werkzeug.exceptions import HTTPException
@@ -33,7 +33,7 @@ from . import errors, intake, limits, security
 from .http import accepted_reply, checked_idempotency_key, parse_json_body
 
 PATH = re.compile(r"/api/surveys/([^/]+)/responses")
-MERGED = re.compile(r"/{2,}")  # doubled slashes, which Flask's routing merges
+MERGED = re.compile(r"/{2,}")  # doubled slashes: the same path (Flask's routing merged them)
 ALLOW = "OPTIONS, POST"
 NOT_ALLOWED = "The method is not allowed for the requested URL."  # werkzeug's, as Flask says it
 
@@ -48,13 +48,10 @@ class Submissions:
         self.app, self.flask_wsgi = app, flask_wsgi
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if PATH.fullmatch(path):
-            status, body, headers = self.answer(environ, path)
-        elif "//" in path and PATH.fullmatch(MERGED.sub("/", path)):
-            status, body, headers = self.redirect(environ, MERGED.sub("/", path))
-        else:
+        path = MERGED.sub("/", environ.get("PATH_INFO", ""))
+        if not PATH.fullmatch(path):
             return self.flask_wsgi(environ, start_response)
+        status, body, headers = self.answer(environ, path)
         if method_of(environ) == "HEAD":
             body = b""
         start_response(f"{status} {HTTPStatus(status).phrase.upper()}",
@@ -72,15 +69,6 @@ class Submissions:
             return 200, b"", [("Allow", ALLOW)]
         status, body, headers = self.error(405, "method_not_allowed", NOT_ALLOWED)
         return status, body, [*headers, ("Allow", ALLOW)]
-
-    def redirect(self, environ: dict, path: str) -> Reply:
-        """As Flask answers a path with doubled slashes (werkzeug's merge_slashes): 308 to the
-        path with single ones, which a client follows with the same method and body."""
-        query = environ.get("QUERY_STRING")
-        location = (environ.get("SCRIPT_NAME", "") + quote(path.encode("latin-1"), safe="/")
-                    + (f"?{query}" if query else ""))
-        status, body, headers = self.error(308, "permanent_redirect", f"go to {location}")
-        return status, body, [*headers, ("Location", location)]
 
     def submit(self, environ: dict, survey_id: str) -> Reply:
         """One respondent's randomized answers, as the API documents them."""

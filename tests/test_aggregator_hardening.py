@@ -261,6 +261,7 @@ def test_gunicorn_log_filter_removes_any_address():
 
 def test_the_development_server_logs_no_line_for_responses(app, client, survey_id, caplog):
     """`ldp-survey serve` and the mock's embedded server: other requests get a line."""
+    import http.client
     import logging
     import threading
 
@@ -276,6 +277,15 @@ def test_the_development_server_logs_no_line_for_responses(app, client, survey_i
             post = urllib.request.Request(f"{base}/api/surveys/{survey_id}/responses", data=body,
                                           headers={"Content-Type": "application/json"})
             assert urllib.request.urlopen(post, timeout=5).status == 201
+            # spelled as werkzeug still routes it there: absolute form, a fragment
+            for target in (f"http://x/api/surveys/{survey_id}/responses",
+                           f"/api/surveys/{survey_id}/responses#fragment"):
+                connection = http.client.HTTPConnection("127.0.0.1", server.server_port,
+                                                        timeout=5)
+                connection.request("POST", target, body,
+                                   {"Content-Type": "application/json"})
+                assert connection.getresponse().status == 201
+                connection.close()
             urllib.request.urlopen(f"{base}/api/surveys/{survey_id}/status?x=1", timeout=5)
     finally:
         server.shutdown()
