@@ -102,8 +102,7 @@ def _http_error(exc: HTTPException):
     if not _wants_json():
         return _page(Page(exc.code or 500, exc.name), exc.description)
     body, status = error_response(*http_answer(exc))
-    for name, value in http_headers(exc):
-        body.headers[name] = value
+    body.headers.extend(error_headers(exc))
     return body, status
 
 
@@ -114,17 +113,22 @@ def http_answer(exc: HTTPException) -> tuple[int, str, str]:
     return exc.code or 500, code, exc.description or exc.name
 
 
-def http_headers(exc: HTTPException) -> list[tuple[str, str]]:
-    """The headers an HTTP error brings, but its content type (e.g. Allow on a 405)."""
-    return [(name, value) for name, value in exc.get_headers()
-            if name.lower() != "content-type"]
+def error_headers(exc: Exception) -> list[tuple[str, str]]:
+    """The headers an error's answer carries: Retry-After in seconds on a 429, an HTTP
+    error's own but its content type (e.g. Allow on a 405)."""
+    if isinstance(exc, RateLimited):
+        return [("Retry-After", str(exc.seconds))]
+    if isinstance(exc, HTTPException):
+        return [(name, value) for name, value in exc.get_headers()
+                if name.lower() != "content-type"]
+    return []
 
 
 def _rate_limited(exc: RateLimitExceeded):
     """429 through the table, with Retry-After in seconds."""
     limited = breach(exc)
     response = make_response(_domain_error(limited))
-    response.headers["Retry-After"] = str(limited.seconds)
+    response.headers.extend(error_headers(limited))
     return response
 
 

@@ -9,10 +9,11 @@ import hmac
 import logging
 import math
 import time
+from functools import lru_cache
 
 from flask import Flask, current_app, request
 from flask_limiter import ApplicationLimit, Limiter
-from limits import parse_many
+from limits import RateLimitItem, parse_many
 
 from .exceptions import DomainError
 
@@ -94,6 +95,13 @@ def limited(name: str, limit: str, reset_at: float) -> RateLimited:
                        f"({SETTINGS[name]}); retry after {seconds} s", seconds)
 
 
+@lru_cache(maxsize=16)
+def parsed(text: str) -> tuple[RateLimitItem, ...]:
+    """A setting's limits ("N per minute; M per hour"), in the order the limiter checks them;
+    parsed once, not per request."""
+    return tuple(sorted(parse_many(text)))
+
+
 def hit(app: Flask, name: str, address: str) -> None:
     """Count a request of class `name` from `address` that Flask does not serve (submissions.py)
     against the class's limits, in the limiter's storage under the key its application limit
@@ -103,7 +111,7 @@ def hit(app: Flask, name: str, address: str) -> None:
         return
     strategy = app.extensions["ldp_limiter"].limiter
     identifiers = (KEY_PREFIX, keyed_client(app.config["SECRET_KEY"], address), name)
-    for limit in sorted(parse_many(app.config[SETTINGS[name]])):
+    for limit in parsed(app.config[SETTINGS[name]]):
         try:
             if strategy.hit(limit, *identifiers):
                 continue

@@ -14,12 +14,13 @@ logger = logging.getLogger("ldpsurvey.aggregator.requests")
 # Where responses arrive. A log line per request there would time-stamp every response and,
 # line by line, give the order in which they arrived: no shipped component writes one.
 RESPONSES_PATH = re.compile(r"/api/surveys/[^/]+/responses(/batch)?/?")
+MERGED_SLASHES = re.compile(r"/{2,}")  # doubled slashes reach the same endpoint (merged)
 
 
 def logged(path: str) -> bool:
     """Whether a request for `path` (without query string, as sent: percent-encoded, maybe
     with doubled slashes, which reach the same endpoint) may have an access-log line."""
-    return not RESPONSES_PATH.fullmatch(re.sub("/{2,}", "/", unquote(path)))
+    return not RESPONSES_PATH.fullmatch(MERGED_SLASHES.sub("/", unquote(path)))
 
 
 class PrivateRequestHandler(WSGIRequestHandler):

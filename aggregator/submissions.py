@@ -25,15 +25,14 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 
 from flask import Flask
-from werkzeug.exceptions import HTTPException
 from werkzeug.http import parse_options_header
 from werkzeug.wsgi import get_content_length, get_input_stream
 
 from . import errors, intake, limits, security
 from .http import accepted_reply, checked_idempotency_key, parse_json_body
+from .serving import MERGED_SLASHES
 
 PATH = re.compile(r"/api/surveys/([^/]+)/responses")
-MERGED = re.compile(r"/{2,}")  # doubled slashes: the same path (Flask's routing merged them)
 ALLOW = "OPTIONS, POST"
 NOT_ALLOWED = "The method is not allowed for the requested URL."  # werkzeug's, as Flask says it
 
@@ -46,24 +45,23 @@ class Submissions:
 
     def __init__(self, app: Flask, flask_wsgi: Callable):
         self.app, self.flask_wsgi = app, flask_wsgi
+        self.headers = security.response_headers(app.config)  # as security.init_app reads it
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        path = MERGED.sub("/", environ.get("PATH_INFO", ""))
-        if not PATH.fullmatch(path):
+        found = PATH.fullmatch(MERGED_SLASHES.sub("/", environ.get("PATH_INFO", "")))
+        if found is None:
             return self.flask_wsgi(environ, start_response)
-        status, body, headers = self.answer(environ, path)
-        if method_of(environ) == "HEAD":
+        method = environ.get("REQUEST_METHOD", "GET").upper()  # as werkzeug has it
+        status, body, headers = self.answer(environ, method, found.group(1))
+        if method == "HEAD":
             body = b""
         start_response(f"{status} {HTTPStatus(status).phrase.upper()}",
-                       [*headers, *security.response_headers(self.app.config),
-                        ("Content-Length", str(len(body)))])
+                       [*headers, *self.headers, ("Content-Length", str(len(body)))])
         return [body]
 
-    def answer(self, environ: dict, path: str) -> Reply:
+    def answer(self, environ: dict, method: str, survey_id: str) -> Reply:
         """This path's answer to the request's method."""
-        method = method_of(environ)
         if method == "POST":
-            survey_id = PATH.fullmatch(path).group(1)
             return self.submit(environ, survey_id.encode("latin-1").decode("utf-8", "replace"))
         if method == "OPTIONS":
             return 200, b"", [("Allow", ALLOW)]
@@ -75,10 +73,11 @@ class Submissions:
         database, limit = self.app.extensions["ldp_database"], self.app.config["MAX_RESPONSE_BYTES"]
         try:
             limits.hit(self.app, "submit", environ.get("REMOTE_ADDR") or "")
+            length = get_content_length(environ)
             body = parse_json_body(
-                parse_options_header(environ.get("CONTENT_TYPE", ""))[0].lower(),
-                get_content_length(environ),
-                lambda: read_body(environ, limit, self.app.config["MAX_CONTENT_LENGTH"]), limit)
+                parse_options_header(environ.get("CONTENT_TYPE", ""))[0].lower(), length,
+                lambda: read_body(environ, length, limit, self.app.config["MAX_CONTENT_LENGTH"]),
+                limit)
             key = checked_idempotency_key(environ.get("HTTP_IDEMPOTENCY_KEY"))
             db = database.connect()
             try:
@@ -89,11 +88,7 @@ class Submissions:
         except Exception as exc:
             status, code, detail = errors.api_error(exc, self.app.logger)
             status, body, headers = self.error(status, code, detail)
-            if isinstance(exc, limits.RateLimited):
-                headers.append(("Retry-After", str(exc.seconds)))
-            if isinstance(exc, HTTPException):
-                headers.extend(errors.http_headers(exc))
-            return status, body, headers
+            return status, body, [*headers, *errors.error_headers(exc)]
         reply, headers = accepted_reply(result)
         return 201, reply, [("Content-Type", "application/json"), *headers]
 
@@ -102,22 +97,16 @@ class Submissions:
         return status, errors.error_json(code, detail), [("Content-Type", "application/json")]
 
 
-def method_of(environ: dict) -> str:
-    """The request's method, upper case as werkzeug has it."""
-    return environ.get("REQUEST_METHOD", "GET").upper()
-
-
-def read_body(environ: dict, limit: int, max_content_length: int | None) -> bytes:
+def read_body(environ: dict, length: int | None, limit: int,
+              max_content_length: int | None) -> bytes:
     """The body, as Flask reads it (werkzeug's get_input_stream): all of its Content-Length
-    (already checked against `limit`; a client that sends less gets 400, as one that
+    `length` (already checked against `limit`; a client that sends less gets 400, as one that
     disconnects), or a chunked body the server has ended, to at most `limit` + 1 bytes (one
     more tells it is too large); over MAX_CONTENT_LENGTH 413; a body with neither reads
     empty."""
     stream = get_input_stream(environ, safe_fallback=True,
                               max_content_length=max_content_length)
-    if get_content_length(environ) is None:
-        return stream.read(limit + 1)
-    return stream.read()
+    return stream.read(limit + 1) if length is None else stream.read()
 
 
 def init_app(app: Flask) -> None:

@@ -11,12 +11,12 @@ per-request machinery costs a submission.
     gunicorn -c deploy/gunicorn.conf.py 'bare_intake:create()'   # with PYTHONPATH=bench
 """
 
-import json
 from typing import Any
 
 from flask import Flask
 
 from ldpsurvey.aggregator import create_app, intake
+from ldpsurvey.aggregator.http import accepted_reply
 from ldpsurvey.aggregator.security import HEADERS
 from ldpsurvey.shared import strict_json
 
@@ -36,8 +36,7 @@ def bare(flask_app: Flask) -> Any:
                                        environ.get("HTTP_IDEMPOTENCY_KEY"), None)
         finally:
             database.release(db)
-        reply = json.dumps({"accepted": result.accepted, "survey_id": result.survey_id},
-                           separators=(",", ":")).encode() + b"\n"
+        reply, _ = accepted_reply(result)
         start_response("201 CREATED", [*headers, ("Content-Length", str(len(reply)))])
         return [reply]
 

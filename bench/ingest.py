@@ -13,7 +13,8 @@ responses (with and without a key) run `--repeat` times each, and the fastest ru
 `fastest`), with the server's CPU milliseconds per request (gunicorn's processes' user and
 system time, /proc; PostgreSQL's own processes are not counted). The survey is the bundled
 example (release batch 100): every response goes through the pending pool, which the server's
-release clock releases every second. """
+release clock releases every second.
+"""
 
 import argparse
 import contextlib
@@ -137,8 +138,14 @@ def fastest(server: Server, repeat: int, url: str, seconds: int, connections: in
     return best, best_ms, [rate for rate, _ in runs]
 
 
-def runs_text(rates: list[float]) -> str:
-    return "runs " + ", ".join(f"{rate:,.0f}" for rate in rates)
+def rate_text(run: tuple[float, float, list[float]], noop: float | None,
+              extra: str = "") -> str:
+    """A `fastest` result as reported: the rate, its share of the do-nothing rate `noop` (if
+    given) and `extra`, the server's CPU per request and every run's rate."""
+    rate, ms, rates = run
+    share = f"{rate / noop:.0%} of do-nothing{extra}; " if noop else ""
+    return (f"{rate:,.0f} ({share}server CPU {ms:.2f} ms per request; runs "
+            f"{', '.join(f'{r:,.0f}' for r in rates)})")
 
 
 def sync_calls(strace_summary: Path) -> int:
@@ -315,12 +322,10 @@ def bare_intake(env: dict, home: Path, args: argparse.Namespace, survey_id: str,
     to report."""
     env = {**env, "PYTHONPATH": str(Path(__file__).parent)}
     with gunicorn("bare_intake:create()", env, home, args.workers, args.threads) as server:
-        rate, ms, rates = fastest(server, args.repeat,
-                                  f"{server.url}/api/surveys/{survey_id}/responses",
-                                  args.seconds, args.connections, body={"answers": ANSWERS},
-                                  idempotency_keys=True)
-    return (f"{rate:,.0f} ({rate / noop:.0%} of do-nothing; server CPU {ms:.2f} ms per "
-            f"request; {runs_text(rates)})")
+        return rate_text(fastest(server, args.repeat,
+                                 f"{server.url}/api/surveys/{survey_id}/responses",
+                                 args.seconds, args.connections, body={"answers": ANSWERS},
+                                 idempotency_keys=True), noop)
 
 
 def main() -> None:
@@ -349,10 +354,11 @@ def main() -> None:
         (folder / "noop_app.py").write_text(NOOP_APP)
         with gunicorn("noop_app:app", {"PYTHONPATH": tmp}, folder, args.workers,
                       args.threads) as server:
-            noop, noop_ms, noops = fastest(server, args.repeat, server.url + "/", args.seconds,
-                                           args.connections, body={"answers": ANSWERS})
+            noop_run = fastest(server, args.repeat, server.url + "/", args.seconds,
+                               args.connections, body={"answers": ANSWERS})
+        noop = noop_run[0]
         report("do-nothing Flask endpoint (POST), requests/s (fastest run)",
-               f"{noop:,.0f} (server CPU {noop_ms:.2f} ms per request; {runs_text(noops)})")
+               rate_text(noop_run, None))
         report("bare fdatasync of a 4 kB append, per second", f"{fsyncs_per_second(folder):,.0f}")
         commits = {synchronous: sqlite_commits_per_second(folder, synchronous)
                    for synchronous in ("FULL", "OFF")}
@@ -386,21 +392,19 @@ def main() -> None:
                               args.threads) as server:
                     url = server.url
                     survey_id = new_survey(url, key)
-                    single, single_ms, singles = fastest(
-                        server, args.repeat, f"{url}/api/surveys/{survey_id}/responses",
-                        args.seconds, args.connections, body={"answers": ANSWERS})
                     report(f"single-response intake, {name}, responses/s (fastest run)",
-                           f"{single:,.0f} ({single / noop:.0%} of do-nothing; server CPU "
-                           f"{single_ms:.2f} ms per request; {runs_text(singles)})")
-                    keyed, keyed_ms, keyeds = fastest(
-                        server, args.repeat, f"{url}/api/surveys/{survey_id}/responses",
-                        args.seconds, args.connections, body={"answers": ANSWERS},
-                        idempotency_keys=True)
+                           rate_text(fastest(server, args.repeat,
+                                             f"{url}/api/surveys/{survey_id}/responses",
+                                             args.seconds, args.connections,
+                                             body={"answers": ANSWERS}), noop))
+                    keyed = fastest(server, args.repeat,
+                                    f"{url}/api/surveys/{survey_id}/responses", args.seconds,
+                                    args.connections, body={"answers": ANSWERS},
+                                    idempotency_keys=True)
                     report(f"single-response intake with Idempotency-Keys, {name}, responses/s "
                            "(fastest run)",
-                           f"{keyed:,.0f} ({keyed / noop:.0%} of do-nothing, "
-                           f"{keyed / commits['FULL']:.0%} of bare durable commits; "
-                           f"server CPU {keyed_ms:.2f} ms per request; {runs_text(keyeds)})")
+                           rate_text(keyed, noop, f", {keyed[0] / commits['FULL']:.0%} of bare "
+                                                  "durable commits"))
                     if name == "SQLite":
                         report("the same through a bare WSGI function (no Flask: the raw "
                                "bound; bare_intake.py)",

@@ -64,7 +64,7 @@ def test_unknown_survey(client):
 
 
 def test_the_reply_is_what_jsonify_writes(app, client, survey_id):
-    """http.created builds the 201 without jsonify, byte for byte as jsonify would."""
+    """http.accepted_reply builds the 201 without jsonify, byte for byte as jsonify would."""
     from flask import jsonify
 
     response = post(client, survey_id, GOOD)
