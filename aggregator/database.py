@@ -1,11 +1,11 @@
 """Database connections, hiding the differences between SQLite and PostgreSQL (no Flask here).
 
 SQLite (a file in the instance folder, WAL, synchronous=FULL, and intake's group commits
-synced before they return, so a 2xx means the answer is on disk) is the embedded default; PostgreSQL is used when DATABASE_URL starts with postgresql://.
-The store writes SQL with `?` placeholders against a `Connection`; what the two dialects spell
-differently (locking reads, serializing migrations, nested transactions) is a method here.
-The tables are created and changed by numbered steps in `migrations.py`; `db.py` hands each
-request its connection.
+synced before they return, so a 2xx means the answer is on disk) is the embedded default;
+PostgreSQL is used when DATABASE_URL starts with postgresql://. The store writes SQL with `?`
+placeholders against a `Connection`; what the two dialects spell differently (locking reads,
+serializing migrations, nested transactions) is a method here. The tables are created and
+changed by numbered steps in `migrations.py`; `db.py` hands each request its connection.
 """
 
 import fcntl

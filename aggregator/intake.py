@@ -54,10 +54,12 @@ def accept_batch(db: Connection, caller: KeyRecord, survey_id: str, body: Any,
 
 def _store(db: Connection, survey: Survey, responses: list[Answers],
            idempotency_key: str | None, token: str | None) -> Accepted:
-    """The intake transaction: open check, idempotency claim, token spend, then the responses
-    go to the pending pool, a whole batch from a researcher or relay as well. When it commits
-    they are on disk (acknowledged); concurrent requests may share the commit (grouped). What
-    needs no query (the sealed rows, the claim's keyed hashes) is computed before it."""
+    """The intake transaction: open check, then the responses go to the pending pool with the
+    request's idempotency claim, a whole batch from a researcher or relay as well, then the
+    token is spent. A retry (a claim released before, or pending) is answered as its first
+    request and spends nothing. When it commits they are on disk (acknowledged); concurrent
+    requests may share the commit (grouped). What needs no query (the sealed rows, the
+    claim's keyed hashes) is computed before it."""
     survey_id = survey.survey_id
     rows = store.answers_json(survey, responses)
     sealed = store.sealed_pending(db, survey, rows)
@@ -66,13 +68,13 @@ def _store(db: Connection, survey: Survey, responses: list[Answers],
 
     def intake(tx: Connection) -> Accepted:
         store.lock_open_survey(tx, survey_id)
-        if claim is not None:
-            earlier = store.claim_idempotency_key(tx, survey_id, claim, len(rows))
-            if earlier is not None:
-                return Accepted(survey_id, earlier, replayed=True)
+        earlier = None if claim is None else store.released_claim(tx, survey_id, claim)
+        if earlier is not None:
+            return Accepted(survey_id, earlier, replayed=True)
+        if not store.insert_pending(tx, survey_id, sealed, len(rows), claim):
+            return Accepted(survey_id, store.pending_claim(tx, survey_id, claim), replayed=True)
         if token is not None:
-            store.spend_token(tx, survey_id, token)
-        store.insert_pending(tx, survey_id, sealed, len(rows))
+            store.spend_token(tx, survey_id, token)  # TokenRejected undoes the insert
         return Accepted(survey_id, len(rows), replayed=False)
 
     return db.grouped(intake)

@@ -17,7 +17,9 @@ and per release the release's number; (since step 7) drafts, and the day a surve
 (since step 8) per survey the totals of its releases and per survey and day the responses
 released; (since step 9) per released response its bucket (eight random bits of its id); (since step
 10) per released idempotency record the day of its release, deleted IDEMPOTENCY_DAYS later;
-(since step 11) a pending request's responses sealed together, with their number.
+(since step 11) a pending request's responses sealed together, with their number; (since step
+12) with the keyed hash and body MAC of its Idempotency-Key, which become its idempotency record
+when it is released.
 Token hashes and idempotency records are keyed by the storage key and pending answers encrypted
 under it (storage_key.py), so a copy of the files alone matches and reads none of them. Nothing
 about respondents but their randomized answers and their release's day and number: no column
@@ -330,6 +332,21 @@ STEPS: list[tuple[str | Callable[[Connection], None], ...]] = [
             ORDER BY survey_id, pending_id""",
         "DROP TABLE pending",
         "ALTER TABLE pending_groups RENAME TO pending",
+    ),
+    # 12: a pending group keeps its request's idempotency claim (keyed hash and body MAC) until
+    # its release files it as an idempotency record: a keyed submission writes to the small
+    # pending pool only, not to the records of every request of the last IDEMPOTENCY_DAYS (two
+    # B-trees of them: the records and their index of unreleased ones, which goes). Records
+    # made before this step and not yet released are kept as released this day (they still
+    # answer retries, and expire IDEMPOTENCY_DAYS from now).
+    (
+        "ALTER TABLE pending ADD COLUMN key_hash TEXT",
+        "ALTER TABLE pending ADD COLUMN body_mac TEXT",
+        """CREATE UNIQUE INDEX pending_by_key ON pending (survey_id, key_hash)
+            WHERE key_hash IS NOT NULL""",
+        lambda db: db.execute("UPDATE idempotency_keys SET released = 1, released_day = ? "
+                              "WHERE released = 0", (today(),)),
+        "DROP INDEX idempotency_unreleased",
     ),
 ]
 LATEST = len(STEPS)

@@ -54,16 +54,17 @@ def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
     a staging table of this connection (store.stage_released); then the whole release goes
     into the responses in the order of those keys (store.insert_released), so neither physical
     order, nor the log, nor keys follow arrival or the chunks; they all carry the release's
-    number and day. The idempotency records made since the last release are marked released
-    that day (store.release_idempotency)."""
+    number and day. The idempotency claims of the released groups become idempotency records,
+    released that day (store.file_claims)."""
     survey_id, wanted = survey.survey_id, max(minimum, 1)
     if store.pending_count(db, survey_id, wanted) < wanted:
         return 0
     day, size = store.today(), 0
     counts: Counter = Counter()
     joint: Counter = Counter()
-    for rows in store.take_pending(db, survey_id):
+    for rows, claims in store.take_pending(db, survey_id):
         store.stage_released(db, rows)
+        store.file_claims(db, survey_id, claims, day)
         chunk_counts, chunk_joint = tallies(survey, rows)
         counts.update(chunk_counts)
         joint.update(chunk_joint)
@@ -71,7 +72,6 @@ def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
     store.insert_released(db, survey_id, day)
     store.add_counts(db, survey_id, counts)
     store.add_joint_counts(db, survey_id, joint)
-    store.release_idempotency(db, survey_id, day)
     store.record_release(db, survey_id, day, size)
     return size
 

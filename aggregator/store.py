@@ -260,21 +260,30 @@ def idempotency_claim(db: Connection, key: str, body: str) -> IdempotencyClaim:
     return IdempotencyClaim(db.keys.idempotency_id(key), db.keys.body_mac(key, body))
 
 
-def claim_idempotency_key(db: Connection, survey_id: str, claim: IdempotencyClaim,
-                          accepted: int) -> int | None:
-    """Record the claim; None if its key is new. If the key was used before with the same
-    body, the number of responses accepted then; with another body, IdempotencyConflict
-    (records from release 0.1.0 have no MAC and match any body)."""
-    if db.execute("INSERT INTO idempotency_keys (survey_id, key_hash, body_mac, accepted, "
-                  "released) VALUES (?, ?, ?, ?, 0) ON CONFLICT DO NOTHING",
-                  (survey_id, claim.key_hash, claim.body_mac, accepted)):
+def released_claim(db: Connection, survey_id: str, claim: IdempotencyClaim) -> int | None:
+    """The responses accepted with the claim's key by a request since released (its
+    idempotency record), or None; IdempotencyConflict if that request's body was another."""
+    return _earlier(claim, db.query("SELECT body_mac, accepted FROM idempotency_keys "
+                                    "WHERE survey_id = ? AND key_hash = ?",
+                                    (survey_id, claim.key_hash)))
+
+
+def pending_claim(db: Connection, survey_id: str, claim: IdempotencyClaim) -> int | None:
+    """As released_claim, for a request whose group is still pending."""
+    return _earlier(claim, db.query("SELECT body_mac, size FROM pending "
+                                    "WHERE survey_id = ? AND key_hash = ?",
+                                    (survey_id, claim.key_hash)))
+
+
+def _earlier(claim: IdempotencyClaim, found: list[tuple]) -> int | None:
+    """The earlier request's number of responses if its body was the same (records from
+    release 0.1.0 have no MAC and match any body); IdempotencyConflict if not."""
+    if not found:
         return None
-    stored_mac, stored_accepted = db.query(
-        "SELECT body_mac, accepted FROM idempotency_keys WHERE survey_id = ? AND key_hash = ?",
-        (survey_id, claim.key_hash))[0]
+    stored_mac, accepted = found[0]
     if stored_mac is not None and not hmac.compare_digest(stored_mac, claim.body_mac):
         raise IdempotencyConflict()
-    return int(stored_accepted)
+    return int(accepted)
 
 
 def spend_token(db: Connection, survey_id: str, token: str) -> None:
@@ -295,12 +304,17 @@ def sealed_pending(db: Connection, survey: Survey, rows: list[str]) -> str:
     return db.keys.seal(survey.survey_id, "\n".join(row.ljust(size) for row in rows))
 
 
-def insert_pending(db: Connection, survey_id: str, sealed: str, size: int) -> None:
+def insert_pending(db: Connection, survey_id: str, sealed: str, size: int,
+                   claim: IdempotencyClaim | None) -> bool:
     """Keep a request's `size` accepted responses (sealed_pending) until release, one row
-    under a random key: a batch of 10,000 is one insert, not 10,000 (its size is what its
-    idempotency record keeps anyway)."""
-    db.execute("INSERT INTO pending (survey_id, pending_id, size, answers) VALUES (?, ?, ?, ?)",
-               (survey_id, new_ids(1)[0], size, sealed))
+    under a random key (a batch of 10,000 is one insert, not 10,000), with the request's
+    idempotency claim if it made one; False, and nothing kept, if a group with the claim's
+    key is pending already (a retry, or on PostgreSQL a concurrent twin that committed
+    first: pending_claim tells which)."""
+    key_hash, body_mac = (None, None) if claim is None else (claim.key_hash, claim.body_mac)
+    return bool(db.execute("INSERT INTO pending (survey_id, pending_id, size, answers, "
+                           "key_hash, body_mac) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                           (survey_id, new_ids(1)[0], size, sealed, key_hash, body_mac)))
 
 
 # --- release: the steps of one release, inside the caller's transaction -------------------------
@@ -324,28 +338,33 @@ def surveys_with_pending(db: Connection) -> list[str]:
         "SELECT survey_id FROM pools WHERE survey_id <> ''")]
 
 
-RELEASE_CHUNK = 10_000  # pending responses, or idempotency records, a release holds at once
+RELEASE_CHUNK = 10_000  # pending responses a release holds at once
+
+Claim = tuple[str, str | None, int]  # a released group's key hash, body MAC and size
 
 
-def take_pending(db: Connection, survey_id: str) -> Iterator[list[str]]:
+def take_pending(db: Connection, survey_id: str) -> Iterator[tuple[list[str], list[Claim]]]:
     """Remove and yield every pending response of the survey (opened: canonical JSON), about
-    RELEASE_CHUNK at a time (whole groups: at most a batch more), groups in the order of their
-    random pending ids, which owes nothing to arrival. Inside the transaction of a release that
-    holds the survey exclusively (no intake adds to the pool meanwhile); each chunk starts
-    after the last id read, so it never steps over the groups already deleted."""
+    RELEASE_CHUNK at a time (whole groups: at most a batch more), with the idempotency claims
+    of the chunk's groups that made one; groups in the order of their random pending ids,
+    which owes nothing to arrival. Inside the transaction of a release that holds the survey
+    exclusively (no intake adds to the pool meanwhile); each chunk starts after the last id
+    read, so it never steps over the groups already deleted."""
     last = ""  # no id is empty: every id sorts after it
     while groups := db.query("SELECT pending_id, size FROM pending WHERE survey_id = ? AND "
                              "pending_id > ? ORDER BY pending_id LIMIT ?",
                              (survey_id, last, RELEASE_CHUNK)):
         totals = list(accumulate(size for _, size in groups))  # rows up to each group
         first, last = last, groups[min(bisect_left(totals, RELEASE_CHUNK), len(groups) - 1)][0]
-        sealed = [group for (group,) in db.query(
-            "SELECT answers FROM pending WHERE survey_id = ? AND pending_id > ? AND "
-            "pending_id <= ? ORDER BY pending_id", (survey_id, first, last))]
+        chunk = db.query("SELECT answers, key_hash, body_mac, size FROM pending WHERE "
+                         "survey_id = ? AND pending_id > ? AND pending_id <= ? "
+                         "ORDER BY pending_id", (survey_id, first, last))
         db.execute("DELETE FROM pending WHERE survey_id = ? AND pending_id > ? AND "
                    "pending_id <= ?", (survey_id, first, last))
-        yield [row.rstrip(" ") for group in db.keys.open_many(survey_id, sealed)
-               for row in group.split("\n")]
+        opened = db.keys.open_many(survey_id, [sealed for sealed, *_ in chunk])
+        yield ([row.rstrip(" ") for group in opened for row in group.split("\n")],
+               [(key_hash, mac, size) for _, key_hash, mac, size in chunk
+                if key_hash is not None])
 
 
 def stage_released(db: Connection, rows: list[str]) -> None:
@@ -391,23 +410,16 @@ def add_joint_counts(db: Connection, survey_id: str, deltas: Counter) -> None:
                    [(delta, survey_id, *cell) for cell, delta in sorted(deltas.items())])
 
 
-def release_idempotency(db: Connection, survey_id: str, day: str) -> None:
-    """Mark the idempotency records made since the last release as released on `day`: each is
-    deleted and written again, RELEASE_CHUNK at a time in the order of their keyed ids (an
-    HMAC: owes nothing to arrival), so that their row versions carry the release's transaction
-    instead of each its arrival's. Read through the partial index of unreleased records,
-    never the released ones."""
-    table = "idempotency_keys" + db.indexed_by("idempotency_unreleased")
-    last = ""
-    while chunk := db.query(f"SELECT key_hash, body_mac, accepted FROM {table} "  # noqa: S608  # nosec B608
-                            "WHERE survey_id = ? AND released = 0 AND key_hash > ? "
-                            "ORDER BY key_hash LIMIT ?", (survey_id, last, RELEASE_CHUNK)):
-        first, last = last, chunk[-1][0]
-        db.execute(f"DELETE FROM {table} WHERE survey_id = ? AND released = 0 "  # noqa: S608  # nosec B608
-                   "AND key_hash > ? AND key_hash <= ?", (survey_id, first, last))
-        db.insert_rows("idempotency_keys", ("survey_id", "key_hash", "body_mac", "accepted",
-                                            "released", "released_day"),
-                       [(survey_id, *record, 1, day) for record in chunk])
+def file_claims(db: Connection, survey_id: str, claims: list[Claim], day: str) -> None:
+    """Keep released groups' idempotency claims (take_pending) as idempotency records,
+    released on `day`, in the order of their keyed ids (an HMAC: owes nothing to arrival).
+    A record is first written by its release, so its row version carries the release's
+    transaction, never its arrival's. No key is filed twice: intake keeps a claim pending
+    only if no record has its key (released_claim), under the survey's lock, which the
+    release holds alone."""
+    db.insert_rows("idempotency_keys", ("survey_id", "key_hash", "body_mac", "accepted",
+                                        "released", "released_day"),
+                   [(survey_id, *claim, 1, day) for claim in sorted(claims)])
 
 
 def expire_idempotency(db: Connection, survey_id: str, before: str) -> None:

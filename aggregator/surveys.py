@@ -116,8 +116,8 @@ def close(db: Connection, caller: KeyRecord, survey_id: str) -> None:
     access.check(db, caller, survey_id, access.MANAGE)
     with db.transaction():
         store.lock_survey(db, survey_id, exclusive=True)
-        store.mark_closed(db, survey_id)  # first: the release then has no records to move
         releases.release_locked(db, store.get_survey(db, survey_id).survey, minimum=1)
+        store.mark_closed(db, survey_id)  # after: with the records the release just filed
     db.scrub(releases.SCRUBBED)
 
 

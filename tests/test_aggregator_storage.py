@@ -45,9 +45,10 @@ def test_no_column_can_hold_an_ip_user_agent_token_or_time(app):
     assert sorted(schema["release_totals"]) == ["last_number", "released", "smallest",
                                                 "survey_id"]
     assert sorted(schema["release_days"]) == ["released_day", "size", "survey_id"]
-    # A pending request's responses sealed together, and how many (its idempotency record
-    # keeps that number too).
-    assert sorted(schema["pending"]) == ["answers", "pending_id", "size", "survey_id"]
+    # A pending request's responses sealed together, how many, and its idempotency claim
+    # (keyed hashes, as its record keeps them once released, with that number too).
+    assert sorted(schema["pending"]) == ["answers", "body_mac", "key_hash", "pending_id", "size",
+                                         "survey_id"]
     # An idempotency record: keyed hashes, a count, and once released the release's day.
     assert sorted(schema["idempotency_keys"]) == ["accepted", "body_mac", "key_hash", "released",
                                                   "released_day", "survey_id"]

@@ -85,6 +85,18 @@ def test_idempotent_retry_with_a_spent_token_is_answered_as_the_first(app, clien
     assert len(table(app, "responses")) == 1
 
 
+def test_a_refused_token_leaves_its_key_unclaimed(app, client, auth, invited_id):
+    """Intake keeps the group with its idempotency claim before it spends the token, so a token
+    refused undoes both: the same key with a good token is then a first request, stored."""
+    token = mint(client, auth, invited_id, 1).json["tokens"][0]
+    refused = answer(client, invited_id, "never-minted-token-0001", key="claimed-key-0001")
+    assert refused.status_code == 403 and table(app, "pending") == []
+    first = answer(client, invited_id, token, key="claimed-key-0001")
+    assert first.status_code == 201 and "Idempotent-Replayed" not in first.headers
+    release_due(app)
+    assert len(table(app, "responses")) == 1
+
+
 def test_nothing_links_a_token_to_a_response(app, client, auth, invited_id):
     tokens = mint(client, auth, invited_id, 2).json["tokens"]
     answer(client, invited_id, tokens[0])

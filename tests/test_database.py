@@ -247,3 +247,39 @@ def test_a_submission_is_acknowledged_only_once_its_log_is_synced(app, survey_id
     syncs = LogSyncs(database, monkeypatch)
     accepted = client.post(path, json=answers, headers={"Idempotency-Key": "k-sync-holds"})
     assert accepted.status_code == 201 and len(syncs.calls) == 1
+
+
+def test_a_retry_racing_its_first_request_is_answered_as_it(app, survey_id):
+    """Two requests with one Idempotency-Key at once (a client retrying before the first
+    answer came back): the second waits for the first's pending group with that key (on
+    PostgreSQL, its insert waits on the pool's index of keys; on SQLite, for the writers'
+    lock), then is answered as a replay of it; one group is kept."""
+    import threading
+
+    from ldpsurvey.aggregator import intake, store
+    from ldpsurvey.aggregator.answers import parse_answers
+
+    database = app.extensions["ldp_database"]
+    body, key = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}, "racing-twin-0001"
+    first, second = database.connect(), database.connect()
+    outcomes: list = []
+    try:
+        survey = store.get_survey(first, survey_id).survey
+        rows = store.answers_json(survey, [parse_answers(survey, body)])
+        claim = store.idempotency_claim(first, key, "\n".join(rows))
+        twin = threading.Thread(target=lambda: outcomes.append(
+            intake.accept_one(second, survey_id, body, key, None)))
+        with first.transaction():
+            store.lock_open_survey(first, survey_id)
+            assert store.released_claim(first, survey_id, claim) is None
+            assert store.insert_pending(first, survey_id, store.sealed_pending(first, survey, rows),
+                                        1, claim)
+            twin.start()
+            twin.join(0.5)
+            assert twin.is_alive() and outcomes == []  # waiting for the first to commit
+        twin.join(10)
+        assert outcomes == [intake.Accepted(survey_id, 1, replayed=True)]
+        assert first.query("SELECT size FROM pending WHERE survey_id = ?", (survey_id,)) == [(1,)]
+    finally:
+        database.release(first)
+        database.release(second)

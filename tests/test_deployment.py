@@ -44,7 +44,7 @@ def random_answers(rng: random.Random) -> dict:
 
 def stored_state(app, survey_id):
     """(responses stored, released or pending; counters == recount of the released rows;
-    idempotency key hashes; integrity check; responses pending)."""
+    idempotency key hashes, released or pending; integrity check; responses pending)."""
     import json
 
     from ldpsurvey.aggregator.db import get_db
@@ -58,8 +58,10 @@ def stored_state(app, survey_id):
         counters = {(q, j): int(c) for q, j, c in db.query(
             "SELECT question_id, option_index, count FROM counts WHERE survey_id = ?",
             (survey_id,))}
-        keys = {h for (h,) in db.query(
-            "SELECT key_hash FROM idempotency_keys WHERE survey_id = ?", (survey_id,))}
+        keys = {h for (h,) in db.query(  # a pending group keeps its claim until released
+            "SELECT key_hash FROM idempotency_keys WHERE survey_id = ? UNION ALL "
+            "SELECT key_hash FROM pending WHERE survey_id = ? AND key_hash IS NOT NULL",
+            (survey_id, survey_id))}
         integrity = None if db.dialect == "postgresql" else db.query("PRAGMA integrity_check")[0][0]
     recount = Counter((q, j) for row in rows for q, j in row.items())
     consistent = all(counters[k] == recount.get(k, 0) for k in counters)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ldpsurvey.aggregator import ConfigurationError, close_app, create_app
+from ldpsurvey.aggregator import ConfigurationError, close_app, create_api_key, create_app
 from ldpsurvey.aggregator.db import get_db
 from ldpsurvey.aggregator.migrations import LATEST
 
@@ -240,5 +240,61 @@ def test_step_4_adds_empty_joint_counters_that_new_declared_crosstabs_fill(tmp_p
         assert client.post("/api/surveys", json=declared, headers=researcher).status_code == 201
         with app.app_context():
             assert get_db().query("SELECT COUNT(*), SUM(count) FROM joint_counts") == [(6, 0)]
+    finally:
+        close_app(app)
+
+
+def test_step_12_keeps_unreleased_records_as_released_that_day(tmp_path, monkeypatch):
+    """Before step 12 a keyed request wrote an unreleased idempotency record beside its pending
+    group, with nothing to join the two; step 12 keeps such records as released on the day it
+    runs, so a retry is still answered as its first request (and one with another body is a
+    conflict) until IDEMPOTENCY_DAYS from then, and their group still releases whole."""
+    from ldpsurvey.aggregator import migrations, store
+    from ldpsurvey.aggregator.answers import parse_answers
+
+    from helpers import release_due
+
+    url = f"sqlite:///{tmp_path / 'step11.sqlite3'}"
+    monkeypatch.setattr(migrations, "STEPS", migrations.STEPS[:11])
+    monkeypatch.setattr(migrations, "LATEST", 11)
+    app = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    client = app.test_client()
+    auth = {"Authorization": f"Bearer {create_api_key(app).key}"}
+    survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
+    body = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
+    key = "kept-across-step-12"
+    with app.app_context():  # what a step-11 release's intake wrote, in one transaction
+        db = get_db()
+        survey = store.get_survey(db, survey_id).survey
+        rows = store.answers_json(survey, [parse_answers(survey, body)])
+        claim = store.idempotency_claim(db, key, "\n".join(rows))
+        with db.transaction():
+            db.execute("INSERT INTO idempotency_keys (survey_id, key_hash, body_mac, accepted, "
+                       "released) VALUES (?, ?, ?, 1, 0)",
+                       (survey_id, claim.key_hash, claim.body_mac))
+            db.execute("INSERT INTO pending (survey_id, pending_id, size, answers) "
+                       "VALUES (?, 'step-11-group', 1, ?)",
+                       (survey_id, store.sealed_pending(db, survey, rows)))
+    close_app(app)
+    monkeypatch.undo()
+
+    app = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    try:
+        assert version_of(app) == LATEST
+        client = app.test_client()
+        with app.app_context():
+            db = get_db()
+            assert db.query("SELECT released, released_day FROM idempotency_keys") == [
+                (1, store.today())]
+            assert db.query("SELECT key_hash, body_mac FROM pending") == [(None, None)]
+            assert db.query("SELECT name FROM sqlite_master WHERE name = "
+                            "'idempotency_unreleased'") == []
+        path = f"/api/surveys/{survey_id}/responses"
+        again = client.post(path, json=body, headers={"Idempotency-Key": key})
+        assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+        other = client.post(path, json={"answers": {"smoked": 0, "drove": 0, "sleep": 2}},
+                            headers={"Idempotency-Key": key})
+        assert other.status_code == 409
+        assert release_due(app) == 1  # the step-11 group, once
     finally:
         close_app(app)

@@ -148,15 +148,13 @@ def test_no_request_or_release_reads_a_growing_table_whole(app, client, auth, mo
                  if sql.split()[0].upper() in ("SELECT", "WITH", "UPDATE", "DELETE", "INSERT")
                  and "releasing" not in sql and (found := full_scans(db, sql, params))}
     assert not scans, "\n".join(f"{sql}\n  -> {found}" for sql, found in scans.items())
-    # A release reads and deletes its survey's unreleased idempotency records through their
-    # partial index, never the released ones (the primary key would range over all of them).
-    unreleased = [sql for sql in statements if "released = 0" in sql]
-    assert len(unreleased) == 2
+    # Intake finds a retry's pending group through the pool's index of keys (the primary key
+    # would range over the survey's whole pool).
+    [pending] = [sql for sql in statements if sql.startswith("SELECT body_mac, size FROM pending")]
     with app.app_context():
         db = get_db()
-        for sql in unreleased:
-            assert "idempotency_unreleased" in plan_text(db, sql, statements[sql]), sql
-        # And deletes its expired records through the index of released ones by day.
+        assert "pending_by_key" in plan_text(db, pending, statements[pending]), pending
+        # A release deletes expired records through the index of released ones by day.
         [expire] = [sql for sql in statements if "released_day <" in sql]
         assert "idempotency_by_day" in plan_text(db, expire, statements[expire]), expire
 

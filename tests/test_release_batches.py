@@ -249,7 +249,8 @@ def test_a_request_waits_as_one_sealed_group_and_releases_whole(app, client, aut
     chunks: list[int] = []
     take_pending = store.take_pending
     monkeypatch.setattr(store, "take_pending", lambda db, survey_id: (
-        chunks.append(len(rows)) or rows for rows in take_pending(db, survey_id)))
+        chunks.append(len(rows)) or (rows, claims)
+        for rows, claims in take_pending(db, survey_id)))
     survey_id = create(client, auth, release_batch=100)
     batch = [{"answers": {"smoked": 1, "drove": i % 2, "sleep": 2}} for i in range(7)]
     assert client.post(f"/api/surveys/{survey_id}/responses/batch", json={"responses": batch},
