@@ -1,11 +1,11 @@
 """Database connections, hiding the differences between SQLite and PostgreSQL (no Flask here).
 
-SQLite (a file in the instance folder, WAL, synchronous=FULL, and intake's group commits
-synced before they return, so a 2xx means the answer is on disk) is the embedded default;
-PostgreSQL is used when DATABASE_URL starts with postgresql://. The store writes SQL with `?`
-placeholders against a `Connection`; what the two dialects spell differently (locking reads,
-serializing migrations, nested transactions) is a method here. The tables are created and
-changed by numbered steps in `migrations.py`; `db.py` hands each request its connection.
+SQLite (a file in the instance folder, WAL, synchronous=FULL, so a 2xx means the answer is on
+disk) is the embedded default; PostgreSQL is used when DATABASE_URL starts with postgresql://.
+The store writes SQL with `?` placeholders against a `Connection`; what the two dialects spell
+differently (locking reads, serializing migrations, nested transactions) is a method here.
+The tables are created and changed by numbered steps in `migrations.py`; `db.py` hands each
+request its connection.
 """
 
 import fcntl
@@ -108,9 +108,9 @@ class SQLiteConnection(Connection):
     without_rowid = " WITHOUT ROWID"
 
     def __init__(self, raw: Any, scrubber: "Scrubber", keys: StorageKeys,
-                 writer: "WriterLock", group: "GroupCommit", log: str):
+                 writer: "WriterLock", group: "GroupCommit"):
         super().__init__(raw, scrubber, keys)
-        self.writer, self.group, self.log = writer, group, log
+        self.writer, self.group = writer, group
 
     def grouped(self, work: Callable[[Connection], T]) -> T:
         if self.raw.in_transaction:
@@ -142,24 +142,6 @@ class SQLiteConnection(Connection):
                 if self.raw.in_transaction:  # also after a failed COMMIT: never leave one open
                     self.raw.execute("ROLLBACK")
                 raise
-
-    @contextmanager
-    def synced_after_unlock(self) -> Iterator[Connection]:
-        """A transaction (outside any) whose commit writes the log unsynced under the writers'
-        lock (synchronous=NORMAL for it alone); the log is synced once the lock is let go
-        (sync_log), and only then does this return. Meanwhile the next writer, of this
-        process or another, commits: the syncs of concurrent writers overlap instead of
-        queueing behind the lock. For the length of a sync, readers see what is not yet on
-        disk: this is for intake's group commit alone, whose pending rows no reader outside
-        the server sees. Every other transaction stays FULL, synced before any reader sees
-        it: a release that someone has read is never taken back by a crash."""
-        self.raw.execute("PRAGMA synchronous = NORMAL")
-        try:
-            with self.transaction():
-                yield self
-        finally:
-            self.raw.execute("PRAGMA synchronous = FULL")
-        sync_log(self.log)
 
     @contextmanager
     def snapshot(self) -> Iterator[Connection]:
@@ -220,19 +202,6 @@ class PostgresConnection(Connection):
         with self.raw.transaction():
             self.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield self
-
-
-def sync_log(path: str) -> None:
-    """fdatasync the write-ahead log at `path`: every transaction committed to it before is
-    then on disk, whichever connection or process wrote it (the log is one file, appended in
-    commit order; a crash cuts off a tail of it, and SQLite's recovery keeps the prefix whose
-    checksums hold). The log exists while any connection is open, as the caller's is; a
-    checkpoint that copies it into the database file, and so may restart it, syncs it first."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
 
 
 class Scrubber:
@@ -376,13 +345,12 @@ class _Work:
 class GroupCommit:
     """Group commit (as database servers do with their log): the work of concurrent callers in
     one process runs in one transaction, each part in a savepoint of its own (a part alone
-    needs none), and is committed with one sync, made after the writers' lock is let go
-    (SQLiteConnection.synced_after_unlock). A caller who finds no commit under way leads: once
-    it holds the writers' lock (while it waits there, other processes commit and more parts
-    queue here), it takes every part waiting, runs them on its own connection, commits, syncs
+    needs none), and is committed with one sync. A caller who finds no commit under way leads:
+    once it holds the writers' lock (while it waits there, other processes commit and more
+    parts queue here), it takes every part waiting, runs them on its own connection, commits,
     and hands each caller its result or exception (a part that fails is undone alone: nothing
     half-stored); parts that arrive meanwhile wait for the next leader, one of them. Each
-    caller returns only after the sync that covers its part, so an acknowledged response is
+    caller returns only after the commit that holds its part, so an acknowledged response is
     on disk, as with a transaction of its own."""
 
     def __init__(self) -> None:
@@ -409,10 +377,10 @@ class GroupCommit:
 
     def _commit(self, connection: SQLiteConnection) -> None:
         """Every part waiting once the writers' lock is held, in one transaction; a failed
-        begin, commit or sync fails every part."""
+        commit (or begin) fails every part."""
         group: list[_Work] = []
         try:
-            with connection.synced_after_unlock():
+            with connection.transaction():
                 with self._changed:
                     group, self._waiting = self._waiting, []
                 self._run(connection, group)
@@ -474,8 +442,7 @@ class SQLiteDatabase:
                 raw.execute(f"PRAGMA {pragma}")
             with self._lock:
                 self._opened.add(raw)
-        return SQLiteConnection(raw, self.scrubber, self.keys, self.writer, self.group,
-                                f"{self.path}-wal")
+        return SQLiteConnection(raw, self.scrubber, self.keys, self.writer, self.group)
 
     def release(self, connection: Connection) -> None:
         """Give the connection back: kept idle for the next request, or closed if IDLE are (or
