@@ -309,8 +309,8 @@ def insert_pending(db: Connection, survey_id: str, sealed: str, size: int,
     """Keep a request's `size` accepted responses (sealed_pending) until release, one row
     under a random key (a batch of 10,000 is one insert, not 10,000), with the request's
     idempotency claim if it made one; False, and nothing kept, if a group with the claim's
-    key is pending already (a retry, or on PostgreSQL a concurrent twin that committed
-    first: pending_claim tells which)."""
+    key is pending already (a retry, or a concurrent twin that committed first:
+    pending_claim tells which)."""
     key_hash, body_mac = (None, None) if claim is None else (claim.key_hash, claim.body_mac)
     return bool(db.execute("INSERT INTO pending (survey_id, pending_id, size, answers, "
                            "key_hash, body_mac) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
