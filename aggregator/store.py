@@ -414,12 +414,13 @@ def file_claims(db: Connection, survey_id: str, claims: list[Claim], day: str) -
     """Keep released groups' idempotency claims (take_pending) as idempotency records,
     released on `day`, in the order of their keyed ids (an HMAC: owes nothing to arrival).
     A record is first written by its release, so its row version carries the release's
-    transaction, never its arrival's. No key is filed twice: intake keeps a claim pending
-    only if no record has its key (released_claim), under the survey's lock, which the
-    release holds alone."""
-    db.insert_rows("idempotency_keys", ("survey_id", "key_hash", "body_mac", "accepted",
-                                        "released", "released_day"),
-                   [(survey_id, *claim, 1, day) for claim in sorted(claims)])
+    transaction, never its arrival's. Intake keeps a claim pending only if no record has its
+    key (released_claim); a record that has it all the same (written by a replica of a release
+    before schema step 12, running beside this one) is kept as it is, so the release goes
+    through."""
+    db.executemany("INSERT INTO idempotency_keys (survey_id, key_hash, body_mac, accepted, "
+                   "released, released_day) VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT DO NOTHING",
+                   [(survey_id, *claim, day) for claim in sorted(claims)])
 
 
 def expire_idempotency(db: Connection, survey_id: str, before: str) -> None:

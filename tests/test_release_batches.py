@@ -151,10 +151,10 @@ def test_delta_shrinks_with_the_survey(app, client, auth):
 
 def test_a_release_holds_one_chunk_of_the_pool_at_a_time(app, client, auth, monkeypatch):
     """However full the pool, a release (here the close's) opens RELEASE_CHUNK pending rows at
-    a time and moves the idempotency records as many at a time; every row is released once,
+    a time and files the idempotency claims as many at a time; every row is released once,
     under one release number, with the counts and replays of a release in one piece."""
     from ldpsurvey.aggregator import releases, store
-    from ldpsurvey.aggregator.database import Connection, PostgresConnection
+    from ldpsurvey.aggregator.database import Connection
     from ldpsurvey.aggregator.db import get_db
     from ldpsurvey.aggregator.storage_key import StorageKeys
 
@@ -163,13 +163,15 @@ def test_a_release_holds_one_chunk_of_the_pool_at_a_time(app, client, auth, monk
     open_many = StorageKeys.open_many
     monkeypatch.setattr(StorageKeys, "open_many", lambda self, survey, rows: (
         opened.append(len(rows)) or open_many(self, survey, rows)))
-    moved: list[int] = []  # idempotency records written again, per statement
-    for kind in (Connection, PostgresConnection):
-        def insert_rows(self, table, columns, rows, _original=kind.insert_rows):
-            if table == "idempotency_keys":
-                moved.append(len(rows))
-            return _original(self, table, columns, rows)
-        monkeypatch.setattr(kind, "insert_rows", insert_rows)
+    moved: list[int] = []  # idempotency records filed, per statement
+    executemany = Connection.executemany
+
+    def filing(self, sql, rows):
+        if "INTO idempotency_keys" in sql:
+            moved.append(len(rows))
+        return executemany(self, sql, rows)
+
+    monkeypatch.setattr(Connection, "executemany", filing)
     survey_id = create(client, auth, release_batch=100)
     answers = [{"answers": {"smoked": i % 2, "drove": 0, "sleep": i % 3}} for i in range(10)]
     for i, body in enumerate(answers):
@@ -294,3 +296,28 @@ def test_a_failed_release_leaves_nothing_staged_and_the_next_is_exact(app, clien
             estimates(client, survey_id, auth)["questions"][0]["options"]] == [0, 5]
     export = client.get(f"/api/surveys/{survey_id}/export.csv", headers=auth).text
     assert len(export.strip().splitlines()) == 1 + 5
+
+
+def test_a_claim_whose_key_has_a_record_already_is_released_all_the_same(app, client, auth):
+    """A replica of the release before schema step 12, running beside a migrated one, writes
+    an idempotency record for a key whose claim a new replica keeps pending (a retry it
+    cannot know for one): the release keeps that record and goes through, instead of failing
+    on the duplicate key at every instant from then on."""
+    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.db import get_db
+
+    survey_id = create(client, auth, release_batch=1)
+    key = "claimed-and-recorded-0001"
+    assert post(client, survey_id, **{"Idempotency-Key": key}).status_code == 201
+    with app.app_context():
+        db = get_db()
+        with db.transaction():  # what the replica of the release before wrote for the retry
+            db.execute("INSERT INTO idempotency_keys (survey_id, key_hash, body_mac, accepted, "
+                       "released) VALUES (?, ?, NULL, 1, 0)",
+                       (survey_id, db.keys.idempotency_id(key)))
+    assert release_due(app) == 1
+    with app.app_context():
+        assert get_db().query("SELECT released FROM idempotency_keys") == [(0,)]
+        assert store.pending_count(get_db(), survey_id, 10) == 0
+    again = post(client, survey_id, **{"Idempotency-Key": key})
+    assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
