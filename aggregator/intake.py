@@ -1,5 +1,6 @@
 """Accepting responses: validate them against their survey, then store them in the survey's
-pending pool with their idempotency record and spent token in one transaction, all or nothing.
+pending pool with their idempotency claim, and spend their token, in one transaction, all or
+nothing.
 Intake never releases: pools are released at scheduled instants (releases.py), so no request
 is slower, or answered differently, for filling one."""
 

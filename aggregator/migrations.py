@@ -339,14 +339,15 @@ STEPS: list[tuple[str | Callable[[Connection], None], ...]] = [
     # B-trees of them: the records and their index of unreleased ones, which goes). Records
     # made before this step and not yet released are kept as released this day (they still
     # answer retries, and expire IDEMPOTENCY_DAYS from now).
+    # The records first, then the pool: the order intake of the release before takes them in.
     (
+        "DROP INDEX idempotency_unreleased",
+        lambda db: db.execute("UPDATE idempotency_keys SET released = 1, released_day = ? "
+                              "WHERE released = 0", (today(),)),
         "ALTER TABLE pending ADD COLUMN key_hash TEXT",
         "ALTER TABLE pending ADD COLUMN body_mac TEXT",
         """CREATE UNIQUE INDEX pending_by_key ON pending (survey_id, key_hash)
             WHERE key_hash IS NOT NULL""",
-        lambda db: db.execute("UPDATE idempotency_keys SET released = 1, released_day = ? "
-                              "WHERE released = 0", (today(),)),
-        "DROP INDEX idempotency_unreleased",
     ),
 ]
 LATEST = len(STEPS)

@@ -7,7 +7,7 @@ a release, so none is slower for filling a pool, and nobody outside the server l
 pool filled: results change only at the scheduled instants. Nothing released, and nothing
 stored, tells in which order they arrived within their release.
 
-After a release, what the deleted pending rows, spent tokens and rewritten idempotency records
+After a release, what the deleted pending rows, spent tokens and expired idempotency records
 leave in the database's files is scrubbed (`Connection.scrub`).
 """
 
@@ -101,9 +101,11 @@ def tallies(survey: Survey, rows: Sequence[str]) -> tuple[Counter, Counter]:
 
 def release_due(db: Connection, keep_days: int) -> int:
     """What the release clock runs at each scheduled instant: release every survey whose pool
-    holds at least its release_batch (release); return how many responses were released. Each release
-    holds its survey exclusively and checks the pool again, so replicas and workers whose
-    clocks fire at the same instant release each pool once."""
+    holds at least its release_batch (release); return how many responses were released. Each
+    release holds its survey exclusively and checks the pool again, so replicas and workers
+    whose clocks fire at the same instant release each pool once. One survey's release that
+    fails (undone whole) is logged, by the survey and the error's type, and the others go on:
+    it is tried again at the next instant."""
     released = 0
     for survey_id in store.surveys_with_pending(db):
         try:
@@ -111,6 +113,9 @@ def release_due(db: Connection, keep_days: int) -> int:
             released += release(db, survey, survey.release_batch, keep_days)
         except SurveyNotFound:  # deleted meanwhile, with its pool (lifecycle.delete)
             continue
+        except Exception as exc:
+            logger.error("the release of survey %s failed (%s); the others go on", survey_id,
+                         type(exc).__name__)
     return released
 
 

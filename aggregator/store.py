@@ -313,7 +313,8 @@ def insert_pending(db: Connection, survey_id: str, sealed: str, size: int,
     pending_claim tells which)."""
     key_hash, body_mac = (None, None) if claim is None else (claim.key_hash, claim.body_mac)
     return bool(db.execute("INSERT INTO pending (survey_id, pending_id, size, answers, "
-                           "key_hash, body_mac) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                           "key_hash, body_mac) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT "
+                           "(survey_id, key_hash) WHERE key_hash IS NOT NULL DO NOTHING",
                            (survey_id, new_ids(1)[0], size, sealed, key_hash, body_mac)))
 
 
@@ -411,8 +412,9 @@ def add_joint_counts(db: Connection, survey_id: str, deltas: Counter) -> None:
 
 
 def file_claims(db: Connection, survey_id: str, claims: list[Claim], day: str) -> None:
-    """Keep released groups' idempotency claims (take_pending) as idempotency records,
-    released on `day`, in the order of their keyed ids (an HMAC: owes nothing to arrival).
+    """Keep released groups' idempotency claims (take_pending: a chunk's) as idempotency
+    records, released on `day`, in the order of their keyed ids (an HMAC: owes nothing to
+    arrival; the chunks are ranges of random pending ids).
     A record is first written by its release, so its row version carries the release's
     transaction, never its arrival's. Intake keeps a claim pending only if no record has its
     key (released_claim); a record that has it all the same (written by a replica of a release

@@ -58,10 +58,12 @@ def stored_state(app, survey_id):
         counters = {(q, j): int(c) for q, j, c in db.query(
             "SELECT question_id, option_index, count FROM counts WHERE survey_id = ?",
             (survey_id,))}
-        keys = {h for (h,) in db.query(  # a pending group keeps its claim until released
+        found = [h for (h,) in db.query(  # a pending group keeps its claim until released
             "SELECT key_hash FROM idempotency_keys WHERE survey_id = ? UNION ALL "
             "SELECT key_hash FROM pending WHERE survey_id = ? AND key_hash IS NOT NULL",
-            (survey_id, survey_id))}
+            (survey_id, survey_id))]
+        keys = set(found)
+        assert len(keys) == len(found)  # no key both pending and released
         integrity = None if db.dialect == "postgresql" else db.query("PRAGMA integrity_check")[0][0]
     recount = Counter((q, j) for row in rows for q, j in row.items())
     consistent = all(counters[k] == recount.get(k, 0) for k in counters)

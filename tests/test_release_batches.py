@@ -287,8 +287,7 @@ def test_a_failed_release_leaves_nothing_staged_and_the_next_is_exact(app, clien
         raise RuntimeError("the database went away mid-release")
 
     monkeypatch.setattr(store, "add_counts", fail)
-    with pytest.raises(RuntimeError):
-        release_due(app)
+    assert release_due(app) == 0  # logged; the clock goes on (test_one_surveys_failed_...)
     monkeypatch.setattr(store, "add_counts", add_counts)
     assert estimates(client, survey_id, auth)["questions"][0]["n"] == 0
     assert release_due(app) == 5
@@ -321,3 +320,30 @@ def test_a_claim_whose_key_has_a_record_already_is_released_all_the_same(app, cl
         assert store.pending_count(get_db(), survey_id, 10) == 0
     again = post(client, survey_id, **{"Idempotency-Key": key})
     assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+
+
+def test_one_surveys_failed_release_holds_up_no_other(app, client, auth, monkeypatch, caplog):
+    """A release that fails is undone whole and logged by its survey and the error's type; the
+    release clock goes on with the other surveys, and tries the failed one again at the next
+    instant."""
+    import logging
+
+    from ldpsurvey.aggregator import releases
+
+    failing, other = (create(client, auth, release_batch=1) for _ in range(2))
+    for survey_id in (failing, other):
+        assert post(client, survey_id).status_code == 201
+    release = releases.release
+
+    def broken(db, survey, minimum, keep_days):
+        if survey.survey_id == failing:
+            raise RuntimeError("a disk error")
+        return release(db, survey, minimum, keep_days)
+
+    monkeypatch.setattr(releases, "release", broken)
+    with caplog.at_level(logging.ERROR):
+        assert release_due(app) == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the release of survey {failing} failed (RuntimeError); the others go on"]
+    monkeypatch.undo()
+    assert release_due(app) == 1  # the failed one, at the next instant
