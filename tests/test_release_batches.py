@@ -164,14 +164,15 @@ def test_a_release_holds_one_chunk_of_the_pool_at_a_time(app, client, auth, monk
     monkeypatch.setattr(StorageKeys, "open_many", lambda self, survey, rows: (
         opened.append(len(rows)) or open_many(self, survey, rows)))
     moved: list[int] = []  # idempotency records filed, per statement
-    executemany = Connection.executemany
+    execute = Connection.execute
 
-    def filing(self, sql, rows):
+    def filing(self, sql, params=()):
         if "INTO idempotency_keys" in sql:
-            moved.append(len(rows))
-        return executemany(self, sql, rows)
+            moved.append(len(params) // 5)  # five values a record
+        return execute(self, sql, params)
 
-    monkeypatch.setattr(Connection, "executemany", filing)
+    monkeypatch.setattr(Connection, "execute", filing)
+    monkeypatch.setattr(store, "FILED_AT_ONCE", 2)
     survey_id = create(client, auth, release_batch=100)
     answers = [{"answers": {"smoked": i % 2, "drove": 0, "sleep": i % 3}} for i in range(10)]
     for i, body in enumerate(answers):
@@ -189,7 +190,7 @@ def test_a_release_holds_one_chunk_of_the_pool_at_a_time(app, client, auth, monk
                         "WHERE survey_id = ? GROUP BY released, released_day",
                         (survey_id,)) == [(1, store.today(), 10)]
         assert store.smallest_release(db, survey_id) == 10
-    assert opened == [3, 3, 3, 1] and moved == [3, 3, 3, 1]
+    assert opened == [3, 3, 3, 1] and moved == [2, 1, 2, 1, 2, 1, 1]  # chunks, then statements
     document = estimates(client, survey_id, auth)
     assert [o["reported_count"] for o in document["questions"][0]["options"]] == [5, 5]
     assert [o["reported_count"] for o in document["questions"][2]["options"]] == [4, 3, 3]
