@@ -420,8 +420,8 @@ def file_claims(db: Connection, survey_id: str, claims: list[Claim], day: str) -
     transaction, never its arrival's. Intake keeps a claim pending only if no record has its
     key (released_claim); a record that has it all the same (written by a replica of a release
     before schema step 12, running beside this one) is kept as it is, so the release goes
-    through. FILED_AT_ONCE records a statement (on PostgreSQL, a statement a record made a
-    release of 100 keyed responses half as slow again: bench/history.py)."""
+    through. FILED_AT_ONCE records a statement (one a record, each a round trip to a database
+    server, made a release of 100 keyed responses half as slow again: bench/history.py)."""
     ordered = sorted(claims)
     for start in range(0, len(ordered), FILED_AT_ONCE):
         part = ordered[start:start + FILED_AT_ONCE]
