@@ -413,6 +413,13 @@ class SQLiteDatabase:
     (the development server and the mock do)."""
 
     IDLE = 8
+    # What SQLite keeps of the WAL's file when it starts the log over after a checkpoint
+    # (journal_size_limit). Commits then overwrite the kept file in place, and each commit's
+    # fdatasync flushes the data alone; a log cut to nothing is appended to, and each of those
+    # syncs also commits the file system's journal (the file's new size): bare durable commits
+    # ran at about half the rate, and twice the CPU (bench/README.md, "Fifth round"). What is
+    # kept holds the frames since the last scrub, which empties the file (truncate_wal).
+    WAL_KEPT_BYTES = 8 * 2**20
 
     def __init__(self, path: str, keys: StorageKeys):
         self.path, self.keys = path, keys
@@ -438,7 +445,7 @@ class SQLiteDatabase:
             raw = sqlite3.connect(self.path, isolation_level=None, timeout=30,
                                   check_same_thread=False)
             for pragma in ("journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON",
-                           "secure_delete = ON", "journal_size_limit = 0"):
+                           "secure_delete = ON", f"journal_size_limit = {self.WAL_KEPT_BYTES}"):
                 raw.execute(f"PRAGMA {pragma}")
             with self._lock:
                 self._opened.add(raw)

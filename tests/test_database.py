@@ -191,6 +191,51 @@ def test_a_part_alone_takes_no_savepoint(app, monkeypatch):
         assert savepoints == [1]
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_log_keeps_its_file_across_checkpoints_up_to_a_bound(app, monkeypatch):
+    """When SQLite starts the WAL over after a checkpoint, it cuts the file back to
+    WAL_KEPT_BYTES, not to nothing: later commits overwrite it in place (a sync of data
+    alone) instead of growing it again. A log grown beyond the bound (one large transaction)
+    is cut back to it; the scrub still empties it."""
+    from ldpsurvey.aggregator.database import SQLiteDatabase
+
+    monkeypatch.setattr(SQLiteDatabase, "WAL_KEPT_BYTES", 64 * 1024)
+    database = app.extensions["ldp_database"]
+    database.close()  # connections opened from here on take the bound above
+    database = type(database)(database.path, database.keys)
+    wal = Path(f"{database.path}-wal")
+    connection = database.connect()
+    db = connection.raw
+    try:
+        db.execute("PRAGMA wal_autocheckpoint = 4")  # pages: a checkpoint every few commits
+        db.execute("CREATE TABLE scratch (x BLOB)")
+
+        def commit(rows: int, times: int) -> list[tuple[int, bytes]]:
+            """Commit `rows` rows of about a page each, `times` times; after each, the log's
+            size and salts (which a restart of the log changes)."""
+            seen = []
+            for _ in range(times):
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("INSERT INTO scratch VALUES " + ", ".join(["(randomblob(3000))"] * rows))
+                db.execute("COMMIT")
+                seen.append((wal.stat().st_size, wal.read_bytes()[16:24]))
+            return seen
+
+        small = commit(1, 60)
+        sizes = [size for size, _ in small]
+        assert len({salts for _, salts in small}) >= 5  # the log started over again and again
+        assert sizes == sorted(sizes)  # and its file was never cut back
+        commit(40, 1)  # one transaction of 40 pages grows it past the bound
+        assert wal.stat().st_size > 64 * 1024
+        after = [size for size, _ in commit(1, 20)]
+        assert max(after[1:]) <= 64 * 1024 and min(after) > 0  # cut back to it, not to nothing
+        connection.scrub(["scratch"])
+        assert wal.stat().st_size == 0
+    finally:
+        database.release(connection)
+        database.close()
+
+
 def test_a_retry_racing_its_first_request_is_answered_as_it(app, survey_id):
     """Two requests with one Idempotency-Key at once (a client retrying before the first
     answer came back): the second waits for the first's pending group with that key (on
