@@ -28,9 +28,10 @@ T = TypeVar("T")
 
 
 class Connection(ABC):
-    """One database connection with the few operations the store needs, and the storage key's
+    """One database connection with the few operations the store needs, the storage key's
     subkeys (`keys`) under which the store hashes tokens and idempotency keys and seals pending
-    answers."""
+    answers, and `published`: published surveys' parsed manifests by id, which never change,
+    shared by the database's connections (store.published_survey)."""
 
     dialect: str  # "sqlite" or "postgresql": for the tests that inspect raw files and catalogs
     # Appended to CREATE TABLE: a table whose rows sit in primary-key order, with no hidden
@@ -43,8 +44,9 @@ class Connection(ABC):
         PostgreSQL's planner picks by its statistics."""
         return ""
 
-    def __init__(self, raw: Any, scrubber: "Scrubber", keys: StorageKeys):
-        self.raw, self.scrubber, self.keys = raw, scrubber, keys
+    def __init__(self, raw: Any, scrubber: "Scrubber", keys: StorageKeys,
+                 published: dict[str, Any]):
+        self.raw, self.scrubber, self.keys, self.published = raw, scrubber, keys, published
 
     def _sql(self, sql: str) -> str:
         return sql
@@ -108,8 +110,8 @@ class SQLiteConnection(Connection):
     without_rowid = " WITHOUT ROWID"
 
     def __init__(self, raw: Any, scrubber: "Scrubber", keys: StorageKeys,
-                 writer: "WriterLock", group: "GroupCommit"):
-        super().__init__(raw, scrubber, keys)
+                 published: dict[str, Any], writer: "WriterLock", group: "GroupCommit"):
+        super().__init__(raw, scrubber, keys, published)
         self.writer, self.group = writer, group
 
     def grouped(self, work: Callable[[Connection], T]) -> T:
@@ -429,6 +431,7 @@ class SQLiteDatabase:
         self._closed = False
         self._lock = threading.Lock()
         self.writer, self.group = WriterLock(path), GroupCommit()
+        self.published: dict[str, Any] = {}
         self.scrubber = Scrubber(self._truncate_wal, self._own_connection, inline=True)
 
     def _truncate_wal(self, raw: sqlite3.Connection, tables: Sequence[str]) -> bool:
@@ -449,7 +452,8 @@ class SQLiteDatabase:
                 raw.execute(f"PRAGMA {pragma}")
             with self._lock:
                 self._opened.add(raw)
-        return SQLiteConnection(raw, self.scrubber, self.keys, self.writer, self.group)
+        return SQLiteConnection(raw, self.scrubber, self.keys, self.published, self.writer,
+                                self.group)
 
     def release(self, connection: Connection) -> None:
         """Give the connection back: kept idle for the next request, or closed if IDLE are (or
@@ -519,11 +523,11 @@ class PostgresDatabase:
         self.pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True,
                                    kwargs={"autocommit": True})
         self.pool.wait(timeout=10)
-        self.keys = keys
+        self.keys, self.published = keys, {}
         self.scrubber = Scrubber(vacuum_tables, self.pool.connection, inline=False)
 
     def connect(self) -> Connection:
-        return PostgresConnection(self.pool.getconn(), self.scrubber, self.keys)
+        return PostgresConnection(self.pool.getconn(), self.scrubber, self.keys, self.published)
 
     def release(self, connection: Connection) -> None:
         self.pool.putconn(connection.raw)

@@ -30,15 +30,21 @@ class Accepted:
 def accept_one(db: Connection, survey_id: str, body: Any, idempotency_key: str | None,
                token: str | None) -> Accepted:
     """One respondent's randomized answers. An invitation-only survey needs a token, which is
-    spent with the answers; other surveys ignore it."""
-    survey = store.get_survey(db, survey_id).survey
-    answers = parse_answers(survey, body)
-    if not survey.invitation_only:
-        token = None
-    elif token is None:
-        raise TokenRequired()
-    elif not SURVEY_TOKEN.fullmatch(token):
-        raise TokenRejected()
+    spent with the answers; other surveys ignore it. The survey's manifest is read once per
+    process (store.published_survey); a survey deleted since is unknown (404) to a valid
+    request in its transaction, and to an invalid one before its error."""
+    survey = store.published_survey(db, survey_id)
+    try:
+        answers = parse_answers(survey, body)
+        if not survey.invitation_only:
+            token = None
+        elif token is None:
+            raise TokenRequired()
+        elif not SURVEY_TOKEN.fullmatch(token):
+            raise TokenRejected()
+    except Exception:
+        store.get_survey(db, survey_id)  # SurveyNotFound if it was deleted
+        raise
     return _store(db, survey, [answers], idempotency_key, token)
 
 

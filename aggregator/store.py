@@ -113,6 +113,23 @@ def get_survey(db: Connection, survey_id: str) -> StoredSurvey:
                         archived_day is not None)
 
 
+PUBLISHED_KEPT = 1024  # parsed manifests kept per process (published_survey)
+
+
+def published_survey(db: Connection, survey_id: str) -> Survey:
+    """A published survey's parsed manifest, read from the database once per process (kept in
+    db.published, at most PUBLISHED_KEPT), since it never changes; SurveyNotFound if there is
+    none. One deleted since it was read is still returned: a caller that must not act on it
+    checks in its transaction (lock_open_survey), or calls get_survey."""
+    survey = db.published.get(survey_id)
+    if survey is None:
+        survey = get_survey(db, survey_id).survey
+        if len(db.published) >= PUBLISHED_KEPT:
+            db.published.clear()
+        db.published[survey_id] = survey
+    return survey
+
+
 def has_surveys(db: Connection) -> bool:
     return bool(db.query("SELECT 1 FROM surveys LIMIT 1"))
 

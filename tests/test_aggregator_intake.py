@@ -27,6 +27,26 @@ def stored_rows(app, survey_id):
     return responses, {(q, j): c for q, j, c in counts}
 
 
+def test_a_process_reads_a_surveys_manifest_once_and_again_only_for_an_error(client, survey_id,
+                                                                             monkeypatch):
+    """Intake keeps a published survey's parsed manifest (store.published_survey): after the
+    first submission, valid ones read no survey row before their transaction; an invalid one
+    reads it again, so that a survey deleted meanwhile answers 404, not 422
+    (test_lifecycle.py::test_a_deleted_survey_is_unknown_to_a_process_that_kept_its_manifest)."""
+    from ldpsurvey.aggregator import store
+
+    read = []
+    get_survey = store.get_survey
+    monkeypatch.setattr(store, "get_survey", lambda db, sid: read.append(sid) or get_survey(db, sid))
+    assert post(client, survey_id, GOOD).status_code == 201
+    assert read == [survey_id]
+    for _ in range(3):
+        assert post(client, survey_id, GOOD).status_code == 201
+    assert read == [survey_id]
+    assert post(client, survey_id, {"answers": {"smoked": 7}}).status_code == 422
+    assert read == [survey_id, survey_id]
+
+
 def test_a_response_is_stored_with_its_counters(app, client, survey_id):
     response = post(client, survey_id, GOOD)
     assert response.status_code == 201

@@ -343,6 +343,28 @@ def test_delete_removes_every_row_and_every_endpoint_answers_404(app, client, au
     assert client.get(f"/api/surveys/{other}/status").json["status"] == "open"  # others stay
 
 
+def test_a_deleted_survey_is_unknown_to_a_process_that_kept_its_manifest(client, auth):
+    """Intake reads a survey's manifest once per process (store.published_survey). Once the
+    survey is deleted, every submission is 404: a valid one (its transaction finds no survey),
+    a keyed one, an invalid one (checked before its error: it was 422 while the survey was
+    there) and one without the token an invitation-only survey needs."""
+    for survey, token_error in ((SURVEY, None), ({**SURVEY, "invitation_only": True}, 401)):
+        survey_id = client.post("/api/surveys", json=survey, headers=auth).json["survey_id"]
+        url = f"/api/surveys/{survey_id}/responses"
+        bad = {"answers": {"smoked": 7}}
+        if token_error is None:
+            assert client.post(url, json=ANSWERS).status_code == 201  # the manifest is kept
+        else:
+            assert client.post(url, json=ANSWERS).status_code == token_error
+        assert client.post(url, json=bad).status_code == 422
+        assert client.delete(f"/api/surveys/{survey_id}?force=true",
+                             headers=auth).status_code == 200
+        for body, headers in ((ANSWERS, {}), (ANSWERS, {"Idempotency-Key": "deleted-key-0001"}),
+                              (bad, {})):
+            refused = client.post(url, json=body, headers=headers)
+            assert refused.status_code == 404 and refused.json["error"] == "unknown_survey"
+
+
 def test_a_shared_researcher_may_not_delete_and_a_closed_survey_needs_no_force(app, client,
                                                                                auth):
     survey_id = filled(app, client, auth)
