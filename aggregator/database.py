@@ -19,6 +19,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ldpsurvey.shared import Survey
+
 from .exceptions import ConfigurationError
 from .instance import private_database_file
 from .storage_key import StorageKeys
@@ -31,7 +33,7 @@ class Connection(ABC):
     """One database connection with the few operations the store needs, the storage key's
     subkeys (`keys`) under which the store hashes tokens and idempotency keys and seals pending
     answers, and `published`: published surveys' parsed manifests by id, which never change,
-    shared by the database's connections (store.published_survey)."""
+    shared by the database's connections in this process (store.published_survey)."""
 
     dialect: str  # "sqlite" or "postgresql": for the tests that inspect raw files and catalogs
     # Appended to CREATE TABLE: a table whose rows sit in primary-key order, with no hidden
@@ -45,7 +47,7 @@ class Connection(ABC):
         return ""
 
     def __init__(self, raw: Any, scrubber: "Scrubber", keys: StorageKeys,
-                 published: dict[str, Any]):
+                 published: dict[str, Survey]):
         self.raw, self.scrubber, self.keys, self.published = raw, scrubber, keys, published
 
     def _sql(self, sql: str) -> str:
@@ -110,7 +112,7 @@ class SQLiteConnection(Connection):
     without_rowid = " WITHOUT ROWID"
 
     def __init__(self, raw: Any, scrubber: "Scrubber", keys: StorageKeys,
-                 published: dict[str, Any], writer: "WriterLock", group: "GroupCommit"):
+                 published: dict[str, Survey], writer: "WriterLock", group: "GroupCommit"):
         super().__init__(raw, scrubber, keys, published)
         self.writer, self.group = writer, group
 
@@ -431,7 +433,7 @@ class SQLiteDatabase:
         self._closed = False
         self._lock = threading.Lock()
         self.writer, self.group = WriterLock(path), GroupCommit()
-        self.published: dict[str, Any] = {}
+        self.published: dict[str, Survey] = {}
         self.scrubber = Scrubber(self._truncate_wal, self._own_connection, inline=True)
 
     def _truncate_wal(self, raw: sqlite3.Connection, tables: Sequence[str]) -> bool:
@@ -523,7 +525,8 @@ class PostgresDatabase:
         self.pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True,
                                    kwargs={"autocommit": True})
         self.pool.wait(timeout=10)
-        self.keys, self.published = keys, {}
+        self.keys = keys
+        self.published: dict[str, Survey] = {}
         self.scrubber = Scrubber(vacuum_tables, self.pool.connection, inline=False)
 
     def connect(self) -> Connection:

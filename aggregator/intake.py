@@ -42,10 +42,12 @@ def accept_one(db: Connection, survey_id: str, body: Any, idempotency_key: str |
             raise TokenRequired()
         elif not SURVEY_TOKEN.fullmatch(token):
             raise TokenRejected()
-    except Exception:
-        store.get_survey(db, survey_id)  # SurveyNotFound if it was deleted
-        raise
-    return _store(db, survey, [answers], idempotency_key, token)
+    except Exception as exc:
+        refused = exc  # checked outside this block, so no error it raises chains this one
+    else:
+        return _store(db, survey, [answers], idempotency_key, token)
+    store.get_survey(db, survey_id)  # SurveyNotFound if it was deleted
+    raise refused
 
 
 def accept_batch(db: Connection, caller: KeyRecord, survey_id: str, body: Any,

@@ -37,7 +37,10 @@ class StoredSurvey:
         return _parse(self.manifest)
 
 
-@lru_cache(maxsize=1024)
+SURVEYS_KEPT = 1024  # surveys whose parsed manifest and row length a process keeps
+
+
+@lru_cache(maxsize=SURVEYS_KEPT)
 def _parse(manifest: bytes) -> Survey:
     """Manifests are immutable, so each is parsed once per process."""
     return parse_manifest(manifest)
@@ -54,7 +57,7 @@ def answers_json(survey: Survey, responses: list[Answers]) -> list[str]:
     return [template % row for row in zip(*(columns[i] for i in order), strict=True)]
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=SURVEYS_KEPT)
 def longest_row(survey: Survey) -> int:
     """The length of the survey's longest canonical row: every report its scheme's longest.
     Computed once per survey (intake pads every row to it; hashing a survey costs a third of
@@ -113,18 +116,16 @@ def get_survey(db: Connection, survey_id: str) -> StoredSurvey:
                         archived_day is not None)
 
 
-PUBLISHED_KEPT = 1024  # parsed manifests kept per process (published_survey)
-
-
 def published_survey(db: Connection, survey_id: str) -> Survey:
-    """A published survey's parsed manifest, read from the database once per process (kept in
-    db.published, at most PUBLISHED_KEPT), since it never changes; SurveyNotFound if there is
-    none. One deleted since it was read is still returned: a caller that must not act on it
+    """A published survey's parsed manifest, which never changes: read from the database once,
+    then kept in db.published, which the database's connections in this process share (all
+    forgotten when SURVEYS_KEPT are kept, then read again as needed); SurveyNotFound if there
+    is none. One deleted since it was read is still returned: a caller that must not act on it
     checks in its transaction (lock_open_survey), or calls get_survey."""
     survey = db.published.get(survey_id)
     if survey is None:
         survey = get_survey(db, survey_id).survey
-        if len(db.published) >= PUBLISHED_KEPT:
+        if len(db.published) >= SURVEYS_KEPT:
             db.published.clear()
         db.published[survey_id] = survey
     return survey

@@ -47,6 +47,28 @@ def test_a_process_reads_a_surveys_manifest_once_and_again_only_for_an_error(cli
     assert read == [survey_id, survey_id]
 
 
+def test_a_process_keeps_at_most_surveys_kept_manifests(app, client, auth, monkeypatch):
+    """The kept manifests are bounded: once SURVEYS_KEPT are kept, they are all forgotten, and
+    a survey submitted to before is read again."""
+    from ldpsurvey.aggregator import store
+
+    from helpers import SURVEY
+
+    monkeypatch.setattr(store, "SURVEYS_KEPT", 2)
+    kept = app.extensions["ldp_database"].published
+    read = []
+    get_survey = store.get_survey
+    monkeypatch.setattr(store, "get_survey", lambda db, sid: read.append(sid) or get_survey(db, sid))
+    surveys = [client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
+               for _ in range(3)]
+    for survey_id in surveys:
+        assert post(client, survey_id, GOOD).status_code == 201
+        assert len(kept) <= 2
+    assert set(kept) == {surveys[2]}
+    assert post(client, surveys[0], GOOD).status_code == 201
+    assert read == [*surveys, surveys[0]]
+
+
 def test_a_response_is_stored_with_its_counters(app, client, survey_id):
     response = post(client, survey_id, GOOD)
     assert response.status_code == 201

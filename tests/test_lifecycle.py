@@ -347,7 +347,8 @@ def test_a_deleted_survey_is_unknown_to_a_process_that_kept_its_manifest(client,
     """Intake reads a survey's manifest once per process (store.published_survey). Once the
     survey is deleted, every submission is 404: a valid one (its transaction finds no survey),
     a keyed one, an invalid one (checked before its error: it was 422 while the survey was
-    there) and one without the token an invitation-only survey needs."""
+    there), and one without the token an invitation-only survey needs or with a malformed
+    one."""
     for survey, token_error in ((SURVEY, None), ({**SURVEY, "invitation_only": True}, 401)):
         survey_id = client.post("/api/surveys", json=survey, headers=auth).json["survey_id"]
         url = f"/api/surveys/{survey_id}/responses"
@@ -360,7 +361,7 @@ def test_a_deleted_survey_is_unknown_to_a_process_that_kept_its_manifest(client,
         assert client.delete(f"/api/surveys/{survey_id}?force=true",
                              headers=auth).status_code == 200
         for body, headers in ((ANSWERS, {}), (ANSWERS, {"Idempotency-Key": "deleted-key-0001"}),
-                              (bad, {})):
+                              (bad, {}), (ANSWERS, {"Survey-Token": "!"})):
             refused = client.post(url, json=body, headers=headers)
             assert refused.status_code == 404 and refused.json["error"] == "unknown_survey"
 

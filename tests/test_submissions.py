@@ -102,6 +102,27 @@ def test_an_unexpected_failure_is_500_json_logged_by_type_without_the_body(
     assert "unhandled RuntimeError" in caplog.text and SECRET not in caplog.text
 
 
+def test_a_failed_check_of_a_refused_request_logs_nothing_of_its_body(app, survey_id, caplog,
+                                                                      monkeypatch):
+    """A refused request's survey is read again (it may have been deleted since its manifest
+    was kept); if that read fails unexpectedly, the 500's logged traceback holds that failure
+    alone, not the refusal before it, whose message quotes the body."""
+    from ldpsurvey.aggregator import store
+
+    client = Client(app)
+    assert client.post(responses(survey_id), json=GOOD).status_code == 201  # manifest kept
+
+    def fail(*_args):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(store, "get_survey", fail)
+    with caplog.at_level(logging.ERROR):
+        response = client.post(responses(survey_id),
+                               json={"answers": {**GOOD["answers"], SECRET: 1}})
+    assert response.status_code == 500
+    assert "the database went away" in caplog.text and SECRET not in caplog.text
+
+
 def test_an_error_body_is_what_jsonify_writes(app, client, survey_id):
     ours = client.post(responses(survey_id), data="{", content_type="application/json")
     assert ours.status_code == 400 and ours.json["error"] == "invalid_json"
