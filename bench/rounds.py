@@ -18,8 +18,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from ingest import (ANSWERS, NOOP_APP, aggregator_env, code_environment, fastest, gunicorn,
-                    new_survey)
+from ingest import ANSWERS, NOOP_APP, aggregator_env, code_environment, fastest, gunicorn, new_survey
 
 
 def keyed_rate(home: Path, source: Path | None, args: argparse.Namespace) -> tuple:
