@@ -1,10 +1,11 @@
 """Database connections, hiding the differences between SQLite and PostgreSQL (no Flask here).
 
-SQLite (a file in the instance folder, WAL, synchronous=FULL, so a 2xx means the answer is on
-disk) is the embedded default; PostgreSQL is used when DATABASE_URL starts with postgresql://.
-The store writes SQL with `?` placeholders against a `Connection`; what the two dialects spell
-differently (locking reads, serializing migrations, nested transactions) is a method here.
-The tables are created and changed by numbered steps in `migrations.py`; `db.py` hands each
+SQLite (a file in the instance folder, WAL, synchronous=FULL, and intake's group commits
+synced before they return, so a 2xx means the answer is on disk) is the embedded default;
+PostgreSQL is used when DATABASE_URL starts with postgresql://. The store writes SQL with `?`
+placeholders against a `Connection`; what the two dialects spell differently (locking reads,
+serializing migrations, nested transactions) is a method here. The tables are created and
+changed by numbered steps in `migrations.py`; `db.py` hands each
 request its connection.
 """
 
@@ -148,6 +149,16 @@ class SQLiteConnection(Connection):
                 raise
 
     @contextmanager
+    def unsynced(self) -> Iterator[None]:
+        """Outside a transaction: transactions committed inside are written to the log but not
+        synced (synchronous=NORMAL) until the caller syncs it (sync_log); FULL again after."""
+        self.raw.execute("PRAGMA synchronous = NORMAL")
+        try:
+            yield
+        finally:
+            self.raw.execute("PRAGMA synchronous = FULL")
+
+    @contextmanager
     def snapshot(self) -> Iterator[Connection]:
         if self.raw.in_transaction:
             raise RuntimeError("a snapshot cannot be nested in a transaction")
@@ -206,6 +217,19 @@ class PostgresConnection(Connection):
         with self.raw.transaction():
             self.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield self
+
+
+def sync_log(path: str) -> None:
+    """fdatasync the write-ahead log at `path`: every transaction committed to it before is
+    then on disk, whichever connection or process wrote it (the page cache is the file's, not
+    a descriptor's). Opened anew each time: the log is the same file while any connection is
+    open, as the caller's is (a checkpoint that starts the log over, or empties it, keeps the
+    file), but a file kept open could outlive one deleted when the last connection closed."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
 
 
 class Scrubber:
@@ -349,15 +373,17 @@ class _Work:
 class GroupCommit:
     """Group commit (as database servers do with their log): the work of concurrent callers in
     one process runs in one transaction, each part in a savepoint of its own (a part alone
-    needs none), and is committed with one sync. A caller who finds no commit under way leads:
-    once it holds the writers' lock (while it waits there, other processes commit and more
-    parts queue here), it takes every part waiting, runs them on its own connection, commits,
-    and hands each caller its result or exception (a part that fails is undone alone: nothing
-    half-stored); parts that arrive meanwhile wait for the next leader, one of them. Each
-    caller returns only after the commit that holds its part, so an acknowledged response is
-    on disk, as with a transaction of its own."""
+    needs none), and is committed with one sync, made once the writers' lock is let go. A
+    caller who finds no commit under way leads: once it holds the writers' lock (while it
+    waits there, other processes commit and more parts queue here), it takes every part
+    waiting, runs them on its own connection, commits, lets go of the lock, syncs the log
+    (`log`, the -wal file) and hands each caller its result or exception (a part that fails is
+    undone alone: nothing half-stored); parts that arrive meanwhile wait for the next leader,
+    one of them. Each caller returns only after the sync that covers its part, so an
+    acknowledged response is on disk, as with a transaction of its own."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: str) -> None:
+        self.log = log
         self._changed = threading.Condition()
         self._waiting: list[_Work] = []
         self._leading = False
@@ -380,14 +406,22 @@ class GroupCommit:
         return mine.outcome()
 
     def _commit(self, connection: SQLiteConnection) -> None:
-        """Every part waiting once the writers' lock is held, in one transaction; a failed
-        commit (or begin) fails every part."""
+        """Every part waiting once the writers' lock is held, in one transaction whose commit
+        writes the log unsynced (synchronous=NORMAL for it alone), synced once the lock is
+        let go: meanwhile the next writer, of this process or another, commits. A failed
+        begin, commit or sync fails every part.
+
+        For the length of the sync, others can read what is not yet on disk: pending groups,
+        which only intake and releases read. A retry answered from one (store.pending_claim)
+        returns after a sync of its own, which covers it; a release commits FULL, so what it
+        released is on disk before anyone reads its results."""
         group: list[_Work] = []
         try:
-            with connection.transaction():
+            with connection.unsynced(), connection.transaction():
                 with self._changed:
                     group, self._waiting = self._waiting, []
                 self._run(connection, group)
+            sync_log(self.log)
         except BaseException as exc:
             for part in group:
                 part.error = exc
@@ -432,7 +466,7 @@ class SQLiteDatabase:
         self._opened: set[sqlite3.Connection] = set()
         self._closed = False
         self._lock = threading.Lock()
-        self.writer, self.group = WriterLock(path), GroupCommit()
+        self.writer, self.group = WriterLock(path), GroupCommit(f"{path}-wal")
         self.published: dict[str, Survey] = {}
         self.scrubber = Scrubber(self._truncate_wal, self._own_connection, inline=True)
 

@@ -270,3 +270,83 @@ def test_a_retry_racing_its_first_request_is_answered_as_it(app, survey_id):
     finally:
         database.release(first)
         database.release(second)
+
+
+class LogSyncs:
+    """os.fdatasync as the database module calls it, recording for each call the file synced,
+    whether the writers' lock was free (another writer could commit meanwhile) and the
+    researchers' names a new connection read then (what had been committed)."""
+
+    def __init__(self, database, monkeypatch, fail: bool = False):
+        import fcntl
+        import os
+        import sqlite3
+
+        from ldpsurvey.aggregator import database as module
+
+        self.calls: list[tuple[str, bool, list[str]]] = []
+        real = os.fdatasync
+
+        def fdatasync(fd: int) -> None:
+            probe = os.open(database.writer.path, os.O_RDWR)
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                free = True
+            except BlockingIOError:
+                free = False
+            finally:
+                os.close(probe)  # (and with it the probe's lock)
+            reader = sqlite3.connect(database.path)
+            committed = sorted(n for (n,) in reader.execute("SELECT name FROM researchers"))
+            reader.close()
+            self.calls.append((os.readlink(f"/proc/self/fd/{fd}"), free, committed))
+            if fail:
+                raise OSError(5, "Input/output error")
+            real(fd)
+
+        monkeypatch.setattr(module.os, "fdatasync", fdatasync)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_group_commit_is_synced_with_the_writers_lock_free_before_it_returns(app, monkeypatch):
+    """Intake's group commit writes the log unsynced under the writers' lock (synchronous=NORMAL
+    for it alone), lets go of the lock, so that the next writer commits while it waits for the
+    disk, syncs the log (one sync covers every commit before it) and only then returns. A
+    group that fails is not synced. Every other transaction stays FULL, synced by SQLite inside
+    its commit, before any reader sees it."""
+    database = app.extensions["ldp_database"]
+    syncs = LogSyncs(database, monkeypatch)
+    log = f"{database.path}-wal"
+    with app.app_context():
+        db = get_db()
+        assert db.grouped(insert_name("g")) == "g"
+        assert syncs.calls == [(log, True, ["g"])]
+        assert db.query("PRAGMA synchronous")[0][0] == 2  # FULL again, for what comes next
+        with pytest.raises(ValueError, match="fail-x"):
+            db.grouped(insert_name("fail-x"))
+        assert len(syncs.calls) == 1 and db.query("PRAGMA synchronous")[0][0] == 2
+        with db.transaction():
+            assert db.query("PRAGMA synchronous")[0][0] == 2
+            db.execute("INSERT INTO researchers (researcher_id, name) VALUES ('t', 't')")
+        assert names(db) == ["g", "t"] and len(syncs.calls) == 1  # synced inside its commit
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_submission_is_acknowledged_only_once_its_log_is_synced(app, survey_id, monkeypatch):
+    """A disk that fails the sync gets no 201: the respondent's client keeps the answers and
+    retries (with the same Idempotency-Key) instead of taking them for stored. (Through a plain
+    client: the suite's checks every answer against the API's description, which promises no
+    500.)"""
+    from werkzeug.test import Client
+
+    client = Client(app)
+    database = app.extensions["ldp_database"]
+    path = f"/api/surveys/{survey_id}/responses"
+    answers = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
+    failing = LogSyncs(database, monkeypatch, fail=True)
+    refused = client.post(path, json=answers, headers={"Idempotency-Key": "k-sync-fails"})
+    assert refused.status_code == 500 and len(failing.calls) == 1
+    monkeypatch.undo()
+    syncs = LogSyncs(database, monkeypatch)
+    accepted = client.post(path, json=answers, headers={"Idempotency-Key": "k-sync-holds"})
+    assert accepted.status_code == 201 and len(syncs.calls) == 1
