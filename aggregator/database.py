@@ -79,10 +79,11 @@ class Connection(ABC):
         `exclusive`, no other may even lock them for reading (intake shares a survey's row,
         a release or close takes it alone)."""
 
-    def scrub(self, tables: Sequence[str]) -> None:
+    def scrub(self, tables: Sequence[str]) -> bool:
         """Outside a transaction: remove what deleted rows of `tables` leave behind in the
-        database's files, as far as the database allows (truncate_wal, vacuum_tables)."""
-        self.scrubber.scrub(self.raw, tables)
+        database's files, as far as the database allows (truncate_wal, vacuum_tables); True
+        if that is done now, False if it goes on in the background (Scrubber)."""
+        return self.scrubber.scrub(self.raw, tables)
 
     @abstractmethod
     def lock_database(self) -> None:
@@ -156,6 +157,8 @@ class SQLiteConnection(Connection):
         try:
             yield
         finally:
+            if self.raw.in_transaction:  # the level cannot change inside one
+                self.raw.execute("ROLLBACK")
             self.raw.execute("PRAGMA synchronous = FULL")
 
     @contextmanager
@@ -227,7 +230,7 @@ def sync_log(path: str) -> None:
     file), but a file kept open could outlive one deleted when the last connection closed."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.fdatasync(fd)
+        getattr(os, "fdatasync", os.fsync)(fd)  # macOS has fsync alone
     finally:
         os.close(fd)
 
@@ -379,8 +382,10 @@ class GroupCommit:
     waiting, runs them on its own connection, commits, lets go of the lock, syncs the log
     (`log`, the -wal file) and hands each caller its result or exception (a part that fails is
     undone alone: nothing half-stored); parts that arrive meanwhile wait for the next leader,
-    one of them. Each caller returns only after the sync that covers its part, so an
-    acknowledged response is on disk, as with a transaction of its own."""
+    one of them, which starts once this sync is done (other processes' writers commit during
+    it). Each caller returns only after that sync, whether its part succeeded or failed, so
+    an acknowledged response is on disk, as with a transaction of its own, and so is what a
+    refusal rests on (a token spent, a claim pending, by another process's group)."""
 
     def __init__(self, log: str) -> None:
         self.log = log
@@ -408,20 +413,23 @@ class GroupCommit:
     def _commit(self, connection: SQLiteConnection) -> None:
         """Every part waiting once the writers' lock is held, in one transaction whose commit
         writes the log unsynced (synchronous=NORMAL for it alone), synced once the lock is
-        let go: meanwhile the next writer, of this process or another, commits. A failed
-        begin, commit or sync fails every part.
+        let go (_sync), also when the transaction failed. A failed begin, commit or sync fails
+        every part.
 
-        For the length of the sync, others can read what is not yet on disk: pending groups,
-        which only intake and releases read. A retry answered from one (store.pending_claim)
-        returns after a sync of its own, which covers it; a release commits FULL, so what it
-        released is on disk before anyone reads its results."""
+        For the length of the sync, others can read what is not yet on disk: pending groups
+        and spent tokens, which only intake and releases read. Intake answers (a replay, a
+        refusal) only after a sync of its own, which covers what it read; a release commits
+        FULL, so what it released is on disk before anyone reads its results."""
         group: list[_Work] = []
         try:
-            with connection.unsynced(), connection.transaction():
-                with self._changed:
-                    group, self._waiting = self._waiting, []
-                self._run(connection, group)
-            sync_log(self.log)
+            try:
+                with connection.unsynced(), connection.transaction():
+                    with self._changed:
+                        group, self._waiting = self._waiting, []
+                    self._run(connection, group)
+            finally:
+                if group:  # taken under the lock: the transaction began
+                    self._sync(connection)
         except BaseException as exc:
             for part in group:
                 part.error = exc
@@ -429,6 +437,21 @@ class GroupCommit:
         finally:
             for part in group:
                 part.done = True
+
+    def _sync(self, connection: SQLiteConnection) -> None:
+        """sync_log. After a failed sync, what was committed is readable, here and in other
+        processes, but perhaps not on disk, and a later sync need not say so (the kernel may
+        drop the pages it could not write; the log's frames chain, so a hole would also cut
+        off every commit after it at recovery). So the log is then copied into the database
+        file, synced, and emptied (the scrub's truncate_wal, retried in the background until
+        it finishes); the failure stands unless that finishes now."""
+        try:
+            sync_log(self.log)
+        except OSError:
+            logger.error("syncing the write-ahead log failed; checkpointing it into the "
+                         "database file")
+            if not connection.scrub(()):
+                raise
 
     @staticmethod
     def _run(connection: SQLiteConnection, group: list[_Work]) -> None:
@@ -466,7 +489,8 @@ class SQLiteDatabase:
         self._opened: set[sqlite3.Connection] = set()
         self._closed = False
         self._lock = threading.Lock()
-        self.writer, self.group = WriterLock(path), GroupCommit(f"{path}-wal")
+        # SQLite names the log after the database file's real path (a link resolved)
+        self.writer, self.group = WriterLock(path), GroupCommit(f"{os.path.realpath(path)}-wal")
         self.published: dict[str, Survey] = {}
         self.scrubber = Scrubber(self._truncate_wal, self._own_connection, inline=True)
 

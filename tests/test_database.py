@@ -103,19 +103,30 @@ def insert_name(name: str):
 def test_concurrent_parts_share_one_commit_and_fail_alone(app, monkeypatch):
     """SQLite's group commit: while one commit is under way, five callers queue; the next
     leader runs all five in one transaction (one commit, one sync); each caller gets its own
-    result, and the one whose part fails gets its exception with its insert undone."""
+    result, and the one whose part fails gets its exception with its insert undone. No
+    caller has its answer before its group's sync is done (each sync here takes 0.2 s)."""
     import threading
+    import time
 
+    from ldpsurvey.aggregator import database as module
     from ldpsurvey.aggregator.database import GroupCommit
 
     groups, first_started, go_on = [], threading.Event(), threading.Event()
-    run = GroupCommit._run
+    run, sync_log = GroupCommit._run, module.sync_log
+    outcomes: dict[str, object] = {}
+    answered_by_sync: list[list[str]] = []
 
     def counting(connection, group):
         groups.append(len(group))
         run(connection, group)
 
+    def slow_sync(path):
+        time.sleep(0.2)  # time enough for a caller woken too early to answer
+        answered_by_sync.append(sorted(outcomes))
+        sync_log(path)
+
     monkeypatch.setattr(GroupCommit, "_run", staticmethod(counting))
+    monkeypatch.setattr(module, "sync_log", slow_sync)
 
     def slow(tx):
         first_started.set()
@@ -123,7 +134,6 @@ def test_concurrent_parts_share_one_commit_and_fail_alone(app, monkeypatch):
         return insert_name("first")(tx)
 
     database = app.extensions["ldp_database"]
-    outcomes: dict[str, object] = {}
 
     def call(name, work):
         connection = database.connect()
@@ -147,7 +157,7 @@ def test_concurrent_parts_share_one_commit_and_fail_alone(app, monkeypatch):
     go_on.set()
     for thread in [leader, *followers]:
         thread.join(10)
-    assert groups == [1, 5]
+    assert groups == [1, 5] and answered_by_sync == [[], ["first"]]
     assert {n: str(v) for n, v in outcomes.items()} == {
         "first": "first", "a": "a", "b": "b", "fail-c": "fail-c", "d": "d", "e": "e"}
     assert isinstance(outcomes["fail-c"], ValueError)
@@ -312,8 +322,9 @@ def test_a_group_commit_is_synced_with_the_writers_lock_free_before_it_returns(a
     """Intake's group commit writes the log unsynced under the writers' lock (synchronous=NORMAL
     for it alone), lets go of the lock, so that the next writer commits while it waits for the
     disk, syncs the log (one sync covers every commit before it) and only then returns. A
-    group that fails is not synced. Every other transaction stays FULL, synced by SQLite inside
-    its commit, before any reader sees it."""
+    group that fails is synced too: its refusal may rest on another group's commit (a token
+    it spent). Every other transaction stays FULL, synced by SQLite inside its commit, before
+    any reader sees it."""
     database = app.extensions["ldp_database"]
     syncs = LogSyncs(database, monkeypatch)
     log = f"{database.path}-wal"
@@ -324,29 +335,77 @@ def test_a_group_commit_is_synced_with_the_writers_lock_free_before_it_returns(a
         assert db.query("PRAGMA synchronous")[0][0] == 2  # FULL again, for what comes next
         with pytest.raises(ValueError, match="fail-x"):
             db.grouped(insert_name("fail-x"))
-        assert len(syncs.calls) == 1 and db.query("PRAGMA synchronous")[0][0] == 2
+        assert syncs.calls[1:] == [(log, True, ["g"])]
+        assert db.query("PRAGMA synchronous")[0][0] == 2
         with db.transaction():
             assert db.query("PRAGMA synchronous")[0][0] == 2
             db.execute("INSERT INTO researchers (researcher_id, name) VALUES ('t', 't')")
-        assert names(db) == ["g", "t"] and len(syncs.calls) == 1  # synced inside its commit
+        assert names(db) == ["g", "t"] and len(syncs.calls) == 2  # synced inside its commit
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-def test_a_submission_is_acknowledged_only_once_its_log_is_synced(app, survey_id, monkeypatch):
-    """A disk that fails the sync gets no 201: the respondent's client keeps the answers and
-    retries (with the same Idempotency-Key) instead of taking them for stored. (Through a plain
-    client: the suite's checks every answer against the API's description, which promises no
-    500.)"""
+def test_a_failed_sync_is_answered_only_once_the_log_is_in_the_database_file(app, survey_id,
+                                                                             monkeypatch):
+    """A disk that fails the log's sync: what the group committed is readable but perhaps not
+    on disk, so the log is copied into the database file (synced) and emptied before any
+    answer, and then the 201 stands. If that cannot finish (a reader holds an old snapshot),
+    no 201: the client keeps its answers and retries with the same key, answered as the
+    first once the copy, retried in the background, is done. (Through a plain client: the
+    suite's checks every answer against the API's description, which promises no 500.)"""
+    import sqlite3
+    import time
+
     from werkzeug.test import Client
+
+    from ldpsurvey.shared.protocol import REPLAYED_HEADER
 
     client = Client(app)
     database = app.extensions["ldp_database"]
+    wal = Path(f"{database.path}-wal")
     path = f"/api/surveys/{survey_id}/responses"
     answers = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
     failing = LogSyncs(database, monkeypatch, fail=True)
-    refused = client.post(path, json=answers, headers={"Idempotency-Key": "k-sync-fails"})
-    assert refused.status_code == 500 and len(failing.calls) == 1
+    recovered = client.post(path, json=answers, headers={"Idempotency-Key": "k-sync-fails"})
+    assert recovered.status_code == 201 and len(failing.calls) == 1 and wal.stat().st_size == 0
+    reader = sqlite3.connect(database.path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM surveys").fetchone()
+    refused = client.post(path, json=answers, headers={"Idempotency-Key": "k-sync-held"})
+    assert refused.status_code == 500 and len(failing.calls) == 2
+    assert database.scrubber.pending() and wal.stat().st_size > 0
+    reader.execute("COMMIT")
+    reader.close()
     monkeypatch.undo()
+    deadline = time.monotonic() + 10
+    while database.scrubber.pending() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not database.scrubber.pending() and wal.stat().st_size == 0
     syncs = LogSyncs(database, monkeypatch)
-    accepted = client.post(path, json=answers, headers={"Idempotency-Key": "k-sync-holds"})
-    assert accepted.status_code == 201 and len(syncs.calls) == 1
+    retried = client.post(path, json=answers, headers={"Idempotency-Key": "k-sync-held"})
+    assert retried.status_code == 201 and retried.headers.get(REPLAYED_HEADER) == "true"
+    assert len(syncs.calls) == 1
+
+
+def test_a_database_reached_through_a_link_syncs_its_own_log(tmp_path, monkeypatch):
+    """SQLite keeps the log beside the database file a link leads to: that log is the one
+    synced (a log named after the link would not exist, and every submission would fail)."""
+    from ldpsurvey.aggregator import close_app, create_api_key, create_app
+
+    from helpers import SURVEY
+
+    real = tmp_path / "disk" / "survey.sqlite3"
+    real.parent.mkdir()
+    real.touch(mode=0o600)
+    link = tmp_path / "link.sqlite3"
+    link.symlink_to(real)
+    app = create_app({"DATABASE_URL": f"sqlite:///{link}"}, instance_path=tmp_path / "instance")
+    try:
+        client = app.test_client()
+        auth = {"Authorization": f"Bearer {create_api_key(app).key}"}
+        survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
+        syncs = LogSyncs(app.extensions["ldp_database"], monkeypatch)
+        answers = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
+        assert client.post(f"/api/surveys/{survey_id}/responses", json=answers).status_code == 201
+        assert [path for path, _, _ in syncs.calls] == [f"{real}-wal"]
+    finally:
+        close_app(app)
