@@ -121,7 +121,7 @@ class SQLiteConnection(Connection):
     def grouped(self, work: Callable[[Connection], T]) -> T:
         if self.raw.in_transaction:
             return super().grouped(work)
-        return self.group.run(self, work)
+        return self.group.run(work)
 
     def indexed_by(self, index: str) -> str:
         return f" INDEXED BY {index}"
@@ -148,18 +148,6 @@ class SQLiteConnection(Connection):
                 if self.raw.in_transaction:  # also after a failed COMMIT: never leave one open
                     self.raw.execute("ROLLBACK")
                 raise
-
-    @contextmanager
-    def unsynced(self) -> Iterator[None]:
-        """Outside a transaction: transactions committed inside are written to the log but not
-        synced (synchronous=NORMAL) until the caller syncs it (sync_log); FULL again after."""
-        self.raw.execute("PRAGMA synchronous = NORMAL")
-        try:
-            yield
-        finally:
-            if self.raw.in_transaction:  # the level cannot change inside one
-                self.raw.execute("ROLLBACK")
-            self.raw.execute("PRAGMA synchronous = FULL")
 
     @contextmanager
     def snapshot(self) -> Iterator[Connection]:
@@ -379,21 +367,23 @@ class GroupCommit:
     needs none), and is committed with one sync, made once the writers' lock is let go. A
     caller who finds no commit under way leads: once it holds the writers' lock (while it
     waits there, other processes commit and more parts queue here), it takes every part
-    waiting, runs them on its own connection, commits, lets go of the lock, syncs the log
-    (`log`, the -wal file) and hands each caller its result or exception (a part that fails is
+    waiting, runs them on the group's own connection (`connect`, made once: its commits are
+    written to the log unsynced, synchronous=NORMAL), commits, lets go of the lock, syncs the
+    log (`log`, the -wal file) and hands each caller its result or exception (a part that fails is
     undone alone: nothing half-stored); parts that arrive meanwhile wait for the next leader,
     one of them, which starts once this sync is done (other processes' writers commit during
     it). Each caller returns only after that sync, whether its part succeeded or failed, so
     an acknowledged response is on disk, as with a transaction of its own, and so is what a
     refusal rests on (a token spent, a claim pending, by another process's group)."""
 
-    def __init__(self, log: str) -> None:
-        self.log = log
+    def __init__(self, log: str, connect: Callable[[], "SQLiteConnection"]) -> None:
+        self.log, self._connect = log, connect
+        self._connection: SQLiteConnection | None = None
         self._changed = threading.Condition()
         self._waiting: list[_Work] = []
         self._leading = False
 
-    def run(self, connection: SQLiteConnection, work: Callable[[Connection], T]) -> T:
+    def run(self, work: Callable[[Connection], T]) -> T:
         mine = _Work(work)
         with self._changed:
             self._waiting.append(mine)
@@ -403,18 +393,28 @@ class GroupCommit:
                 return mine.outcome()
             self._leading = True
         try:
-            self._commit(connection)
+            if self._connection is None:
+                self._connection = self._connect()
+            self._commit(self._connection)
         finally:
             with self._changed:
                 self._leading = False
                 self._changed.notify_all()
         return mine.outcome()
 
+    def close(self) -> None:
+        """Close the group's connection, once no group runs on it."""
+        with self._changed:
+            while self._leading:
+                self._changed.wait()
+            if self._connection is not None:
+                self._connection.raw.close()
+                self._connection = None
+
     def _commit(self, connection: SQLiteConnection) -> None:
         """Every part waiting once the writers' lock is held, in one transaction whose commit
-        writes the log unsynced (synchronous=NORMAL for it alone), synced once the lock is
-        let go (_sync), also when the transaction failed. A failed begin, commit or sync fails
-        every part.
+        is written to the log unsynced, and synced once the lock is let go (_sync), also when
+        the transaction failed. A failed begin, commit or sync fails every part.
 
         For the length of the sync, others can read what is not yet on disk: pending groups
         and spent tokens, which only intake and releases read. Intake answers (a replay, a
@@ -423,7 +423,7 @@ class GroupCommit:
         group: list[_Work] = []
         try:
             try:
-                with connection.unsynced(), connection.transaction():
+                with connection.transaction():
                     with self._changed:
                         group, self._waiting = self._waiting, []
                     self._run(connection, group)
@@ -490,7 +490,8 @@ class SQLiteDatabase:
         self._closed = False
         self._lock = threading.Lock()
         # SQLite names the log after the database file's real path (a link resolved)
-        self.writer, self.group = WriterLock(path), GroupCommit(f"{os.path.realpath(path)}-wal")
+        self.writer = WriterLock(path)
+        self.group = GroupCommit(f"{os.path.realpath(path)}-wal", self._group_connection)
         self.published: dict[str, Survey] = {}
         self.scrubber = Scrubber(self._truncate_wal, self._own_connection, inline=True)
 
@@ -500,20 +501,34 @@ class SQLiteDatabase:
         with self.writer.held():
             return truncate_wal(raw, tables)
 
+    def _open(self, synchronous: str) -> sqlite3.Connection:
+        """A new connection to the file, used by one thread at a time, but not always the same
+        one; `synchronous` FULL (every connection but the group commit's) or NORMAL."""
+        raw = sqlite3.connect(self.path, isolation_level=None, timeout=30,
+                              check_same_thread=False)
+        for pragma in ("journal_mode = WAL", f"synchronous = {synchronous}",
+                       "foreign_keys = ON", "secure_delete = ON",
+                       f"journal_size_limit = {self.WAL_KEPT_BYTES}"):
+            raw.execute(f"PRAGMA {pragma}")
+        return raw
+
+    def _connection(self, raw: sqlite3.Connection) -> "SQLiteConnection":
+        return SQLiteConnection(raw, self.scrubber, self.keys, self.published, self.writer,
+                                self.group)
+
+    def _group_connection(self) -> "SQLiteConnection":
+        """The connection group commits run on (GroupCommit): its commits are written to the
+        log unsynced, and GroupCommit syncs the log once the writers' lock is let go."""
+        return self._connection(self._open("NORMAL"))
+
     def connect(self) -> Connection:
         with self._lock:
             raw = self._idle.pop() if self._idle else None
         if raw is None:
-            # Used by one thread at a time, but not always the same one.
-            raw = sqlite3.connect(self.path, isolation_level=None, timeout=30,
-                                  check_same_thread=False)
-            for pragma in ("journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON",
-                           "secure_delete = ON", f"journal_size_limit = {self.WAL_KEPT_BYTES}"):
-                raw.execute(f"PRAGMA {pragma}")
+            raw = self._open("FULL")
             with self._lock:
                 self._opened.add(raw)
-        return SQLiteConnection(raw, self.scrubber, self.keys, self.published, self.writer,
-                                self.group)
+        return self._connection(raw)
 
     def release(self, connection: Connection) -> None:
         """Give the connection back: kept idle for the next request, or closed if IDLE are (or
@@ -547,6 +562,7 @@ class SQLiteDatabase:
             self._opened.difference_update(idle)
         for raw in idle:
             raw.close()
+        self.group.close()
         self.writer.close()
 
 

@@ -319,9 +319,10 @@ class LogSyncs:
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_group_commit_is_synced_with_the_writers_lock_free_before_it_returns(app, monkeypatch):
-    """Intake's group commit writes the log unsynced under the writers' lock (synchronous=NORMAL
-    for it alone), lets go of the lock, so that the next writer commits while it waits for the
-    disk, syncs the log (one sync covers every commit before it) and only then returns. A
+    """Intake's group commit writes the log unsynced under the writers' lock (on a connection
+    of its own at synchronous=NORMAL), lets go of the lock, so that the next writer commits
+    while it waits for the disk, syncs the log (one sync covers every commit before it) and
+    only then returns. A
     group that fails is synced too: its refusal may rest on another group's commit (a token
     it spent). Every other transaction stays FULL, synced by SQLite inside its commit, before
     any reader sees it."""
@@ -332,6 +333,7 @@ def test_a_group_commit_is_synced_with_the_writers_lock_free_before_it_returns(a
         db = get_db()
         assert db.grouped(insert_name("g")) == "g"
         assert syncs.calls == [(log, True, ["g"])]
+        assert database.group._connection.query("PRAGMA synchronous")[0][0] == 1  # NORMAL
         assert db.query("PRAGMA synchronous")[0][0] == 2  # FULL again, for what comes next
         with pytest.raises(ValueError, match="fail-x"):
             db.grouped(insert_name("fail-x"))
