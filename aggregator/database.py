@@ -5,8 +5,7 @@ synced before they return, so a 2xx means the answer is on disk) is the embedded
 PostgreSQL is used when DATABASE_URL starts with postgresql://. The store writes SQL with `?`
 placeholders against a `Connection`; what the two dialects spell differently (locking reads,
 serializing migrations, nested transactions) is a method here. The tables are created and
-changed by numbered steps in `migrations.py`; `db.py` hands each
-request its connection.
+changed by numbered steps in `migrations.py`; `db.py` hands each request its connection.
 """
 
 import fcntl
