@@ -1,7 +1,8 @@
 """Database connections, hiding the differences between SQLite and PostgreSQL (no Flask here).
 
 SQLite (a file in the instance folder, WAL, synchronous=FULL, and intake's group commits
-synced before they return, so a 2xx means the answer is on disk) is the embedded default;
+synced before they return, so a 2xx means the answer is on disk, on a disk that does not fail
+its syncs: GroupCommit._sync) is the embedded default;
 PostgreSQL is used when DATABASE_URL starts with postgresql://. The store writes SQL with `?`
 placeholders against a `Connection`; what the two dialects spell differently (locking reads,
 serializing migrations, nested transactions) is a method here. The tables are created and
@@ -165,10 +166,11 @@ class SQLiteConnection(Connection):
         try:
             yield
         except BaseException:
-            self.raw.execute("ROLLBACK TO nested")
+            if self.raw.in_transaction:  # SQLite rolls it all back itself on an I/O error
+                self.raw.execute("ROLLBACK TO nested")
+                self.raw.execute("RELEASE nested")
             raise
-        finally:
-            self.raw.execute("RELEASE nested")
+        self.raw.execute("RELEASE nested")
 
 
 class PostgresConnection(Connection):
@@ -209,17 +211,11 @@ class PostgresConnection(Connection):
             yield self
 
 
-def sync_log(path: str) -> None:
-    """fdatasync the write-ahead log at `path`: every transaction committed to it before is
-    then on disk, whichever connection or process wrote it (the page cache is the file's, not
-    a descriptor's). Opened anew each time: the log is the same file while any connection is
-    open, as the caller's is (a checkpoint that starts the log over, or empties it, keeps the
-    file), but a file kept open could outlive one deleted when the last connection closed."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        getattr(os, "fdatasync", os.fsync)(fd)  # macOS has fsync alone
-    finally:
-        os.close(fd)
+def sync_log(fd: int) -> None:
+    """fdatasync (fsync where there is none: macOS) of the write-ahead log open at `fd`: every
+    transaction committed to it before is then on disk, whichever connection or process wrote
+    it (the page cache is the file's, not a descriptor's)."""
+    getattr(os, "fdatasync", os.fsync)(fd)
 
 
 class Scrubber:
@@ -308,8 +304,10 @@ def truncate_wal(raw: sqlite3.Connection, _tables: Sequence[str], wait: float = 
         version = raw.execute("PRAGMA user_version").fetchone()[0]
         raw.execute(f"PRAGMA user_version = {(version + 1) % 2**31}")
         return not raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-    except sqlite3.OperationalError:  # busy: the header write could not start
-        return False
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+            raise  # an I/O error, say: not a reader to wait for
+        return False  # busy: the header write could not start
     finally:
         raw.execute(f"PRAGMA busy_timeout = {waited}")
 
@@ -366,18 +364,23 @@ class GroupCommit:
     needs none), and is committed with one sync, made once the writers' lock is let go. A
     caller who finds no commit under way leads: once it holds the writers' lock (while it
     waits there, other processes commit and more parts queue here), it takes every part
-    waiting, runs them on the group's own connection (`connect`, made once: its commits are
-    written to the log unsynced, synchronous=NORMAL), commits, lets go of the lock, syncs the
-    log (`log`, the -wal file) and hands each caller its result or exception (a part that fails is
-    undone alone: nothing half-stored); parts that arrive meanwhile wait for the next leader,
-    one of them, which starts once this sync is done (other processes' writers commit during
-    it). Each caller returns only after that sync, whether its part succeeded or failed, so
-    an acknowledged response is on disk, as with a transaction of its own, and so is what a
-    refusal rests on (a token spent, a claim pending, by another process's group)."""
+    waiting, runs them on the group's own connection (`connect`: its commits are written to
+    the log unsynced, synchronous=NORMAL), commits, lets go of the lock, syncs the log (`log`,
+    the -wal file, open as long as that connection) and hands each caller its result or
+    exception (a part that fails is undone alone: nothing half-stored); parts that arrive
+    meanwhile wait for the next leader, one of them, which starts once this sync is done
+    (other processes commit during it). Each caller returns only after that sync, whether its
+    part succeeded or failed, so an acknowledged response is on disk, as with a transaction of
+    its own, and so is what a refusal rests on (a token spent, a claim pending, by another
+    process's group). A leader that fails before it takes the parts takes its own back: no
+    caller is answered with an error for a part stored later."""
 
-    def __init__(self, log: str, connect: Callable[[], "SQLiteConnection"]) -> None:
-        self.log, self._connect = log, connect
+    def __init__(self, log: str, connect: Callable[[], "SQLiteConnection"],
+                 recover: Callable[[], bool]) -> None:
+        self._log, self._connect, self._recover = log, connect, recover
         self._connection: SQLiteConnection | None = None
+        self._log_fd = -1
+        self._closed = False
         self._changed = threading.Condition()
         self._waiting: list[_Work] = []
         self._leading = False
@@ -385,6 +388,8 @@ class GroupCommit:
     def run(self, work: Callable[[Connection], T]) -> T:
         mine = _Work(work)
         with self._changed:
+            if self._closed:
+                raise RuntimeError("the database is closed")
             self._waiting.append(mine)
             while self._leading and not mine.done:
                 self._changed.wait()
@@ -392,25 +397,50 @@ class GroupCommit:
                 return mine.outcome()
             self._leading = True
         try:
-            if self._connection is None:
-                self._connection = self._connect()
-            self._commit(self._connection)
+            self._commit(self._opened())
+        except BaseException:
+            if self._connection is not None and self._connection.raw.in_transaction:
+                self._close_connection()  # its rollback failed: the next leader opens anew
+            with self._changed:
+                if not mine.done:  # failed before it took the parts
+                    self._waiting.remove(mine)
+            raise
         finally:
             with self._changed:
                 self._leading = False
                 self._changed.notify_all()
         return mine.outcome()
 
+    def _opened(self) -> "SQLiteConnection":
+        """The group's connection, and the log open beside it for its syncs: opened after
+        the connection (which keeps the log's file from being deleted while it is open), so
+        a failed write since then is reported to this descriptor (a descriptor opened later
+        is not told of one another has been told of)."""
+        if self._connection is None:
+            connection = self._connect()
+            try:
+                self._log_fd = os.open(self._log, os.O_RDONLY)
+            except BaseException:
+                connection.raw.close()
+                raise
+            self._connection = connection
+        return self._connection
+
+    def _close_connection(self) -> None:
+        if self._connection is not None:
+            os.close(self._log_fd)
+            self._connection.raw.close()
+            self._connection, self._log_fd = None, -1
+
     def close(self) -> None:
-        """Close the group's connection, once no group runs on it."""
+        """Close the group's connection, once no group runs on it; no group runs after."""
         with self._changed:
+            self._closed = True
             while self._leading:
                 self._changed.wait()
-            if self._connection is not None:
-                self._connection.raw.close()
-                self._connection = None
+            self._close_connection()
 
-    def _commit(self, connection: SQLiteConnection) -> None:
+    def _commit(self, connection: "SQLiteConnection") -> None:
         """Every part waiting once the writers' lock is held, in one transaction whose commit
         is written to the log unsynced, and synced once the lock is let go (_sync), also when
         the transaction failed. A failed begin, commit or sync fails every part.
@@ -428,7 +458,7 @@ class GroupCommit:
                     self._run(connection, group)
             finally:
                 if group:  # taken under the lock: the transaction began
-                    self._sync(connection)
+                    self._sync()
         except BaseException as exc:
             for part in group:
                 part.error = exc
@@ -437,23 +467,24 @@ class GroupCommit:
             for part in group:
                 part.done = True
 
-    def _sync(self, connection: SQLiteConnection) -> None:
+    def _sync(self) -> None:
         """sync_log. After a failed sync, what was committed is readable, here and in other
         processes, but perhaps not on disk, and a later sync need not say so (the kernel may
         drop the pages it could not write; the log's frames chain, so a hole would also cut
         off every commit after it at recovery). So the log is then copied into the database
-        file, synced, and emptied (the scrub's truncate_wal, retried in the background until
-        it finishes); the failure stands unless that finishes now."""
+        file, synced, and emptied (`recover`: the scrub's truncate_wal on a connection of its
+        own, retried in the background until it finishes); the failure stands unless that
+        finishes now."""
         try:
-            sync_log(self.log)
+            sync_log(self._log_fd)
         except OSError:
             logger.error("syncing the write-ahead log failed; checkpointing it into the "
                          "database file")
-            if not connection.scrub(()):
+            if not self._recover():
                 raise
 
     @staticmethod
-    def _run(connection: SQLiteConnection, group: list[_Work]) -> None:
+    def _run(connection: "SQLiteConnection", group: list[_Work]) -> None:
         if len(group) == 1:  # its failure undoes the transaction, which is its own
             group[0].result = group[0].work(connection)
             return
@@ -462,11 +493,14 @@ class GroupCommit:
                 with connection.transaction():  # a savepoint
                     part.result = part.work(connection)
             except Exception as exc:
+                if not connection.raw.in_transaction:  # SQLite rolled it all back (I/O error)
+                    raise
                 part.error = exc
 
 
 class SQLiteDatabase:
-    """A SQLite file in WAL mode with synchronous=FULL, through a pool of open connections:
+    """A SQLite file in WAL mode with synchronous=FULL (but for the group commit's connection,
+    whose commits GroupCommit syncs itself), through a pool of open connections:
     opening one costs the PRAGMAs, and closing the last one checkpoints the WAL. A request
     takes an idle connection (or opens one) and gives it back; at most IDLE stay open, so a
     server that starts a thread per request does not keep a connection per thread it ever ran
@@ -490,7 +524,8 @@ class SQLiteDatabase:
         self._lock = threading.Lock()
         # SQLite names the log after the database file's real path (a link resolved)
         self.writer = WriterLock(path)
-        self.group = GroupCommit(f"{os.path.realpath(path)}-wal", self._group_connection)
+        self.group = GroupCommit(f"{os.path.realpath(path)}-wal", self._group_connection,
+                                 self._checkpoint_anew)
         self.published: dict[str, Survey] = {}
         self.scrubber = Scrubber(self._truncate_wal, self._own_connection, inline=True)
 
@@ -541,6 +576,13 @@ class SQLiteDatabase:
                 return
             self._opened.discard(raw)
         raw.close()
+
+    def _checkpoint_anew(self) -> bool:
+        """The scrub (truncate_wal) on a connection opened now, whose descriptors of the files
+        have been told of no failed write, and if it cannot finish, in the background: True if
+        done now (GroupCommit after a failed sync)."""
+        with self._own_connection() as raw:
+            return self.scrubber.scrub(raw, ())
 
     @contextmanager
     def _own_connection(self) -> Iterator[sqlite3.Connection]:

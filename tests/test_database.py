@@ -152,7 +152,9 @@ def test_concurrent_parts_share_one_commit_and_fail_alone(app, monkeypatch):
     for thread in followers:
         thread.start()
     group = database.group
+    deadline = time.monotonic() + 10
     while len(group._waiting) < len(names_):  # all five queued behind the first commit
+        assert time.monotonic() < deadline
         threading.Event().wait(0.01)
     go_on.set()
     for thread in [leader, *followers]:
@@ -342,7 +344,7 @@ def test_a_group_commit_is_synced_with_the_writers_lock_free_before_it_returns(a
         with db.transaction():
             assert db.query("PRAGMA synchronous")[0][0] == 2
             db.execute("INSERT INTO researchers (researcher_id, name) VALUES ('t', 't')")
-        assert names(db) == ["g", "t"] and len(syncs.calls) == 2  # synced inside its commit
+        assert names(db) == ["g", "t"] and len(syncs.calls) == 2  # SQLite synced it itself
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -390,7 +392,7 @@ def test_a_failed_sync_is_answered_only_once_the_log_is_in_the_database_file(app
 
 def test_a_database_reached_through_a_link_syncs_its_own_log(tmp_path, monkeypatch):
     """SQLite keeps the log beside the database file a link leads to: that log is the one
-    synced (a log named after the link would not exist, and every submission would fail)."""
+    synced (a log named after the link does not exist)."""
     from ldpsurvey.aggregator import close_app, create_api_key, create_app
 
     from helpers import SURVEY
@@ -411,3 +413,130 @@ def test_a_database_reached_through_a_link_syncs_its_own_log(tmp_path, monkeypat
         assert [path for path, _, _ in syncs.calls] == [f"{real}-wal"]
     finally:
         close_app(app)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_leader_that_fails_before_taking_the_parts_takes_its_own_back(app):
+    """A leader that cannot open the group's connection (or begin) answers its caller with
+    the error, and its part is not stored later by the next leader."""
+    database = app.extensions["ldp_database"]
+    group, connect = database.group, database.group._connect
+    opened = []
+
+    def failing_once():
+        if not opened:
+            opened.append(1)
+            raise OSError("cannot open")
+        return connect()
+
+    group._connect = failing_once
+    with app.app_context():
+        db = get_db()
+        with pytest.raises(OSError, match="cannot open"):
+            db.grouped(insert_name("answered-500"))
+        assert group._waiting == []
+        assert db.grouped(insert_name("kept")) == "kept"
+        assert names(db) == ["kept"]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_group_sqlite_rolled_back_whole_fails_every_part_without_waiting(app):
+    """When SQLite rolls a group's transaction back whole (an I/O error, say), no savepoint is
+    left to undo a part into: the group fails as one, rather than the next part taking the
+    writers' lock again, which the leader holds (every writer would wait forever)."""
+    import threading
+
+    from ldpsurvey.aggregator.database import GroupCommit, _Work
+
+    database = app.extensions["ldp_database"]
+    connection = database.connect()
+
+    def rolled_back_whole(tx):
+        tx.raw.execute("ROLLBACK")  # as SQLite does itself on SQLITE_IOERR
+        raise OSError("disk I/O error")
+
+    group = [_Work(insert_name("a")), _Work(rolled_back_whole), _Work(insert_name("c"))]
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with connection.transaction():
+                GroupCommit._run(connection, group)
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(5)
+    try:
+        assert not thread.is_alive() and isinstance(failed[0], OSError)
+    finally:
+        database.release(connection)
+    with app.app_context():
+        assert names(get_db()) == []
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_group_connection_left_in_a_transaction_is_replaced(app):
+    """If a failed group's rollback fails too, its connection is closed (which undoes what it
+    held) and the next leader opens another, instead of every later group failing to begin."""
+    database = app.extensions["ldp_database"]
+    with app.app_context():
+        db = get_db()
+        assert db.grouped(insert_name("before")) == "before"
+        real = database.group._connection.raw
+
+        class RollbackFails:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def execute(self, sql, *args):
+                if sql == "ROLLBACK":
+                    raise OSError("rollback failed")
+                return real.execute(sql, *args)
+
+        database.group._connection.raw = RollbackFails()
+        with pytest.raises(OSError, match="rollback failed"):
+            db.grouped(insert_name("fail-held"))
+        assert database.group._connection is None
+        assert db.grouped(insert_name("after")) == "after"
+        assert names(db) == ["after", "before"]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_no_group_runs_once_the_database_is_closed(app):
+    database = app.extensions["ldp_database"]
+    connection = database.connect()
+    try:
+        assert connection.grouped(insert_name("open")) == "open"
+        database.group.close()
+        assert database.group._connection is None
+        with pytest.raises(RuntimeError, match="closed"):
+            connection.grouped(insert_name("late"))
+    finally:
+        database.release(connection)
+
+
+def test_the_scrub_waits_for_readers_but_raises_what_is_not_busy():
+    """truncate_wal: busy (a reader holds the log) is "not done yet"; any other error (an I/O
+    error) is raised, to be logged, rather than retried in silence."""
+    import sqlite3
+
+    from ldpsurvey.aggregator.database import truncate_wal
+
+    class Raw:
+        def __init__(self, code: int):
+            self.code = code
+
+        def execute(self, sql):
+            if sql.startswith("PRAGMA user_version ="):
+                error = sqlite3.OperationalError("refused")
+                error.sqlite_errorcode = self.code
+                raise error
+            row = {"PRAGMA busy_timeout": (5000,), "PRAGMA user_version": (1,)}.get(sql, (0,))
+            return type("Cursor", (), {"fetchone": lambda _self: row})()
+
+    assert truncate_wal(Raw(sqlite3.SQLITE_BUSY), ()) is False
+    assert truncate_wal(Raw(517), ()) is False  # SQLITE_BUSY_SNAPSHOT: busy too
+    with pytest.raises(sqlite3.OperationalError):
+        truncate_wal(Raw(10), ())  # SQLITE_IOERR
