@@ -79,11 +79,10 @@ class Connection(ABC):
         `exclusive`, no other may even lock them for reading (intake shares a survey's row,
         a release or close takes it alone)."""
 
-    def scrub(self, tables: Sequence[str]) -> bool:
+    def scrub(self, tables: Sequence[str]) -> None:
         """Outside a transaction: remove what deleted rows of `tables` leave behind in the
-        database's files, as far as the database allows (truncate_wal, vacuum_tables); True
-        if that is done now, False if it goes on in the background (Scrubber)."""
-        return self.scrubber.scrub(self.raw, tables)
+        database's files, as far as the database allows (truncate_wal, vacuum_tables)."""
+        self.scrubber.scrub(self.raw, tables)
 
     @abstractmethod
     def lock_database(self) -> None:
