@@ -19,7 +19,7 @@ released; (since step 9) per released response its bucket (eight random bits of 
 10) per released idempotency record the day of its release, deleted IDEMPOTENCY_DAYS later;
 (since step 11) a pending request's responses sealed together, with their number; (since step
 12) with the keyed hash and body MAC of its Idempotency-Key, which become its idempotency record
-when it is released.
+when it is released (since step 13, that keyed hash is also the group's id).
 Token hashes and idempotency records are keyed by the storage key and pending answers encrypted
 under it (storage_key.py), so a copy of the files alone matches and reads none of them. Nothing
 about respondents but their randomized answers and their release's day and number: no column
@@ -348,6 +348,13 @@ STEPS: list[tuple[str | Callable[[Connection], None], ...]] = [
         "ALTER TABLE pending ADD COLUMN body_mac TEXT",
         """CREATE UNIQUE INDEX pending_by_key ON pending (survey_id, key_hash)
             WHERE key_hash IS NOT NULL""",
+    ),
+    # 13: a keyed pending group's id is its claim's key hash, so the primary key finds a retry
+    # and a keyed submission writes one B-tree, not two (the pool and its index of keys, which
+    # goes). Ids made before are 16 characters, key hashes 64: no group's new id is another's.
+    (
+        "UPDATE pending SET pending_id = key_hash WHERE key_hash IS NOT NULL",
+        "DROP INDEX pending_by_key",
     ),
 ]
 LATEST = len(STEPS)

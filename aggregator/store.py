@@ -287,9 +287,9 @@ def released_claim(db: Connection, survey_id: str, claim: IdempotencyClaim) -> i
 
 
 def pending_claim(db: Connection, survey_id: str, claim: IdempotencyClaim) -> int | None:
-    """As released_claim, for a request whose group is still pending."""
+    """As released_claim, for a request whose group is still pending (its id is the key's)."""
     return _earlier(claim, db.query("SELECT body_mac, size FROM pending "
-                                    "WHERE survey_id = ? AND key_hash = ?",
+                                    "WHERE survey_id = ? AND pending_id = ?",
                                     (survey_id, claim.key_hash)))
 
 
@@ -324,16 +324,21 @@ def sealed_pending(db: Connection, survey: Survey, rows: list[str]) -> str:
 
 def insert_pending(db: Connection, survey_id: str, sealed: str, size: int,
                    claim: IdempotencyClaim | None) -> bool:
-    """Keep a request's `size` accepted responses (sealed_pending) until release, one row
-    under a random key (a batch of 10,000 is one insert, not 10,000), with the request's
-    idempotency claim if it made one; False, and nothing kept, if a group with the claim's
-    key is pending already (a retry, or a concurrent twin that committed first:
+    """Keep a request's `size` accepted responses (sealed_pending) until release, one row (a
+    batch of 10,000 is one insert, not 10,000) under a random key: new_ids's, or if the request
+    made an idempotency claim, its key's keyed hash (an HMAC under the storage key, as random
+    to anyone without it), kept with the body's MAC. The primary key then finds a retry's
+    group, and no index of keys is written beside it. False, and nothing kept, if a group with
+    the claim's key is pending already (a retry, or a concurrent twin that committed first:
     pending_claim tells which)."""
-    key_hash, body_mac = (None, None) if claim is None else (claim.key_hash, claim.body_mac)
+    if claim is None:
+        return bool(db.execute("INSERT INTO pending (survey_id, pending_id, size, answers) "
+                               "VALUES (?, ?, ?, ?)", (survey_id, new_ids(1)[0], size, sealed)))
     return bool(db.execute("INSERT INTO pending (survey_id, pending_id, size, answers, "
-                           "key_hash, body_mac) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT "
-                           "(survey_id, key_hash) WHERE key_hash IS NOT NULL DO NOTHING",
-                           (survey_id, new_ids(1)[0], size, sealed, key_hash, body_mac)))
+                           "key_hash, body_mac) VALUES (?, ?, ?, ?, ?, ?) "
+                           "ON CONFLICT (survey_id, pending_id) DO NOTHING",
+                           (survey_id, claim.key_hash, size, sealed, claim.key_hash,
+                            claim.body_mac)))
 
 
 # --- release: the steps of one release, inside the caller's transaction -------------------------

@@ -244,40 +244,57 @@ def test_step_4_adds_empty_joint_counters_that_new_declared_crosstabs_fill(tmp_p
         close_app(app)
 
 
+BODY = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
+
+
+def written_before_step(step: int, url: str, key: str, tmp_path, monkeypatch, write) -> tuple:
+    """A database at `url` as the release before schema step `step` left it, with one survey,
+    and in one transaction what `write(db, survey_id, rows, claim)` stores of BODY, sent with
+    Idempotency-Key `key` (rows: its canonical JSON; claim: its idempotency claim). Returns
+    the survey's id and the claim."""
+    from ldpsurvey.aggregator import migrations, store
+    from ldpsurvey.aggregator.answers import parse_answers
+
+    monkeypatch.setattr(migrations, "STEPS", migrations.STEPS[:step - 1])
+    monkeypatch.setattr(migrations, "LATEST", step - 1)
+    app = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    try:
+        auth = {"Authorization": f"Bearer {create_api_key(app).key}"}
+        survey_id = app.test_client().post("/api/surveys", json=SURVEY,
+                                           headers=auth).json["survey_id"]
+        with app.app_context():
+            db = get_db()
+            survey = store.get_survey(db, survey_id).survey
+            rows = store.answers_json(survey, [parse_answers(survey, BODY)])
+            claim = store.idempotency_claim(db, key, "\n".join(rows))
+            with db.transaction():
+                write(db, survey_id, rows, claim)
+    finally:
+        close_app(app)
+        monkeypatch.undo()
+    return survey_id, claim
+
+
 def test_step_12_keeps_unreleased_records_as_released_that_day(tmp_path, monkeypatch):
     """Before step 12 a keyed request wrote an unreleased idempotency record beside its pending
     group, with nothing to join the two; step 12 keeps such records as released on the day it
     runs, so a retry is still answered as its first request (and one with another body is a
     conflict) until IDEMPOTENCY_DAYS from then, and their group still releases whole."""
-    from ldpsurvey.aggregator import migrations, store
-    from ldpsurvey.aggregator.answers import parse_answers
+    from ldpsurvey.aggregator import store
 
     from helpers import release_due
 
-    url = f"sqlite:///{tmp_path / 'step11.sqlite3'}"
-    monkeypatch.setattr(migrations, "STEPS", migrations.STEPS[:11])
-    monkeypatch.setattr(migrations, "LATEST", 11)
-    app = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
-    client = app.test_client()
-    auth = {"Authorization": f"Bearer {create_api_key(app).key}"}
-    survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
-    body = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
-    key = "kept-across-step-12"
-    with app.app_context():  # what a step-11 release's intake wrote, in one transaction
-        db = get_db()
-        survey = store.get_survey(db, survey_id).survey
-        rows = store.answers_json(survey, [parse_answers(survey, body)])
-        claim = store.idempotency_claim(db, key, "\n".join(rows))
-        with db.transaction():
-            db.execute("INSERT INTO idempotency_keys (survey_id, key_hash, body_mac, accepted, "
-                       "released) VALUES (?, ?, ?, 1, 0)",
-                       (survey_id, claim.key_hash, claim.body_mac))
-            db.execute("INSERT INTO pending (survey_id, pending_id, size, answers) "
-                       "VALUES (?, 'step-11-group', 1, ?)",
-                       (survey_id, store.sealed_pending(db, survey, rows)))
-    close_app(app)
-    monkeypatch.undo()
+    def step_11_intake(db, survey_id, rows, claim):
+        db.execute("INSERT INTO idempotency_keys (survey_id, key_hash, body_mac, accepted, "
+                   "released) VALUES (?, ?, ?, 1, 0)", (survey_id, claim.key_hash, claim.body_mac))
+        db.execute("INSERT INTO pending (survey_id, pending_id, size, answers) "
+                   "VALUES (?, 'step-11-group', 1, ?)",
+                   (survey_id, store.sealed_pending(db, store.get_survey(db, survey_id).survey,
+                                                    rows)))
 
+    url = f"sqlite:///{tmp_path / 'step11.sqlite3'}"
+    key = "kept-across-step-12"
+    survey_id, _ = written_before_step(12, url, key, tmp_path, monkeypatch, step_11_intake)
     app = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
     try:
         assert version_of(app) == LATEST
@@ -290,11 +307,67 @@ def test_step_12_keeps_unreleased_records_as_released_that_day(tmp_path, monkeyp
             assert db.query("SELECT name FROM sqlite_master WHERE name = "
                             "'idempotency_unreleased'") == []
         path = f"/api/surveys/{survey_id}/responses"
-        again = client.post(path, json=body, headers={"Idempotency-Key": key})
+        again = client.post(path, json=BODY, headers={"Idempotency-Key": key})
         assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
         other = client.post(path, json={"answers": {"smoked": 0, "drove": 0, "sleep": 2}},
                             headers={"Idempotency-Key": key})
         assert other.status_code == 409
         assert release_due(app) == 1  # the step-11 group, once
+    finally:
+        close_app(app)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_step_13_gives_keyed_groups_their_key_hash_as_id(kind, tmp_path, monkeypatch, request):
+    """Step 13 renames each keyed pending group (made at step 12 under a random id, found by
+    the index of keys) to its claim's key hash and drops that index: a retry is still answered
+    as its first request, another body is still a conflict, a group without a key keeps its
+    id, and both release once, after which the retry is answered from the record."""
+    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.ids import new_ids
+
+    from helpers import release_due
+
+    keyed_id, plain_id = new_ids(2)
+
+    def step_12_intake(db, survey_id, rows, claim):  # a keyed group, and one without a key
+        sealed = store.sealed_pending(db, store.get_survey(db, survey_id).survey, rows)
+        for pending_id, key_hash, body_mac in [(keyed_id, claim.key_hash, claim.body_mac),
+                                               (plain_id, None, None)]:
+            db.execute("INSERT INTO pending (survey_id, pending_id, size, answers, key_hash, "
+                       "body_mac) VALUES (?, ?, 1, ?, ?, ?)",
+                       (survey_id, pending_id, sealed, key_hash, body_mac))
+
+    url = f"sqlite:///{tmp_path / 'step12.sqlite3'}"
+    if kind == "postgresql":
+        import psycopg
+
+        schema = request.getfixturevalue("schema")
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+        url = postgres_url(schema)
+    key = "kept-across-step-13"
+    survey_id, claim = written_before_step(13, url, key, tmp_path, monkeypatch, step_12_intake)
+    app = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
+    try:
+        assert version_of(app) == LATEST
+        client = app.test_client()
+        with app.app_context():
+            db = get_db()
+            assert sorted(db.query("SELECT pending_id, key_hash FROM pending")) == sorted(
+                [(claim.key_hash, claim.key_hash), (plain_id, None)])
+            indexes = ("SELECT name FROM sqlite_master WHERE type = 'index'" if kind == "sqlite"
+                       else "SELECT indexname FROM pg_indexes WHERE tablename = 'pending'")
+            assert "pending_by_key" not in {name for (name,) in db.query(indexes)}
+        path = f"/api/surveys/{survey_id}/responses"
+        again = client.post(path, json=BODY, headers={"Idempotency-Key": key})
+        assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+        other = client.post(path, json={"answers": {"smoked": 0, "drove": 0, "sleep": 2}},
+                            headers={"Idempotency-Key": key})
+        assert other.status_code == 409
+        assert release_due(app) == 2  # each group once
+        after = client.post(path, json=BODY, headers={"Idempotency-Key": key})
+        assert after.status_code == 201 and after.headers["Idempotent-Replayed"] == "true"
+        assert release_due(app) == 0
     finally:
         close_app(app)
