@@ -71,6 +71,5 @@ def accepted_reply(result: Accepted) -> tuple[bytes, list[tuple[str, str]]]:
     """The body of a 201 to accepted responses, the count stored as compact JSON with sorted
     keys, as jsonify writes it (built without it: it is every submission's reply); and its
     headers beyond the content type: a replayed idempotent request says so."""
-    body = json.dumps({"accepted": result.accepted, "survey_id": result.survey_id},
-                      separators=(",", ":"))
-    return (body + "\n").encode(), [(REPLAYED_HEADER, "true")] * result.replayed
+    body = f'{{"accepted":{result.accepted:d},"survey_id":{json.dumps(result.survey_id)}}}\n'
+    return body.encode(), [(REPLAYED_HEADER, "true")] * result.replayed

@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from functools import cached_property
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -50,6 +51,11 @@ class StorageKeys:
     pending: bytes
     check: bytes
 
+    @cached_property
+    def _pending_cipher(self) -> AESGCM:
+        """AES-256-GCM under the pending subkey, made once (each call makes its own context)."""
+        return AESGCM(self.pending)
+
     @classmethod
     def from_secret(cls, secret: bytes) -> "StorageKeys":
         return cls(*(derive(secret, label) for label in SUBKEYS))
@@ -71,7 +77,7 @@ class StorageKeys:
         """Pending responses' canonical JSON, encrypted for the database under a random nonce
         of its own."""
         nonce = secrets.token_bytes(NONCE_BYTES)
-        sealed = AESGCM(self.pending).encrypt(nonce, answers.encode(), survey_id.encode())
+        sealed = self._pending_cipher.encrypt(nonce, answers.encode(), survey_id.encode())
         return binascii.b2a_base64(nonce + sealed, newline=False).decode()  # base64.b64encode
 
     def open(self, survey_id: str, sealed: str) -> str:
@@ -81,7 +87,7 @@ class StorageKeys:
 
     def open_many(self, survey_id: str, rows: list[str]) -> list[str]:
         """`open` of each row, with one cipher object."""
-        cipher, survey = AESGCM(self.pending), survey_id.encode()
+        cipher, survey = self._pending_cipher, survey_id.encode()
         opened = []
         for sealed in rows:
             raw = binascii.a2b_base64(sealed)  # as base64.b64decode

@@ -37,7 +37,7 @@ class StoredSurvey:
         return _parse(self.manifest)
 
 
-SURVEYS_KEPT = 1024  # surveys whose parsed manifest and row length a process keeps
+SURVEYS_KEPT = 1024  # surveys whose parsed manifest and row format a process keeps
 
 
 @lru_cache(maxsize=SURVEYS_KEPT)
@@ -46,13 +46,19 @@ def _parse(manifest: bytes) -> Survey:
     return parse_manifest(manifest)
 
 
+@lru_cache(maxsize=SURVEYS_KEPT)
+def _row_template(survey: Survey) -> tuple[str, list[int]]:
+    """answers_json's %-template of a row, its questions by sorted id, and that order."""
+    ids = [q.id for q in survey.questions]
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    return "{" + ",".join(f'"{ids[i]}":%s' for i in order) + "}", order
+
+
 def answers_json(survey: Survey, responses: list[Answers]) -> list[str]:
     """Each response as canonical JSON {"<question id>": report, ...} with sorted keys (question
     ids are [a-z0-9_], so they need no escaping) and each report's canonical text
     (scheme.encode: an option index is its digits)."""
-    ids = [q.id for q in survey.questions]
-    order = sorted(range(len(ids)), key=ids.__getitem__)
-    template = "{" + ",".join(f'"{ids[i]}":%s' for i in order) + "}"
+    template, order = _row_template(survey)
     columns = [encode_many(column) for column in zip(*responses, strict=True)]
     return [template % row for row in zip(*(columns[i] for i in order), strict=True)]
 

@@ -37,6 +37,7 @@ ALLOW = "OPTIONS, POST"
 NOT_ALLOWED = "The method is not allowed for the requested URL."  # werkzeug's, as Flask says it
 
 Reply = tuple[int, bytes, list[tuple[str, str]]]  # status, body, headers
+STATUS_LINES = {status.value: f"{status.value} {status.phrase.upper()}" for status in HTTPStatus}
 
 
 class Submissions:
@@ -55,7 +56,7 @@ class Submissions:
         status, body, headers = self.answer(environ, method, found.group(1))
         if method == "HEAD":
             body = b""
-        start_response(f"{status} {HTTPStatus(status).phrase.upper()}",
+        start_response(STATUS_LINES[status],
                        [*headers, *self.headers, ("Content-Length", str(len(body)))])
         return [body]
 

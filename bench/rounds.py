@@ -20,6 +20,9 @@ were free.
 """
 
 import argparse
+import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -39,11 +42,21 @@ def keyed_rate(home: Path, source: Path | None, args: argparse.Namespace,
     """`fastest` for keyed single responses to a fresh aggregator running the code of
     `source` (None: this code) as the WSGI app `app` (gunicorn's form)."""
     home.mkdir()
-    env, key = aggregator_env(home, f"sqlite:///{home}/bench.sqlite3")
-    if source is not None:
-        env["PYTHONPATH"] = code_environment(source, home.parent)["PYTHONPATH"]
-    elif app != APP:
-        env["PYTHONPATH"] = str(home.parent)  # where main wrote the app's module
+    url = f"sqlite:///{home}/bench.sqlite3"
+    if source is None:
+        env, key = aggregator_env(home, url)
+    else:  # the database made by the code that serves it (its schema may be older)
+        code_env = code_environment(source, home.parent)
+        made = subprocess.run(
+            [sys.executable, "-c", "import json, sys; from pathlib import Path; "
+             "sys.path.insert(0, sys.argv[1]); from ingest import aggregator_env; "
+             "print(json.dumps(aggregator_env(Path(sys.argv[2]), sys.argv[3])))",
+             str(Path(__file__).parent), str(home), url],
+            env=code_env, capture_output=True, text=True, check=True)
+        env, key = json.loads(made.stdout.splitlines()[-1])
+        env["PYTHONPATH"] = code_env["PYTHONPATH"]
+    if app != APP:  # its module, in a folder of its own (--previous links its package beside)
+        env["PYTHONPATH"] = str(home.parent / "unsynced")
     with gunicorn(app, env, home, args.workers, args.threads) as server:
         survey_id = new_survey(server.url, key)
         return fastest(server, args.repeat, f"{server.url}/api/surveys/{survey_id}/responses",
@@ -71,7 +84,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "noop_app.py").write_text(NOOP_APP)
-        (folder / "unsynced_app.py").write_text(UNSYNCED_APP)
+        (folder / "unsynced").mkdir()
+        (folder / "unsynced" / "unsynced_app.py").write_text(UNSYNCED_APP)
         for number in range(args.rounds):
             with gunicorn("noop_app:app", {"PYTHONPATH": tmp}, folder, args.workers,
                           args.threads) as server:

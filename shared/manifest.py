@@ -212,6 +212,13 @@ class Survey:
     key_id: str | None = None
     origin: str | None = None  # the web origin respondents reach it at (format /5 on)
 
+    def __hash__(self) -> int:
+        """Its id's hash: equal surveys have equal ids, so it agrees with ==, and a published
+        survey, a key of the aggregator's per-survey caches on every submission, is hashed
+        without hashing every field of every question (a third of what the cached value
+        costs to compute)."""
+        return hash(self.survey_id)
+
     @property
     def total_epsilon(self) -> float:
         """Per-respondent epsilon: the sum over questions (sequential composition)."""

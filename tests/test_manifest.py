@@ -56,6 +56,18 @@ def _with(path, value):
     return data
 
 
+def test_a_survey_hashes_by_its_id_and_agrees_with_equality():
+    """Survey.__hash__ reads the id alone (the aggregator keys per-survey caches by published
+    surveys): surveys that are == hash alike, and ones that differ elsewhere stay apart as
+    keys."""
+    survey = published()
+    again = parse_manifest(survey.manifest_bytes())
+    assert again == survey and again is not survey and hash(again) == hash(survey)
+    retitled = type(survey)(**{**survey.__dict__, "title": "Other"})
+    assert retitled != survey and hash(retitled) == hash(survey) == hash("s1")
+    assert {survey: 1, retitled: 2}[again] == 1 and len({survey, again, retitled}) == 2
+
+
 @pytest.mark.parametrize("path, value, message", [
     (("questions", 0, "alpha"), 1.0, "question 'smoked'.alpha: must be in (0, 1)"),
     (("questions", 0, "alpha"), 0.0, "question 'smoked'.alpha"),
