@@ -352,9 +352,12 @@ STEPS: list[tuple[str | Callable[[Connection], None], ...]] = [
     # 13: a keyed pending group's id is its claim's key hash, so the primary key finds a retry
     # and a keyed submission writes one B-tree, not two (the pool and its index of keys, which
     # goes). Ids made before are 16 characters, key hashes 64: no group's new id is another's.
+    # The index goes first: that locks the pool until the step commits (PostgreSQL: ACCESS
+    # EXCLUSIVE), so a replica still running the release before cannot add a keyed group under
+    # a random id after the renaming (its insert names the index, and fails from then on).
     (
-        "UPDATE pending SET pending_id = key_hash WHERE key_hash IS NOT NULL",
         "DROP INDEX pending_by_key",
+        "UPDATE pending SET pending_id = key_hash WHERE key_hash IS NOT NULL",
     ),
 ]
 LATEST = len(STEPS)

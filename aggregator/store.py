@@ -47,10 +47,10 @@ def _parse(manifest: bytes) -> Survey:
 
 
 @lru_cache(maxsize=SURVEYS_KEPT)
-def _row_template(survey: Survey) -> tuple[str, list[int]]:
+def _row_template(survey: Survey) -> tuple[str, tuple[int, ...]]:
     """answers_json's %-template of a row, its questions by sorted id, and that order."""
     ids = [q.id for q in survey.questions]
-    order = sorted(range(len(ids)), key=ids.__getitem__)
+    order = tuple(sorted(range(len(ids)), key=ids.__getitem__))
     return "{" + ",".join(f'"{ids[i]}":%s' for i in order) + "}", order
 
 

@@ -251,8 +251,8 @@ def test_the_log_keeps_its_file_across_checkpoints_up_to_a_bound(app, monkeypatc
 def test_a_retry_racing_its_first_request_is_answered_as_it(app, survey_id):
     """Two requests with one Idempotency-Key at once (a client retrying before the first
     answer came back): the second waits for the first's pending group with that key (on
-    PostgreSQL, its insert waits on the pool's index of keys; on SQLite, for the writers'
-    lock), then is answered as a replay of it; one group is kept."""
+    PostgreSQL, its insert waits on the pool's primary key, the key's hash; on SQLite, for the
+    writers' lock), then is answered as a replay of it; one group is kept."""
     import threading
 
     from ldpsurvey.aggregator import intake, store

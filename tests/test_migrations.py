@@ -357,7 +357,8 @@ def test_step_13_gives_keyed_groups_their_key_hash_as_id(kind, tmp_path, monkeyp
             assert sorted(db.query("SELECT pending_id, key_hash FROM pending")) == sorted(
                 [(claim.key_hash, claim.key_hash), (plain_id, None)])
             indexes = ("SELECT name FROM sqlite_master WHERE type = 'index'" if kind == "sqlite"
-                       else "SELECT indexname FROM pg_indexes WHERE tablename = 'pending'")
+                       else "SELECT indexname FROM pg_indexes WHERE tablename = 'pending' "
+                       "AND schemaname = current_schema()")
             assert "pending_by_key" not in {name for (name,) in db.query(indexes)}
         path = f"/api/surveys/{survey_id}/responses"
         again = client.post(path, json=BODY, headers={"Idempotency-Key": key})
@@ -369,5 +370,48 @@ def test_step_13_gives_keyed_groups_their_key_hash_as_id(kind, tmp_path, monkeyp
         after = client.post(path, json=BODY, headers={"Idempotency-Key": key})
         assert after.status_code == 201 and after.headers["Idempotent-Replayed"] == "true"
         assert release_due(app) == 0
+    finally:
+        close_app(app)
+
+
+def test_step_13_renames_a_group_an_older_replica_commits_meanwhile(tmp_path, monkeypatch,
+                                                                    schema):
+    """PostgreSQL: a replica of the release before inserts a keyed group under a random id
+    (as it did) in a transaction still open when step 13 starts. The step waits for it and
+    renames it too: no keyed group is left under another id than its key's hash, where a retry
+    would not find it and be stored again."""
+    import threading
+
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    url = postgres_url(schema)
+    survey_id, claim = written_before_step(13, url, "racing-step-13", tmp_path, monkeypatch,
+                                           lambda *_: None)
+    with psycopg.connect(url) as older:  # a transaction of its own, open
+        older.execute("INSERT INTO pending (survey_id, pending_id, size, answers, key_hash, "
+                      "body_mac) VALUES (%s, 'older-replica-id', 1, 'sealed', %s, %s) "
+                      "ON CONFLICT (survey_id, key_hash) WHERE key_hash IS NOT NULL DO NOTHING",
+                      (survey_id, claim.key_hash, claim.body_mac))
+        started = []
+        migrating = threading.Thread(target=lambda: started.append(create_app(
+            {"DATABASE_URL": url}, instance_path=tmp_path / "instance")))
+        migrating.start()
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as watcher:
+            for _ in range(200):  # until the step waits for the open transaction's lock
+                if watcher.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = "
+                                   "%s AND wait_event_type = 'Lock'", (schema,)).fetchall():
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail("the migration never waited for the open insert")
+        older.commit()
+    migrating.join(timeout=30)
+    [app] = started
+    try:
+        assert version_of(app) == LATEST
+        with app.app_context():
+            assert get_db().query("SELECT pending_id FROM pending") == [(claim.key_hash,)]
     finally:
         close_app(app)
