@@ -66,8 +66,7 @@ def answers_json(survey: Survey, responses: list[Answers]) -> list[str]:
 @lru_cache(maxsize=SURVEYS_KEPT)
 def longest_row(survey: Survey) -> int:
     """The length of the survey's longest canonical row: every report its scheme's longest.
-    Computed once per survey (intake pads every row to it; hashing a survey costs a third of
-    computing this)."""
+    Computed once per survey (intake pads every row to it)."""
     return len(answers_json(survey, [tuple(q.scheme.largest_report()
                                            for q in survey.questions)])[0])
 

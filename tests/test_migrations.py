@@ -36,6 +36,15 @@ def schema():
             conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
+def created(schema: str) -> str:
+    """Create the empty PostgreSQL schema `schema` (the fixture's name); its URL."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return postgres_url(schema)
+
+
 def release_database(kind: str, tmp_path: Path, schema: str | None) -> tuple[str, dict]:
     """A copy of the database release 0.1.0 wrote (SQLite file, or its pg_dump loaded into
     `schema`), and what that release was given and answered."""
@@ -201,11 +210,8 @@ close_app(create_app({"DATABASE_URL": url}, instance_path=folder / "instance"))
 def test_replicas_starting_together_migrate_once(schema, tmp_path):
     """Four replicas (processes, as deployed) start at once on one empty PostgreSQL schema:
     all start, one schema. They wait, imported, for one signal, so their migrations overlap."""
-    import psycopg
-
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    replicas = [subprocess.Popen([sys.executable, "-c", REPLICA, postgres_url(schema),
+    url = created(schema)
+    replicas = [subprocess.Popen([sys.executable, "-c", REPLICA, url,
                                   str(tmp_path), f"ready-{i}"], stderr=subprocess.PIPE, text=True)
                 for i in range(4)]
     deadline = time.monotonic() + 60
@@ -215,7 +221,7 @@ def test_replicas_starting_together_migrate_once(schema, tmp_path):
     for replica in replicas:
         _, errors = replica.communicate(timeout=60)
         assert replica.returncode == 0, errors
-    app = create_app({"DATABASE_URL": postgres_url(schema)},
+    app = create_app({"DATABASE_URL": url},
                      instance_path=tmp_path / "instance")  # the replicas' storage key
     try:
         with app.app_context():
@@ -338,14 +344,8 @@ def test_step_13_gives_keyed_groups_their_key_hash_as_id(kind, tmp_path, monkeyp
                        "body_mac) VALUES (?, ?, 1, ?, ?, ?)",
                        (survey_id, pending_id, sealed, key_hash, body_mac))
 
-    url = f"sqlite:///{tmp_path / 'step12.sqlite3'}"
-    if kind == "postgresql":
-        import psycopg
-
-        schema = request.getfixturevalue("schema")
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")
-        url = postgres_url(schema)
+    url = (f"sqlite:///{tmp_path / 'step12.sqlite3'}" if kind == "sqlite"
+           else created(request.getfixturevalue("schema")))
     key = "kept-across-step-13"
     survey_id, claim = written_before_step(13, url, key, tmp_path, monkeypatch, step_12_intake)
     app = create_app({"DATABASE_URL": url}, instance_path=tmp_path / "instance")
@@ -384,9 +384,7 @@ def test_step_13_renames_a_group_an_older_replica_commits_meanwhile(tmp_path, mo
 
     import psycopg
 
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    url = postgres_url(schema)
+    url = created(schema)
     survey_id, claim = written_before_step(13, url, "racing-step-13", tmp_path, monkeypatch,
                                            lambda *_: None)
     with psycopg.connect(url) as older:  # a transaction of its own, open
