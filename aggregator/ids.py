@@ -70,11 +70,6 @@ def new_survey_id() -> str:
     return base64.b32encode(secrets.token_bytes(13)).decode().rstrip("=").lower()
 
 
-def new_tokens(count: int) -> list[str]:
-    """`count` single-use invitation tokens (128 random bits each)."""
-    return [secrets.token_urlsafe(16) for _ in range(count)]
-
-
 def hash_text(text: str | bytes) -> str:
     """Hex SHA-256: how API keys and sessions are stored, and what the storage key's HMACs of
     tokens and idempotency keys are taken of."""

@@ -19,12 +19,15 @@ released; (since step 9) per released response its bucket (eight random bits of 
 10) per released idempotency record the day of its release, deleted IDEMPOTENCY_DAYS later;
 (since step 11) a pending request's responses sealed together, with their number; (since step
 12) with the keyed hash and body MAC of its Idempotency-Key, which become its idempotency record
-when it is released (since step 13, that keyed hash is also the group's id).
+when it is released (since step 13, that keyed hash is also the group's id); (since step 14)
+the keyed hashes of spent invitation tokens: a token minted since proves itself (storage_key.py)
+and is stored only once spent, so `invitation_tokens` holds only unspent tokens minted before.
 Token hashes and idempotency records are keyed by the storage key and pending answers encrypted
 under it (storage_key.py), so a copy of the files alone matches and reads none of them. Nothing
 about respondents but their randomized answers and their release's day and number: no column
 for an IP address, user agent, cookie, token or precise time, and nothing links a token to a
-response (spending a token deletes its hash).
+response (the spent tokens' hashes are kept apart from the responses, and the pending group a
+token was spent with is released in a random order).
 Statements may contain {without_rowid}, which the connection fills in for its dialect; a step
 may also hold a function of the connection, for what SQL alone cannot compute (the storage
 key's forms).
@@ -358,6 +361,28 @@ STEPS: list[tuple[str | Callable[[Connection], None], ...]] = [
     (
         "DROP INDEX pending_by_key",
         "UPDATE pending SET pending_id = key_hash WHERE key_hash IS NOT NULL",
+    ),
+    # 14: who answered, unseen in a copy without the key. The unspent tokens' rows lay in the
+    # order they were minted (cell offsets, ctid, xmin: one mint request per invitee made one
+    # row each), so the places that spent ones left empty named the invitees who answered. A
+    # token minted from now on proves itself under the storage key and is stored only once
+    # spent, as a keyed hash in `spent_tokens`, where no other token's row is touched. The
+    # unspent tokens of before are copied, in the order of their keyed hashes, into a new
+    # table in one transaction (one xmin, no gaps), which then takes the old one's name; a
+    # spent one is still deleted from it, which tells nothing of which token it was.
+    (
+        """CREATE TABLE spent_tokens (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            token_hash TEXT NOT NULL,
+            PRIMARY KEY (survey_id, token_hash)){without_rowid}""",
+        """CREATE TABLE tokens_by_hash (
+            survey_id TEXT NOT NULL REFERENCES surveys (survey_id),
+            token_hash TEXT NOT NULL,
+            PRIMARY KEY (survey_id, token_hash)){without_rowid}""",
+        """INSERT INTO tokens_by_hash (survey_id, token_hash)
+            SELECT survey_id, token_hash FROM invitation_tokens ORDER BY token_hash, survey_id""",
+        "DROP TABLE invitation_tokens",
+        "ALTER TABLE tokens_by_hash RENAME TO invitation_tokens",
     ),
 ]
 LATEST = len(STEPS)

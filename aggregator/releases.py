@@ -28,7 +28,7 @@ from .exceptions import SurveyNotFound
 
 logger = logging.getLogger(__name__)
 
-SCRUBBED = ("pending", "invitation_tokens", "idempotency_keys")
+SCRUBBED = ("pending", "invitation_tokens", "spent_tokens", "idempotency_keys")
 
 
 def release(db: Connection, survey: Survey, minimum: int, keep_days: int) -> int:

@@ -2,7 +2,11 @@
 derives one subkey per use, so that a copy of the files alone matches no token or idempotency
 key and reads no pending answer.
 
-- token hashes: HMAC-SHA256(token subkey, hex SHA-256(token));
+- invitation tokens: 16 random bytes and the first 16 bytes of HMAC-SHA256(invitation subkey,
+  survey id "/" those bytes), in URL-safe base64 (43 characters): the token proves itself, so
+  nothing of it is stored until it is spent;
+- token hashes (of spent tokens, and of unspent ones minted before schema step 14):
+  HMAC-SHA256(token subkey, hex SHA-256(token));
 - idempotency records: HMAC-SHA256(idempotency subkey, hex SHA-256(key)) as the record's id and
   HMAC-SHA256(idempotency subkey, ids.body_mac(key, body)) as its body MAC;
 - pending answers: AES-256-GCM under the pending subkey, a random 96-bit nonce per request's
@@ -13,6 +17,7 @@ without the secrets they came from). The database keeps a check value, HMAC(chec
 CHECK_LABEL), so a start with another key is refused instead of silently losing tokens and
 pending answers."""
 
+import base64
 import binascii
 import hashlib
 import hmac
@@ -26,9 +31,10 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from .ids import body_mac, hash_text
 
-SUBKEYS = ("tokens", "idempotency", "pending", "check")  # HKDF info labels, one per use
+SUBKEYS = ("tokens", "idempotency", "pending", "check", "invitations")  # HKDF info labels
 CHECK_LABEL = b"ldp-survey storage key check"
 NONCE_BYTES = 12  # AES-GCM's 96-bit nonce
+INVITATION_BYTES = 16  # an invitation token's random part, and its tag's length
 
 
 def derive(secret: bytes, label: str) -> bytes:
@@ -50,6 +56,7 @@ class StorageKeys:
     idempotency: bytes
     pending: bytes
     check: bytes
+    invitations: bytes
 
     @cached_property
     def _pending_cipher(self) -> AESGCM:
@@ -66,6 +73,33 @@ class StorageKeys:
 
     def token_hash(self, token: str) -> str:
         return keyed(self.tokens, hash_text(token))
+
+    def invitation(self, survey_id: str) -> str:
+        """A new invitation token of the survey: random bytes (secrets) and their tag."""
+        nonce = secrets.token_bytes(INVITATION_BYTES)
+        return self._spelled(nonce + self._tag(survey_id, nonce))
+
+    def invited(self, survey_id: str, token: str) -> bool:
+        """Whether `token` is an invitation token this key minted for the survey (spent or
+        not: the spent ones' hashes are kept apart, store.spend_token), spelled as minted (the
+        last character's two spare bits zero: else one token would have four spellings, each
+        spent apart)."""
+        try:
+            raw = base64.urlsafe_b64decode(token + "=")
+        except ValueError:
+            return False
+        nonce, tag = raw[:INVITATION_BYTES], raw[INVITATION_BYTES:]
+        return (len(raw) == 2 * INVITATION_BYTES and self._spelled(raw) == token
+                and hmac.compare_digest(tag, self._tag(survey_id, nonce)))
+
+    @staticmethod
+    def _spelled(raw: bytes) -> str:
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    def _tag(self, survey_id: str, nonce: bytes) -> bytes:
+        """HMAC-SHA256(invitation subkey, survey id "/" nonce), its first INVITATION_BYTES."""
+        message = survey_id.encode() + b"/" + nonce
+        return hmac.new(self.invitations, message, hashlib.sha256).digest()[:INVITATION_BYTES]
 
     def idempotency_id(self, key: str) -> str:
         return keyed(self.idempotency, hash_text(key))

@@ -203,10 +203,10 @@ def lock_open_survey(db: Connection, survey_id: str) -> None:
 
 
 def mark_closed(db: Connection, survey_id: str) -> None:
-    """Close for good; idempotency records and unspent tokens are no longer needed: deleted."""
+    """Close for good; idempotency records and tokens are no longer needed: deleted."""
     db.execute("UPDATE surveys SET status = 'closed' WHERE survey_id = ?", (survey_id,))
-    db.execute("DELETE FROM idempotency_keys WHERE survey_id = ?", (survey_id,))
-    db.execute("DELETE FROM invitation_tokens WHERE survey_id = ?", (survey_id,))
+    for table in ("idempotency_keys", "invitation_tokens", "spent_tokens"):
+        db.execute(f"DELETE FROM {table} WHERE survey_id = ?", (survey_id,))  # noqa: S608  # nosec B608
 
 
 # --- drafts, archiving and deletion -------------------------------------------------------------
@@ -255,7 +255,8 @@ def mark_archived(db: Connection, survey_id: str, archived: bool) -> bool:
 # Every table that holds rows of a survey, the survey itself last (the others refer to it).
 SURVEY_TABLES = ("pending", "responses", "counts", "joint_counts", "releases", "release_totals",
                  "release_days",
-                 "idempotency_keys", "invitation_tokens", "relay_surveys", "shares", "surveys")
+                 "idempotency_keys", "invitation_tokens", "spent_tokens", "relay_surveys", "shares",
+                 "surveys")
 
 
 def delete_survey(db: Connection, survey_id: str) -> None:
@@ -310,10 +311,21 @@ def _earlier(claim: IdempotencyClaim, found: list[tuple]) -> int | None:
 
 
 def spend_token(db: Connection, survey_id: str, token: str) -> None:
-    """Delete the token's keyed hash, so it cannot be used again and nothing links it to the
-    response. TokenRejected if it is unknown or already spent."""
-    if not db.execute("DELETE FROM invitation_tokens WHERE survey_id = ? AND token_hash = ?",
-                      (survey_id, db.keys.token_hash(token))):
+    """Spend an invitation token, so it cannot be used again. One that proves itself (minted
+    since schema step 14: StorageKeys.invited) has its keyed hash added to the survey's spent
+    tokens: nothing of it was stored before, and no row of another token is touched, so which
+    tokens were spent shows in no order, place, transaction or freed space, only in keyed
+    hashes. One minted before is deleted from the tokens of then (step 14 put them in the
+    order of their keyed hashes). TokenRejected if it is unknown or already spent."""
+    token_hash = db.keys.token_hash(token)
+    if db.keys.invited(survey_id, token):
+        spent = db.execute("INSERT INTO spent_tokens (survey_id, token_hash) VALUES (?, ?) "
+                           "ON CONFLICT (survey_id, token_hash) DO NOTHING",
+                           (survey_id, token_hash))
+    else:
+        spent = db.execute("DELETE FROM invitation_tokens WHERE survey_id = ? AND "
+                           "token_hash = ?", (survey_id, token_hash))
+    if not spent:
         raise TokenRejected()
 
 
@@ -508,13 +520,7 @@ def smallest_release(db: Connection, survey_id: str) -> int | None:
     return _totals(db, survey_id)[1]
 
 
-# --- tokens, responses, counts, keys ------------------------------------------------------------
-
-def insert_tokens(db: Connection, survey_id: str, tokens: list[str]) -> None:
-    """Keep only the tokens' keyed hashes."""
-    db.insert_rows("invitation_tokens", ("survey_id", "token_hash"),
-                   [(survey_id, db.keys.token_hash(token)) for token in tokens])
-
+# --- responses, counts, keys ------------------------------------------------------------
 
 ANSWERS_CHUNK = 10_000  # released responses read per short transaction
 

@@ -32,7 +32,7 @@ from .exceptions import (
     SurveyNotFound,
     Unauthorized,
 )
-from .ids import new_survey_id, new_tokens
+from .ids import new_survey_id
 from .signing import SigningKey
 from .store import KeyRecord
 
@@ -124,9 +124,9 @@ def close(db: Connection, caller: KeyRecord, survey_id: str) -> None:
 def mint_tokens(db: Connection, caller: KeyRecord, survey_id: str,
                 read_body: Callable[[], Any], limit: int) -> list[str]:
     """`{"count": N}` single-use invitation tokens (1 <= N <= limit) for an open,
-    invitation-only survey the caller manages; only their hashes are stored. The body is read
-    only once the survey is known to take tokens, so that is what an unknown or closed survey
-    is told."""
+    invitation-only survey the caller manages. Each proves itself under the storage key
+    (StorageKeys.invitation): nothing is stored until it is spent. The body is read only once
+    the survey is known to take tokens, so that is what an unknown or closed survey is told."""
     stored = access.check(db, caller, survey_id, access.MANAGE)
     if not stored.survey.invitation_only:
         raise NotInvitationOnly()
@@ -136,11 +136,7 @@ def mint_tokens(db: Connection, caller: KeyRecord, survey_id: str,
     count = body.get("count") if isinstance(body, dict) and set(body) == {"count"} else None
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= limit:
         raise InvalidCount(f"send {{\"count\": N}} with N from 1 to {limit}")
-    tokens = new_tokens(count)
-    with db.transaction():
-        store.lock_open_survey(db, survey_id)  # a close meanwhile leaves no tokens behind
-        store.insert_tokens(db, survey_id, tokens)
-    return tokens
+    return [db.keys.invitation(survey_id) for _ in range(count)]
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ def test_no_column_can_hold_an_ip_user_agent_token_or_time(app):
                            "invitation_tokens", "schema_version", "pending", "releases",
                            "researchers", "relay_surveys", "shares", "sessions",
                            "joint_counts", "storage_key", "release_totals", "release_days",
-                           "drafts"}
+                           "drafts", "spent_tokens"}
     # A draft is its owner's definition (researcher text, nothing from respondents).
     assert sorted(schema["drafts"]) == ["created_day", "definition", "owner_id", "survey_id"]
     # The release a response came in (its number), which the day alone told when there was
@@ -52,13 +52,16 @@ def test_no_column_can_hold_an_ip_user_agent_token_or_time(app):
     # An idempotency record: keyed hashes, a count, and once released the release's day.
     assert sorted(schema["idempotency_keys"]) == ["accepted", "body_mac", "key_hash", "released",
                                                   "released_day", "survey_id"]
-    # Hashes of unspent invitation tokens, deleted when spent: nothing joins them to a response.
+    # Hashes of unspent invitation tokens minted before step 14, deleted when spent, and of
+    # spent tokens minted since: nothing joins them to a response.
     assert sorted(schema["invitation_tokens"]) == ["survey_id", "token_hash"]
+    assert sorted(schema["spent_tokens"]) == ["survey_id", "token_hash"]
     # Researchers' results-page sessions (hashed; nothing in them refers to a respondent).
     assert sorted(schema["sessions"]) == ["api_key_id", "expires", "session_hash"]
     for table, names in schema.items():
         for name in names:
             if (table, name) not in {("invitation_tokens", "token_hash"),
+                                     ("spent_tokens", "token_hash"),
                                      ("sessions", "session_hash")}:
                 assert not SENSITIVE.search(name), f"{table}.{name}"
 

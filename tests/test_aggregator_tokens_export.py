@@ -44,12 +44,12 @@ def test_mint_spend_and_replay(app, client, auth, invited_id):
     tokens, links = response.json["tokens"], response.json["links"]
     assert len(set(tokens)) == 3
     assert links[0].endswith(f"/s/{invited_id}#t={tokens[0]}") and "?" not in links[0]
-    stored = {row[1] for row in table(app, "invitation_tokens")}
-    assert len(stored) == 3 and not stored & set(tokens)  # only hashes
+    assert table(app, "invitation_tokens") == table(app, "spent_tokens") == []  # none stored
     assert answer(client, invited_id, tokens[0]).status_code == 201
     replay = answer(client, invited_id, tokens[0])
     assert replay.status_code == 403 and replay.json["error"] == "invalid_token"
-    assert len(table(app, "invitation_tokens")) == 2  # the spent hash is gone
+    keys = app.extensions["ldp_database"].keys  # the spent one's keyed hash, and nothing else
+    assert table(app, "spent_tokens") == [(invited_id, keys.token_hash(tokens[0]))]
     release_due(app)
     assert len(table(app, "responses")) == 1
 
@@ -61,8 +61,27 @@ def test_token_required_and_checked(app, client, auth, invited_id):
     for bad in ("not-a-token-but-long-enough", "short", "x" * 100):
         response = answer(client, invited_id, bad)
         assert response.status_code == 403 and response.json["error"] == "invalid_token"
-    assert table(app, "responses") == []
-    assert len(table(app, "invitation_tokens")) == 1
+    assert table(app, "responses") == [] and table(app, "spent_tokens") == []
+
+
+def test_a_token_is_good_only_for_its_survey_and_as_spelled(app, client, auth, invited_id):
+    """A token proves itself (StorageKeys.invited) for the survey it was minted for, spelled as
+    minted: its 43rd character carries two spare bits, and another spelling of the same bytes
+    would be another keyed hash, spendable again."""
+    other = client.post("/api/surveys", json={**SURVEY, "invitation_only": True},
+                        headers=auth).json["survey_id"]
+    token = mint(client, auth, other, 1).json["tokens"][0]
+    assert len(token) == 43
+    assert answer(client, invited_id, token).status_code == 403  # another survey's
+    spare = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    index = spare.index(token[-1])
+    spellings = [token[:-1] + spare[index - index % 4 + bits] for bits in range(4)]
+    assert spellings.count(token) == 1
+    assert answer(client, other, token).status_code == 201
+    for spelling in spellings:
+        refused = answer(client, other, spelling)
+        assert refused.status_code == 403 and refused.json["error"] == "invalid_token"
+    assert len(table(app, "spent_tokens")) == 1
 
 
 def test_a_rejected_response_does_not_spend_the_token(app, client, auth, invited_id):
@@ -104,12 +123,12 @@ def test_nothing_links_a_token_to_a_response(app, client, auth, invited_id):
 
     keys = app.extensions["ldp_database"].keys
     everything = " ".join(str(row) for name in ("responses", "counts", "idempotency_keys",
-                                                "invitation_tokens", "surveys")
+                                                "invitation_tokens", "pending", "surveys")
                           for row in table(app, name))
     assert not any(form in everything for form in (tokens[0], hash_text(tokens[0]),
                                                    keys.token_hash(tokens[0])))
-    assert sorted(c for (c,) in [(row[1],) for row in table(app, "invitation_tokens")]) == \
-        [keys.token_hash(tokens[1])]
+    # The spent token's keyed hash is kept apart, and nothing of the unspent one anywhere.
+    assert table(app, "spent_tokens") == [(invited_id, keys.token_hash(tokens[0]))]
 
 
 @pytest.mark.parametrize("body", [{"count": 0}, {"count": 10_001}, {"count": "3"},
@@ -125,10 +144,12 @@ def test_mint_needs_key_and_an_invitation_survey(client, auth, invited_id, surve
     assert response.status_code == 409 and response.json["error"] == "not_invitation_only"
 
 
-def test_closing_deletes_unspent_tokens(app, client, auth, invited_id):
+def test_closing_deletes_every_token_hash(app, client, auth, invited_id):
     mint(client, auth, invited_id, 5)
+    spent = mint(client, auth, invited_id, 1).json["tokens"][0]
+    assert answer(client, invited_id, spent).status_code == 201
     client.post(f"/api/surveys/{invited_id}/close", headers=auth)
-    assert table(app, "invitation_tokens") == []
+    assert table(app, "invitation_tokens") == table(app, "spent_tokens") == []
 
 
 def submit_many(client, auth, survey_id, n):

@@ -8,6 +8,7 @@ relation files of a table and its indexes (pg_relation_filepath, readable as roo
 import base64
 import hashlib
 import json
+import secrets
 import shutil
 from pathlib import Path
 
@@ -100,16 +101,17 @@ def test_a_copy_taken_during_a_long_export_holds_no_spent_token(app, client, aut
             assert answer(client, invited, token, i).status_code == 201
             if i % 20 == 19:  # the scheduled releases: the export's survey's, then these
                 assert release_due(app) == (6020 if i == 19 else 20)
-        copy = copy_of(app, "invitation_tokens")
+        copy = copy_of(app, "spent_tokens")
         assert not [t for t in tokens if any(form in copy for form in keyless_forms(t))]
-        if app.config["DATABASE_URL"].startswith("sqlite"):  # scrubbed inline: not even the
-            assert not app.extensions["ldp_database"].scrubber.pending()  # key matches one
-            assert not [t for t in tokens if keys_of(app).token_hash(t).encode() in copy]
+        if app.config["DATABASE_URL"].startswith("sqlite"):  # scrubbed inline: the log is
+            assert not app.extensions["ldp_database"].scrubber.pending()  # empty, so the key
+            log = Path(app.config["DATABASE_URL"].removeprefix("sqlite:///") + "-wal")
+            assert log.stat().st_size == 0  # ties no spent token to the group it came with
         else:
             wait_for_scrub(app)  # VACUUM, in the background, is not held off by the export
             with psycopg.connect(app.config["DATABASE_URL"], autocommit=True) as conn:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
-                assert heap_rows(conn, "invitation_tokens") == 0
+                assert heap_rows(conn, "pending") == 0
         rows = [json.loads(line)["answers"]["arrival"]
                 for line in b"".join([*read, *pieces]).decode().splitlines()[1:]]
     finally:
@@ -139,21 +141,20 @@ def test_pending_answers_are_not_in_the_files(app, client, auth):
 def test_the_owner_with_every_token_cannot_tell_spent_from_unspent(app, client, auth):
     """The owner minted 40 tokens, 30 were spent (one release of 20, 10 pending). Without the
     storage key, none of the 40 matches anything in a copy of the files (the unspent ones'
-    SHA-256 used to be there, so the spent were the others). With the key, the unspent ones
-    match, and those spent since the last release (their deleted rows are scrubbed at the
-    next release), but on SQLite none spent before it."""
+    SHA-256 used to be there, so the spent were the others), and their places tell nothing
+    either (test_a_copy_without_the_key_does_not_tell_which_invitees_answered). With the key,
+    the spent ones match, every one, released or pending, and no unspent one: the operator
+    who holds the key and the tokens knows who answered."""
     invited, tokens = invited_survey(client, auth, 40)
     for i, token in enumerate(tokens[:30]):
         assert answer(client, invited, token, i).status_code == 201
         if i == 19:
             assert release_due(app) == 20
     wait_for_scrub(app)
-    copy = copy_of(app, "invitation_tokens")
+    copy = copy_of(app, "invitation_tokens") + copy_of(app, "spent_tokens")
     assert not [t for t in tokens if any(form in copy for form in keyless_forms(t))]
     keyed = [t for t in tokens if keys_of(app).token_hash(t).encode() in copy]
-    assert keyed[-10:] == tokens[30:]
-    if app.config["DATABASE_URL"].startswith("sqlite"):  # (VACUUM need not zero the bytes of
-        assert not set(keyed) & set(tokens[:20])        # what it removes: docs/privacy.md says so)
+    assert keyed == tokens[:30]
 
 
 def table_rows(app) -> dict[str, list]:
@@ -329,3 +330,234 @@ def test_a_sealed_pending_answer_has_one_length_whatever_the_answers(app, client
     assert sorted(json.dumps(json.loads(line)["answers"], sort_keys=True) for line in released) \
         == sorted(json.dumps(answers, sort_keys=True) for answers in given + batches)
     assert not [line for line in released if line != line.rstrip()]
+
+
+# --- who answered: the physical traces of spending a token ---------------------------------------
+
+INVITEES = 12
+EVEN, ODD = list(range(0, INVITEES, 2)), list(range(1, INVITEES, 2))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def two_databases(request, tmp_path):
+    """Two new, empty databases of one kind: two fieldworks with the same history but for which
+    invitees answered."""
+    if request.param == "sqlite":
+        yield [f"sqlite:///{tmp_path / f'world-{world}.sqlite3'}" for world in "ab"]
+        return
+    from test_migrations import created
+
+    names = [request.getfixturevalue("schema"), f"ldp_world_{secrets.token_hex(6)}"]
+    try:
+        yield [created(name) for name in names]
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {names[1]} CASCADE")
+
+
+def fieldwork(url: str, instance: Path, answered: list[int]):
+    """The owner mints one token per invitee, one request each (the way to send personal
+    links), then the invitees `answered` answer, in that order: the k-th to answer answers k
+    (so the answers, and their order, are the same whoever answers), which fills a release.
+    Returns the running app."""
+    app = create_app({"DATABASE_URL": url}, instance_path=instance)
+    client = app.test_client()
+    auth = {"Authorization": f"Bearer {create_api_key(app).key}"}
+    survey = ORDERED | {"release_batch": len(answered)}
+    survey_id = client.post("/api/surveys", json=survey, headers=auth).json["survey_id"]
+    tokens = [client.post(f"/api/surveys/{survey_id}/tokens", json={"count": 1},
+                                  headers=auth).json["tokens"][0] for _ in range(INVITEES)]
+    for k, invitee in enumerate(answered):
+        assert answer(client, survey_id, tokens[invitee], k).status_code == 201
+    return app
+
+
+def btree_page(page: bytes, header: int) -> tuple:
+    """What a SQLite B-tree page's layout shows (sqlite.org/fileformat2.html, "B-tree pages"):
+    its type, cell count, content start and fragmented bytes, where its cells lie (their
+    offsets, as a set: their order follows the keys, random here) and its freeblocks (offset,
+    size), left by deleted cells; ("other",) for a page that is no B-tree page."""
+    import struct
+
+    kind = page[header]
+    if kind not in (2, 5, 10, 13):
+        return ("other",)
+    freeblock, cells, start, fragmented = struct.unpack_from(">HHHB", page, header + 1)
+    pointers = header + (12 if kind in (2, 5) else 8)
+    offsets = sorted(struct.unpack_from(f">{cells}H", page, pointers))
+    freeblocks = []
+    while freeblock:
+        following, size = struct.unpack_from(">HH", page, freeblock)
+        freeblocks.append((freeblock, size))
+        freeblock = following
+    return kind, cells, start, fragmented, offsets, freeblocks
+
+
+def sqlite_layout(url: str, tmp_path: Path) -> list:
+    """A copy of the SQLite files as an attacker reads their layout: each page of the database
+    file, after the log is replayed into the copy, and each frame the log held, in order (the
+    page it wrote, that page's layout), with the table or index each page belongs to. Released
+    responses' pages are left out: their rows hold a random bucket, an integer stored in 0 to 2
+    bytes, so their cells' sizes differ between any two databases (they are attacked in
+    test_unlinkable_storage.py)."""
+    import sqlite3
+    import struct
+
+    path = Path(url.removeprefix("sqlite:///"))
+    copy = tmp_path / f"copy-{path.name}"
+    for suffix in ("", "-wal"):
+        if Path(f"{path}{suffix}").exists():
+            shutil.copy(f"{path}{suffix}", f"{copy}{suffix}")
+    log = Path(f"{copy}-wal").read_bytes() if Path(f"{copy}-wal").exists() else b""
+    replayed = sqlite3.connect(copy, isolation_level=None)
+    replayed.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    owner = dict(replayed.execute("SELECT pageno, name FROM dbstat"))
+    replayed.close()
+    data = copy.read_bytes()
+    size = struct.unpack_from(">H", data, 16)[0]
+    pages = [(number, owner.get(number), btree_page(data[(number - 1) * size:number * size],
+                                                    100 * (number == 1)))
+             for number in range(1, len(data) // size + 1)]
+    frames = []
+    if log:
+        for at in range(32, len(log) - size + 1, 24 + size):
+            number = struct.unpack_from(">I", log, at)[0]
+            frames.append((number, owner.get(number),
+                           btree_page(log[at + 24:at + 24 + size], 100 * (number == 1))))
+    return [[entry for entry in layout if entry[1] != "responses"] for layout in (frames, pages)]
+
+
+def postgres_layout(url: str) -> list:
+    """What a copy of a PostgreSQL schema's table files shows (pageinspect): per table, each
+    item of each page, live or dead, in its place (ctid), with its flags, length, hint bits and
+    the transactions that made (xmin) and deleted or locked it (xmax); a transaction id as its
+    rank among those seen (their values differ between two databases of one server)."""
+    name = url.split("search_path%3D")[1].split("&")[0]
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
+        conn.execute("CHECKPOINT")
+        tables = [name for (name,) in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", (name,))]
+        items = {}
+        for table in tables:
+            relation = f"{name}.{table}"
+            blocks = conn.execute("SELECT pg_relation_size(%s) / 8192",
+                                  (relation,)).fetchone()[0]
+            items[table] = [conn.execute(
+                "SELECT lp, lp_flags, lp_len, t_xmin::text::bigint, t_xmax::text::bigint, "
+                "t_infomask, t_ctid::text FROM public.heap_page_items(public.get_raw_page(%s, %s))"
+                " ORDER BY lp", (relation, block)).fetchall() for block in range(blocks)]
+    seen = sorted({xid for pages in items.values() for page in pages for row in page
+                   for xid in row[3:5] if xid})
+    rank = {xid: r + 1 for r, xid in enumerate(seen)} | {0: 0, None: None}
+    return [(table, [[(*row[:3], rank[row[3]], rank[row[4]], *row[5:]) for row in page]
+                     for page in pages]) for table, pages in items.items()]
+
+
+@pytest.mark.parametrize("when", ["pending", "released"])
+def test_a_copy_without_the_key_does_not_tell_which_invitees_answered(two_databases, tmp_path,
+                                                                      when):
+    """Two fieldworks alike but for who answered: twelve invitees, each token minted by a
+    request of its own; in one the even-numbered invitees answer, in the other the odd ones,
+    in the same order of time, the same answers. A copy of either, without the storage key,
+    lays out alike: every page's cells, freeblocks and log frames (SQLite), every table's
+    items, live or dead, their places, hint bits and transactions (PostgreSQL), before the
+    release and after it. It used to name them: the token rows kept their mint order (cell
+    offsets, ctid, xmin) and the spent ones' places were the gaps."""
+    layouts = []
+    for world, answered in enumerate((EVEN, ODD)):
+        app = fieldwork(two_databases[world], tmp_path / f"instance-{world}", answered)
+        try:
+            if when == "released":
+                assert release_due(app) == len(answered)
+                wait_for_scrub(app)
+            url = two_databases[world]
+            layouts.append(sqlite_layout(url, tmp_path) if url.startswith("sqlite")
+                           else postgres_layout(url))
+        finally:
+            close_app(app)
+    assert layouts[0] == layouts[1]
+
+
+def fieldwork_before_step_14(url: str, instance: Path, answered: list[int], monkeypatch):
+    """As `fieldwork`, by the release before step 14, which kept each token's keyed hash when
+    it was minted (a row per mint request here) and deleted it when it was spent. Returns the
+    survey and the tokens."""
+    from ldpsurvey.aggregator import migrations
+
+    monkeypatch.setattr(migrations, "STEPS", migrations.STEPS[:13])
+    monkeypatch.setattr(migrations, "LATEST", 13)
+    app = create_app({"DATABASE_URL": url}, instance_path=instance)
+    try:
+        auth = {"Authorization": f"Bearer {create_api_key(app).key}"}
+        survey_id = app.test_client().post("/api/surveys", json=ORDERED,
+                                           headers=auth).json["survey_id"]
+        tokens = [f"token-minted-before-step-14-{i:02d}" for i in range(INVITEES)]
+        with app.app_context():
+            db = get_db()
+            for token in tokens:
+                with db.transaction():
+                    db.execute("INSERT INTO invitation_tokens (survey_id, token_hash) "
+                               "VALUES (?, ?)", (survey_id, db.keys.token_hash(token)))
+            for invitee in answered:
+                with db.transaction():
+                    db.execute("DELETE FROM invitation_tokens WHERE token_hash = ?",
+                               (db.keys.token_hash(tokens[invitee]),))
+    finally:
+        close_app(app)
+        monkeypatch.undo()
+    return survey_id, tokens
+
+
+def test_step_14_leaves_no_trace_of_who_answered_before_it(two_databases, tmp_path,
+                                                           monkeypatch):
+    """Two databases of the release before step 14, alike but for which invitees answered
+    (even, odd): step 14 puts the unspent tokens' hashes in the order of their keyed hashes,
+    one transaction, no gaps, so the copies then lay out alike. Each unspent token is still
+    good once, and no spent one."""
+    layouts = []
+    for world, answered in enumerate((EVEN, ODD)):
+        url, instance = two_databases[world], tmp_path / f"instance-{world}"
+        survey_id, tokens = fieldwork_before_step_14(url, instance, answered, monkeypatch)
+        app = create_app({"DATABASE_URL": url}, instance_path=instance)
+        try:
+            wait_for_scrub(app)
+            layouts.append(sqlite_layout(url, tmp_path) if url.startswith("sqlite")
+                           else postgres_layout(url))
+            client = app.test_client()
+            for invitee, token in enumerate(tokens):
+                status = answer(client, survey_id, token, invitee).status_code
+                assert status == (403 if invitee in answered else 201), (invitee, status)
+                assert answer(client, survey_id, token, invitee).status_code == 403
+        finally:
+            close_app(app)
+    assert layouts[0] == layouts[1]
+
+
+def test_with_the_key_a_copy_names_who_answered_and_reads_the_answer_at_once(app, client, auth,
+                                                                            tmp_path):
+    """Whoever holds the files and the storage key (the operator; a backup of the whole
+    server) needs no fill: a copy taken right after one invitee of five answered names that
+    invitee (the spent token's keyed hash) and opens the randomized answer it sent (its
+    pending group, the only one). Only the local epsilon protects that answer."""
+    import sqlite3
+
+    survey_id = client.post("/api/surveys", json=ORDERED, headers=auth).json["survey_id"]
+    tokens = [client.post(f"/api/surveys/{survey_id}/tokens", json={"count": 1},
+                          headers=auth).json["tokens"][0] for _ in range(5)]
+    assert answer(client, survey_id, tokens[3], 17).status_code == 201
+    url = app.config["DATABASE_URL"]
+    if url.startswith("sqlite"):
+        for suffix in ("", "-wal"):
+            shutil.copy(url.removeprefix("sqlite:///") + suffix, tmp_path / f"copy{suffix}")
+        with sqlite3.connect(tmp_path / "copy") as copy:
+            spent = copy.execute("SELECT token_hash FROM spent_tokens").fetchall()
+            sealed = copy.execute("SELECT answers FROM pending").fetchall()
+    else:
+        with psycopg.connect(url) as copy:
+            spent = copy.execute("SELECT token_hash FROM spent_tokens").fetchall()
+            sealed = copy.execute("SELECT answers FROM pending").fetchall()
+    keys = keys_of(app)
+    named = [i for i, token in enumerate(tokens) if (keys.token_hash(token),) in spent]
+    assert named == [3]
+    assert [json.loads(keys.open(survey_id, row)) for (row,) in sealed] == [{"arrival": 17}]

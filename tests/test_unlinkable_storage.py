@@ -132,8 +132,14 @@ def forms(secret: str, *keyed: str) -> list[bytes]:
 
 
 def token_forms(app, token: str) -> list[bytes]:
-    """forms(token), with its keyed hash under the app's storage key."""
+    """forms(token), with its keyed hash under the app's storage key (which a spent token's
+    row in spent_tokens holds until the close)."""
     return forms(token, app.extensions["ldp_database"].keys.token_hash(token))
+
+
+def wal_bytes(app) -> bytes:
+    path = app.config["DATABASE_URL"].removeprefix("sqlite:///")
+    return Path(f"{path}-wal").read_bytes() if Path(f"{path}-wal").exists() else b""
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -141,10 +147,13 @@ def test_a_copy_of_the_sqlite_files_links_no_token_and_keeps_no_key(app, client,
     survey_id, tokens = submit_in_order(client, auth)
     files = sqlite_files(app)
     assert files.count(b'"arrival":') == N  # the responses are there to be found
-    for token in tokens:
-        assert not any(form in files for form in token_forms(app, token)), token
+    for token in tokens:  # with the key, the spent tokens' hashes (spent_tokens), not in the log
+        assert not any(form in files for form in forms(token)), token
+        assert not any(form in wal_bytes(app) for form in token_forms(app, token)), token
     client.post(f"/api/surveys/{survey_id}/close", headers=auth)
     files = sqlite_files(app)
+    for token in tokens:
+        assert not any(form in files for form in token_forms(app, token)), token
     for i in range(0, N, 2):
         key = idempotency_key(i)
         keyed = app.extensions["ldp_database"].keys.idempotency_id(key)
@@ -175,7 +184,7 @@ def test_the_wal_is_truncated_once_a_long_reader_finishes(app, client, auth):
     assert Path(f"{path}-wal").stat().st_size == 0
     files = sqlite_files(app)
     for token in tokens:
-        assert not any(form in files for form in token_forms(app, token))
+        assert not any(form in files for form in forms(token))
     assert stale_wal_index_pages(path) in ([], [1])
 
 
@@ -223,9 +232,9 @@ def test_a_crash_before_the_log_was_truncated_is_scrubbed_at_start(app, client, 
                for token in tokens for form in token_forms(app, token))  # the crash's link
     restarted = create_app({"DATABASE_URL": f"sqlite:///{crashed / 'db.sqlite3'}"},
                            instance_path=tmp_path / "instance")
-    try:
-        files = sqlite_files(restarted)
-        assert not any(form in files for token in tokens for form in token_forms(app, token))
+    try:  # (the spent tokens' keyed hashes stay in spent_tokens, in the file, until the close)
+        log = wal_bytes(restarted)
+        assert not any(form in log for token in tokens for form in token_forms(app, token))
     finally:
         close_app(restarted)
 
@@ -287,7 +296,8 @@ def test_a_scrub_outlives_a_cut_connection(app, client, auth, caplog, monkeypatc
         deadline = time.monotonic() + 10
         while "retrying" not in caplog.text and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert "scrubbing idempotency_keys, invitation_tokens, pending failed" in caplog.text
+        assert ("scrubbing idempotency_keys, invitation_tokens, pending, spent_tokens failed"
+                in caplog.text)
         backup.rollback()
         wait_for_scrub(app)
         conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
