@@ -66,9 +66,11 @@ def forget(state: LocalState, kid: str) -> None:
                f"({', '.join(state.urls(kid)) or 'no address pinned'}): the randomized answers "
                f"of {len(surveys)} surveys and its pins. The epsilon it was charged stays in "
                "this device's total (forgetting gives no budget back), and the permanent "
-               "answers of concepts stay this device's. Answering any of those surveys again "
-               "would randomize afresh and spend budget again, and the server could then hold "
-               "two different answers from you.")
+               "answers of concepts stay this device's, with the surveys of this key that were "
+               "sent while it reported them: this device refuses to answer a survey that "
+               "reports a concept again, which would cost nothing and count you twice. "
+               "Answering any other of those surveys again would randomize afresh and spend "
+               "budget again, and the server could then hold two different answers from you.")
     click.confirm("Forget it?", abort=True)
     state.forget(kid)
     click.echo(f"Forgotten: key {kid}. The next survey from its addresses pins the key it "

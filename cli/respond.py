@@ -11,6 +11,7 @@ from ldpsurvey.client import (
     WHY_IT_MAY_DIFFER,
     ApiError,
     Ceilings,
+    CountedBefore,
     LocalState,
     NetworkError,
     OverBudget,
@@ -46,7 +47,8 @@ from .options import json_option
 from .output import emit_json, messages_to_stderr
 from .terminal import clean
 
-NOT_ANSWERING = (TrustError, SurveyUnavailable, OverBudget, ApiError, NetworkError, ValueError)
+NOT_ANSWERING = (TrustError, SurveyUnavailable, OverBudget, CountedBefore, ApiError,
+                 NetworkError, ValueError)
 # What a refusal by the respondent's own limits says first, before the exact reason.
 TOO_MUCH = "this survey could reveal more about you than your limits allow"
 DETAILS_HINT = "(Add --details to see how your answers are protected: the exact chances and " \
@@ -332,7 +334,7 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
         reply = submit(verified, submission, state, token)
     except OverBudget as exc:
         raise click.ClickException(clean(f"not sent: {TOO_MUCH}. {exc}")) from None
-    except TrustError as exc:
+    except (TrustError, CountedBefore) as exc:
         raise click.ClickException(clean(f"not sent: {exc}")) from None
     except NetworkError as exc:
         raise click.ClickException(

@@ -11,7 +11,7 @@ randomized answers.
 
 from .ceilings import Ceilings
 from .http import ApiError, NetworkError
-from .ledger import OverBudget
+from .ledger import CountedBefore, OverBudget
 from .notes import (
     ALL_OPEN,
     INTRO,
@@ -32,7 +32,8 @@ from .state import LocalState
 from .verify import SurveyUnavailable, TrustError, VerifiedSurvey, fetch_survey
 
 __all__ = [
-    "ALL_OPEN", "INTRO", "OPEN_INTRO", "WHY_IT_MAY_DIFFER", "ApiError", "Ceilings", "LocalState",
+    "ALL_OPEN", "INTRO", "OPEN_INTRO", "WHY_IT_MAY_DIFFER", "ApiError", "Ceilings", "CountedBefore",
+    "LocalState",
     "NetworkError", "OverBudget", "Submission", "SurveyUnavailable", "TrustError",
     "VerifiedSurvey", "bound_note", "concept_note", "fetch_survey", "intro", "prepare",
     "question_note", "randomized_epsilons", "release_note", "release_summary", "sent_note",

@@ -37,6 +37,12 @@ class OverBudget(Exception):
     limit) above the lifetime budget; nothing is sent."""
 
 
+class CountedBefore(Exception):
+    """This device sent (or tried to send) this survey, which reports a concept, before its
+    key was forgotten: reusing the concept's permanent answer would cost nothing, and the
+    survey would count the device twice in its n; nothing is sent."""
+
+
 @dataclass(frozen=True)
 class Charge:
     """What sending a survey adds: to the device's total, and to its key's (at least as much:
@@ -105,9 +111,25 @@ def device_spent(state: LocalState) -> float:
     return total_epsilon([*charged, state.forgotten()])
 
 
+def check_counted_once(verified: "VerifiedSurvey", state: LocalState) -> None:
+    """CountedBefore if a concept this survey reports lists it among the surveys of a
+    forgotten key (LocalState.forget)."""
+    sent = [state.resolve(verified.key_id), verified.survey.survey_id]
+    for question in verified.survey.questions:
+        permanent = state.permanent(concept_key(question)) if question.concept else None
+        if permanent and sent in permanent.get("forgotten_surveys", []):
+            raise CountedBefore(
+                f"this device sent survey {sent[1]} to aggregator key {sent[0]} before that "
+                "key was forgotten (ldp-survey privacy --forget), and it reports a concept "
+                "whose permanent answer this device keeps: answering again would count you "
+                "twice in its results. Nothing was sent.")
+
+
 def check_lifetime(verified: "VerifiedSurvey", state: LocalState) -> Charge:
     """What sending this survey would charge; OverBudget, in plain words, if that would take
-    the device's total above the lifetime budget, or its key's above a per-aggregator limit."""
+    the device's total above the lifetime budget, or its key's above a per-aggregator limit;
+    CountedBefore (check_counted_once) if the survey was sent before its key was forgotten."""
+    check_counted_once(verified, state)
     cost, before = charge_for(verified, state), device_spent(state)
     limit = verified.ceilings.lifetime
     if cost.device and exceeds(before + cost.device, limit):

@@ -12,7 +12,8 @@ Version 3 (this release):
      "keys":      {key id: {"surveys": {survey id: record}}
                    | {"moved_to": key id}},          a key replaced by one the respondent accepted
      "concepts":  {concept key: {"answer": option, "charged_by": survey id or null,
-                                 "keys": [key id, ...]}},
+                                 "keys": [key id, ...],
+                                 "forgotten_surveys": [[key id, survey id], ...]}},
      "forgotten": epsilon,                           charged to keys since forgotten: still spent
      "unkeyed":   {origin: {survey id: record}}}     migrated answers whose key is not known yet
 
@@ -25,7 +26,9 @@ the digest of the signed questions' ids and mechanisms; a record kept before it 
 it when next answered)}. Keying records by signing key, not URL, makes every spelling of an
 aggregator's address, and every host serving its key, one memory. A concept's permanent answer
 is the device's, whichever key asks: "charged_by" is the survey (under any key) that paid for
-it, "keys" the keys whose surveys reported it.
+it, "keys" the keys whose surveys reported it, "forgotten_surveys" (optional: stores written
+before it have none) the surveys, sent or tried, of keys forgotten while they were listed,
+which this device refuses to answer again (ledger.check_counted_once: counted twice).
 
 Two runs at once (two terminals) must not randomize a survey twice or lose each other's records:
 every change is a `transaction`, which holds an exclusive lock (flock on the store's folder on
@@ -249,6 +252,12 @@ def _version_3(data: dict[str, Any]) -> dict[str, Any]:
         _field(permanent, "keys", (list,), at)
         if not all(isinstance(kid, str) for kid in permanent["keys"]):
             raise DamagedState(f"{at}.keys is {permanent['keys']!r}")
+        forgotten = permanent.get("forgotten_surveys", [])
+        if not (isinstance(forgotten, list) and all(
+                isinstance(pair, list) and len(pair) == 2 and all(isinstance(part, str)
+                                                                  for part in pair)
+                for pair in forgotten)):
+            raise DamagedState(f"{at}.forgotten_surveys is {forgotten!r}")
     return data
 
 
@@ -464,14 +473,20 @@ class LocalState:
     def forget(self, kid: str) -> None:
         """Delete what is kept for this key: its records, the ids that moved to it and the pins
         of origins that serve it. What it was charged moves to "forgotten" (forgetting never
-        gives budget back); the device's permanent answers stay, no longer listing the key."""
+        gives budget back); the device's permanent answers stay, no longer listing the key,
+        but listing (key, survey) for each survey of the key that was sent or tried, so that
+        one reporting the concept is not answered, and counted, twice."""
         with self.transaction():
             kid = self.resolve(kid)
             for at in self.urls(kid):
                 del self._data["pins"][at]
-            self._data["forgotten"] += sum(record["charged"] or 0.0
-                                           for record in self._entry(kid)["surveys"].values())
+            records = self._entry(kid)["surveys"]
+            self._data["forgotten"] += sum(record["charged"] or 0.0 for record in records.values())
+            sent = [[kid, survey_id] for survey_id, record in sorted(records.items())
+                    if record["charged"] is not None]
             for permanent in self._data["concepts"].values():
+                if any(self.resolve(k) == kid for k in permanent["keys"]) and sent:
+                    permanent["forgotten_surveys"] = permanent.get("forgotten_surveys", []) + sent
                 permanent["keys"] = [k for k in permanent["keys"] if self.resolve(k) != kid]
             for other in [k for k in self._data["keys"] if self.resolve(k) == kid]:
                 del self._data["keys"][other]

@@ -126,7 +126,8 @@ def test_forget_deletes_one_keys_memory_and_keeps_what_it_was_charged(state):
     assert state.key_ids() == [OTHER] and state.resolve(OLD) == OLD
     assert state.record(NEW, "s") == new_record()
     assert state.forgotten() == 0.5  # still spent: forgetting gives no budget back
-    assert state.permanent("c") == {"answer": 1, "charged_by": "s", "keys": [OTHER]}
+    assert state.permanent("c") == {"answer": 1, "charged_by": "s", "keys": [OTHER],
+                                    "forgotten_surveys": [[NEW, "s"]]}
     assert state.pinned_key(SITE) is None and state.pinned_key(MIRROR) is None
     assert state.pinned_key(ELSEWHERE) == OTHER_KEY
     assert state.record(OTHER, "t")["answers"] == {"q": 0}

@@ -314,6 +314,8 @@ def test_an_instantaneous_layer_near_1_is_refused_at_publish_and_by_the_client(c
 # --- 5. damaged state files ---------------------------------------------------------------------
 
 V2 = '{"version": 2, "pins": {}, "unkeyed": {}, "keys": %s}'
+V3 = ('{"version": 3, "pins": {}, "keys": {}, "unkeyed": {}, "forgotten": 0.0, "concepts": '
+      '{"c": {"answer": 1, "charged_by": null, "keys": [], "forgotten_surveys": %s}}}')
 KEPT = '{{"k": {{"surveys": {{"s": {}}}, "concepts": {{}}}}}}'  # one key, one survey record
 RECORD = ('{"answers": {}, "idempotency_key": null, "submitted": false, "title": null, '
           '"charged": null, "estimated": false, "parameters": null}')
@@ -360,6 +362,9 @@ RECORD = ('{"answers": {}, "idempotency_key": null, "submitted": false, "title":
      "unkeyed['http://a'] is not an object"),
     ('{"version": 2, "pins": {}, "keys": {}, "unkeyed": {"http://a": {"s": {}}}}',
      "unkeyed['http://a']['s'].answers is not an object"),
+    (V3 % '{}', "concepts['c'].forgotten_surveys is {}"),
+    (V3 % '[["k"]]', "concepts['c'].forgotten_surveys is [['k']]"),
+    (V3 % '[["k", 5]]', "concepts['c'].forgotten_surveys is [['k', 5]]"),
 ])
 def test_a_damaged_store_is_refused_in_one_line_and_kept(runner, tmp_path, text, problem):
     store = tmp_path / "respondent" / "state.json"
@@ -382,6 +387,8 @@ def test_a_well_formed_record_is_accepted(tmp_path):
     store = tmp_path / "state.json"
     store.write_text(V2 % KEPT.format(RECORD))
     assert LocalState(store).surveys("k")["s"]["parameters"] is None
+    store.write_text(V3 % '[["k", "s"]]')
+    assert LocalState(store).permanent("c")["forgotten_surveys"] == [["k", "s"]]
 
 
 @pytest.mark.parametrize("reply", [b"[]", json.dumps(

@@ -255,12 +255,52 @@ def test_forgetting_keeps_the_concepts_permanent_answer(runner, aggregators, tmp
     kept = LocalState(state_path).permanent(concept)["answer"]
     runner.invoke(main, ["privacy", "--forget", first.key_id], input="y\n")
     assert LocalState(state_path).permanent(concept) == {
-        "answer": kept, "charged_by": "c", "keys": []}
+        "answer": kept, "charged_by": "c", "keys": [], "forgotten_surveys": [[first.key_id, "c"]]}
     again = respond(runner, second, "c")
     assert again.exit_code == 0 and "you answered this in an earlier survey" in again.stdout
     document = privacy(runner)
     assert document["device"]["epsilon_spent"] == pytest.approx(LN3)  # charged once in all
     assert document["aggregators"][0]["epsilon_spent"] == pytest.approx(LN3)
+
+
+def test_a_concept_survey_sent_before_forgetting_is_not_answered_twice(runner, aggregators,
+                                                                      tmp_path):
+    """A survey reporting a concept, sent, then its key forgotten: answering it again would
+    cost nothing (the permanent answer is kept) and count the device twice in its n. The
+    confirmation says it is refused; it is, at that key (re-pinned), in one line, and nothing
+    is posted; another survey of the key reporting the concept is answered. Before, the
+    second answer went through."""
+    first = aggregators[0]
+    first.surveys["c"] = first.surveys["d"] = trait(concept="trait.ever")
+    first.surveys["plain"] = trait()
+    assert respond(runner, first, "c").exit_code == 0
+    assert respond(runner, first, "plain").exit_code == 0
+    gone = runner.invoke(main, ["privacy", "--forget", first.key_id], input="y\n")
+    assert gone.exit_code == 0, gone.output
+    assert "refuses to answer a survey that reports a concept again" in " ".join(
+        gone.stdout.split())
+    [concept] = LocalState(tmp_path / "respondent" / "state.json").concepts()
+    assert LocalState(tmp_path / "respondent" / "state.json").permanent(concept)[
+        "forgotten_surveys"] == [[first.key_id, "c"], [first.key_id, "plain"]]
+    again = respond(runner, first, "c")
+    assert again.exit_code == 1 and len(first.posts) == 2
+    [line] = again.stderr.splitlines()
+    assert "would count you twice in its results. Nothing was sent." in line
+    assert respond(runner, first, "d").exit_code == 0  # another survey: counted once in its n
+    assert [survey_id for survey_id, _ in first.posts] == ["c", "plain", "d"]
+
+
+def test_a_device_that_deletes_its_store_is_counted_again(runner, aggregators, tmp_path):
+    """What the threat model says no design on the device can hold: a device that deletes its
+    own store (or another device, or a browser's fresh profile) answers a concept survey again,
+    with a permanent answer drawn afresh, and the aggregator counts both. Only invitation
+    tokens (one per invitee, refused when spent) hold a person to one response."""
+    first = aggregators[0]
+    first.surveys["c"] = trait(concept="trait.ever")
+    assert respond(runner, first, "c").exit_code == 0
+    (tmp_path / "respondent" / "state.json").unlink()
+    assert respond(runner, first, "c").exit_code == 0
+    assert [survey_id for survey_id, _ in first.posts] == ["c", "c"]
 
 
 # --- 5. the signed origin -----------------------------------------------------------------------
