@@ -84,6 +84,35 @@ def test_a_token_is_good_only_for_its_survey_and_as_spelled(app, client, auth, i
     assert len(table(app, "spent_tokens")) == 1
 
 
+def test_a_token_sent_four_times_at_once_is_spent_once(app, live_server, client, auth,
+                                                      invited_id):
+    """Ten tokens, each sent four times by 8 threads over real HTTP: each is accepted once
+    (its keyed hash's primary key in spent_tokens), the other three refused, and the release
+    holds ten responses."""
+    import urllib.error
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    tokens = mint(client, auth, invited_id, 10).json["tokens"]
+
+    def send(i):
+        request = urllib.request.Request(
+            f"{live_server}/api/surveys/{invited_id}/responses", data=json.dumps(ANSWERS).encode(),
+            headers={"Content-Type": "application/json", "Survey-Token": tokens[i % 10]})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return tokens[i % 10], response.status
+        except urllib.error.HTTPError as refused:
+            return tokens[i % 10], refused.code
+
+    with ThreadPoolExecutor(8) as pool:
+        sent = list(pool.map(send, range(40)))
+    for token in tokens:
+        assert sorted(status for t, status in sent if t == token) == [201, 403, 403, 403]
+    assert client.post(f"/api/surveys/{invited_id}/close", headers=auth).status_code == 200
+    assert len(table(app, "responses")) == 10
+
+
 def test_a_rejected_response_does_not_spend_the_token(app, client, auth, invited_id):
     token = mint(client, auth, invited_id, 1).json["tokens"][0]
     bad = client.post(f"/api/surveys/{invited_id}/responses",
