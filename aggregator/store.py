@@ -520,7 +520,7 @@ def smallest_release(db: Connection, survey_id: str) -> int | None:
     return _totals(db, survey_id)[1]
 
 
-# --- responses, counts, keys ------------------------------------------------------------
+# --- responses, counts, keys --------------------------------------------------------------------
 
 ANSWERS_CHUNK = 10_000  # released responses read per short transaction
 
