@@ -103,6 +103,27 @@ def test_the_owner_sees_nothing_change_when_a_target_answers(client, auth, resea
     assert all(b"pending" not in view for view in before)
 
 
+def test_a_copy_of_the_files_shows_when_a_target_answered(app, client, auth):
+    """What (a) does not hold against a reader of the database files, even without the
+    storage key: the pending groups and the spent tokens are rows, one more of each when the
+    target answers (which of the invitees it was, the copy does not tell:
+    test_storage_key.py::test_a_copy_without_the_key_does_not_tell_which_invitees_answered)."""
+    from ldpsurvey.aggregator.db import get_db
+
+    survey_id = create(client, auth, invitation_only=True, release_batch=BATCH)
+    token, *_ = mint(client, auth, survey_id, BATCH)
+
+    def rows() -> list[int]:
+        with app.app_context():
+            db = get_db()
+            return [db.query(f"SELECT COUNT(*) FROM {table}")[0][0]
+                    for table in ("pending", "spent_tokens")]
+
+    assert rows() == [0, 0]
+    answer(client, survey_id, randomized({"smoked": 1, "drove": 1, "sleep": 2}), token)
+    assert rows() == [1, 1]
+
+
 def test_the_submission_that_fills_a_batch_releases_nothing(client, auth):
     """(b) Filling the pool (one by one, or with a researcher's whole batch) releases nothing;
     only the scheduled release does. On main the filling request released at once."""
