@@ -366,7 +366,7 @@ def fieldwork(url: str, instance: Path, answered: list[int]):
     survey = ORDERED | {"release_batch": len(answered)}
     survey_id = client.post("/api/surveys", json=survey, headers=auth).json["survey_id"]
     tokens = [client.post(f"/api/surveys/{survey_id}/tokens", json={"count": 1},
-                                  headers=auth).json["tokens"][0] for _ in range(INVITEES)]
+                          headers=auth).json["tokens"][0] for _ in range(INVITEES)]
     for k, invitee in enumerate(answered):
         assert answer(client, survey_id, tokens[invitee], k).status_code == 201
     return app
@@ -436,7 +436,7 @@ def postgres_layout(url: str) -> list:
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
         conn.execute("CHECKPOINT")
-        tables = [name for (name,) in conn.execute(
+        tables = [table for (table,) in conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", (name,))]
         items = {}
         for table in tables:
