@@ -53,7 +53,8 @@ def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
              confidence: float, min_cell: int) -> dict | None:
     """analysis.weighted_results over the released responses, tallied as they stream (one
     count per distinct pattern of the survey's yes/no and choice answers and the formula's),
-    raked to `margins` {question id: {option label: share}}; None before the first release.
+    raked to `margins` {question id: {option label: share}}, the questions of other schemes
+    listed as left out with the reason; None before the first release.
     InvalidParameter for margins or a formula that cannot be used; RegressionFailed."""
     analysis = _analysis()
     _known(survey, "weights", margins)
@@ -64,6 +65,8 @@ def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
     if tallied is None:
         return None
     frame, mechanisms = tallied
+    mechanisms |= {q.id: analysis.data.unsupported(q.id, q.scheme.name)  # said left out
+                   for q in survey.questions if q.scheme.name not in _TALLIED}
     return _run(analysis, "weights", lambda: analysis.weighted_results(
         frame, mechanisms, margins, formula=formula, counts=TALLY, confidence=confidence,
         min_cell=_min_cell(survey, min_cell)))

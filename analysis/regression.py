@@ -52,6 +52,7 @@ from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism
 from ldpsurvey.shared.intervals import z_value
 
 from .cells import check_cells
+from .data import Unsupported
 from .errors import AnalysisError, ConvergenceError
 from .weights import Weights, linearized_variance
 
@@ -134,7 +135,7 @@ def parse_formula(formula: str) -> tuple[str, list[str]]:
     return outcome, list(dict.fromkeys(names))
 
 
-def rr_logistic(formula: str, data: pd.DataFrame, mechanisms: Mapping[str, Mechanism], *,
+def rr_logistic(formula: str, data: pd.DataFrame, mechanisms: Mapping[str, "Mechanism | Unsupported"], *,
                 weights: Weights | None = None, counts: str | None = None,
                 min_cell: int | None = None,
                 confidence: float = DEFAULT_CONFIDENCE) -> Regression:
@@ -181,12 +182,14 @@ def rr_logistic(formula: str, data: pd.DataFrame, mechanisms: Mapping[str, Mecha
 
 
 def _checked_frame(data: pd.DataFrame, outcome: str, names: list[str],
-                   mechanisms: Mapping[str, Mechanism], weights: Weights | None,
+                   mechanisms: Mapping[str, "Mechanism | Unsupported"], weights: Weights | None,
                    counts: str | None) -> pd.DataFrame:
     """The used columns of the rows with every used value present, after checking that the
     outcome is a randomized yes/no question and each randomized column's categories match
-    its mechanism."""
+    its mechanism. A column whose mechanism is Unsupported is refused with its reason."""
     for name in [outcome, *names]:
+        if isinstance(mechanisms.get(name), Unsupported):
+            raise AnalysisError(mechanisms[name].reason)
         if name not in data.columns:
             raise AnalysisError(f"no column {name!r}; the columns are {', '.join(map(str, data.columns))}")
     if outcome in names:
