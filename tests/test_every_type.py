@@ -17,18 +17,20 @@ pytest.importorskip("pandas")
 
 EXPORTS = {"labels.csv": "export.csv", "codes.csv": "export.csv?codes=true",
            "rr.csv": "export.csv?format=rr", "export.jsonl": "export.jsonl"}
+FILES = {**EXPORTS, "codebook.json": "codebook.json", "codebook.md": "codebook.md"}
 IDS = [q["id"] for q in EVERY_TYPE["questions"]]
 
 
 @pytest.fixture
 def answered(client, auth, tmp_path):
-    """The survey's id, with every export and the JSON codebook written to tmp_path."""
+    """The survey's id, with every export and codebook written to tmp_path as served (read
+    unbuffered: the recording client checks them in test_every_surface_is_served_as_described,
+    so that each test here fails for its own reason)."""
     survey_id = every_type_answered(client, auth)
-    for name, path in {**EXPORTS, "codebook.json": "codebook.json",
-                       "codebook.md": "codebook.md"}.items():
-        response = client.get(f"/api/surveys/{survey_id}/{path}", headers=auth)
-        assert response.status_code == 200, (path, response.data[:300])
+    for name, path in FILES.items():
+        response = client.get(f"/api/surveys/{survey_id}/{path}", headers=auth, buffered=False)
         (tmp_path / name).write_bytes(response.get_data())
+        response.close()
     return survey_id
 
 
@@ -61,13 +63,17 @@ def test_the_results_page_shows_every_question(app, client, auth, answered):
     assert "(Clopper-Pearson)" in page and "Clopper-pearson" not in page
 
 
-def test_every_export_and_codebook_is_served_as_described(answered, tmp_path):
-    """Each was fetched by the fixture and checked against /api/openapi.json as it arrived
-    (the codebook of a piecewise or hybrid question broke the schema; the Markdown codebook was
-    a 500 for a multi_select question under bits). The Markdown has one row per question."""
-    markdown = (tmp_path / "codebook.md").read_text()
-    for qid in IDS:
-        assert f"| {qid} |" in markdown
+@pytest.mark.parametrize("path", [*FILES.values(), "estimates", "estimates?simultaneous=true"])
+def test_every_surface_is_served_as_described(client, auth, answered, tmp_path, path):
+    """200, and the body as /api/openapi.json describes it (the recording client checks each
+    response as it arrives): the codebook of a piecewise or hybrid question broke the schema;
+    the Markdown codebook was a 500 for a multi_select question under bits, and has one row
+    per question."""
+    response = client.get(f"/api/surveys/{answered}/{path}", headers=auth)
+    assert response.status_code == 200, response.data[:300]
+    if path == "codebook.md":
+        for qid in IDS:
+            assert f"| {qid} |" in response.get_data(as_text=True)
 
 
 def test_the_codebook_explains_every_cell(answered, tmp_path):
@@ -153,3 +159,33 @@ def test_weights_say_which_questions_they_leave_out_and_why(answered, tmp_path):
     assert set(left_out) == set(IDS) - weighted - {"age"}
     assert "cheating detection" in left_out["supplies"]
     assert "(OUE)" in left_out["country_oue"]
+
+
+def test_the_cli_says_what_weights_leave_out_and_why_shuffling_does_not_help(
+        live_server, client, auth, researcher_key, monkeypatch, tmp_path):
+    """`results --weights` (the estimates endpoint's weights) names each question it does not
+    weight and why, one line each (it left cheating-detection and OUE questions out in
+    silence); `results` says the open questions, not the release size, keep shuffling from
+    lowering the epsilon."""
+    from click.testing import CliRunner
+
+    from ldpsurvey.cli import main
+
+    survey_id = every_type_answered(client, auth)
+    monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
+    (tmp_path / "m.json").write_text(json.dumps({"sex": {"Female": 0.5, "Male": 0.5}}))
+    args = ["results", "--url", live_server, "--survey", survey_id]
+    weighted = CliRunner().invoke(main, [*args, "--weights", str(tmp_path / "m.json")])
+    assert weighted.exit_code == 0, weighted.output
+    lines = [line for line in weighted.stdout.splitlines() if line.startswith("Not weighted: ")]
+    assert [line.split("'")[1] for line in lines] == [
+        "country_oue", "country_olh", "sports_bits", "sports_padding", "sports_auto",
+        "drinks_duchi", "drinks_piecewise", "drinks_hybrid", "drinks_auto", "supplies"]
+    assert "cheating detection" in lines[-1] and "(OUE)" in lines[0]
+    document = json.loads(CliRunner().invoke(
+        main, [*args, "--weights", str(tmp_path / "m.json"), "--json"]).stdout)
+    assert len(document["left_out"]) == 10
+    shown = CliRunner().invoke(main, args)
+    assert shown.exit_code == 0, shown.output
+    assert "openly answered questions can tell one response" in shown.stdout
+    assert "no release has been large enough" not in shown.stdout
