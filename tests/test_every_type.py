@@ -7,9 +7,9 @@ one line naming it."""
 import csv
 import io
 import json
+import re
 
 import pytest
-from test_accounts import log_in
 
 from helpers import EVERY_TYPE, every_type_answered
 
@@ -48,12 +48,21 @@ def test_the_survey_holds_every_type_mechanism_and_design():
     assert {"concept", "mechanism"} <= {key for q in EVERY_TYPE["questions"] for key in q}
 
 
-def test_the_results_page_shows_every_question(app, client, auth, answered):
-    """It was a 500 for any survey with an openly answered question ('dict object' has no
-    attribute 'alpha'); an open question is said to be answered openly, and the page does not
-    blame the release size for what the open questions cause."""
-    log_in(client, answered, auth)
-    response = client.get(f"/s/{answered}/results")
+def test_the_dashboards_results_button_shows_every_question(client, auth, researcher_key,
+                                                           answered):
+    """The dashboard's Results button led to a 500 for any survey with an openly answered
+    question ('dict object' has no attribute 'alpha'); an open question is said to be answered
+    openly, and the page does not blame the release size for what the open questions cause."""
+    client.get("/researcher")
+    with client.session_transaction() as session:
+        token = session["csrf"]
+    assert client.post("/researcher/login", data={"csrf": token, "key": researcher_key}
+                       ).status_code == 302
+    dashboard = client.get("/researcher")
+    assert dashboard.status_code == 200
+    button = re.search(rf'href="(/s/{answered}/results)">Results',
+                       dashboard.get_data(as_text=True)).group(1)
+    response = client.get(button)
     assert response.status_code == 200
     page = response.get_data(as_text=True)
     assert page.count("answered openly: not randomized") == 3
@@ -61,6 +70,11 @@ def test_the_results_page_shows_every_question(app, client, auth, answered):
     assert "No release has been large enough" not in page
     assert "right with probability at most 100 %" not in page
     assert "(Clopper-Pearson)" in page and "Clopper-pearson" not in page
+    rows = client.get(f"/s/{answered}/results/estimates.csv").get_data(as_text=True)
+    assert {row["question_id"] for row in csv.DictReader(io.StringIO(rows))} == set(IDS)
+    for qid in IDS:  # each question's chart, as the page links it
+        chart = client.get(f"/s/{answered}/results/{qid}.svg")
+        assert chart.status_code == 200 and chart.mimetype == "image/svg+xml", qid
 
 
 @pytest.mark.parametrize("path", [*FILES.values(), "estimates", "estimates?simultaneous=true"])
