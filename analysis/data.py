@@ -61,9 +61,9 @@ def read_export(export_path: str | Path, codebook_path: str | Path, *,
     .jsonl suffix). One column per CSV column: a yes/no or choice answer (a padding item, a
     cheating-detection answer) categorical, its categories the option labels in code order;
     every other column (bits, seeds, a number's unbiased value, a group) numeric. And per
-    column of a randomized question, and its id, its mechanism (mechanism_of) if forced response, else
-    Unsupported; openly answered (disclosed) ones have none: they are plain covariates and
-    raking margins. Columns not in the codebook are kept as read (plain columns).
+    randomized question (by its id and each of its columns) its mechanism (mechanism_of) if
+    forced response, else Unsupported; openly answered (disclosed) ones have none: they are
+    plain covariates and raking margins. Columns not in the codebook are kept as read (plain columns).
     AnalysisError for a cell that is no option of its question, or no number."""
     with open(codebook_path, encoding="utf-8") as handle:
         book = json.load(handle)
@@ -103,7 +103,9 @@ def _cells(path: Path, codes: bool) -> tuple[pd.DataFrame, bool]:
                        comment="#" if rr else None), codes or rr
 
 
-def _categorical(column: pd.Series, options: list[dict], codes: bool, qid: str) -> pd.Series:
+def _categorical(column: pd.Series, options: list[dict], codes: bool,
+                 qid: str) -> pd.Categorical:
+    """An answer column's option labels or codes as the options' labels, in code order."""
     cells = {str(o["code"]) if codes else o["csv_value"]: o["code"] for o in options}
     unknown = sorted(set(column) - set(cells))
     if unknown:
@@ -113,6 +115,7 @@ def _categorical(column: pd.Series, options: list[dict], codes: bool, qid: str) 
 
 
 def _numbers(column: pd.Series, name: str) -> pd.Series:
+    """A column of numbers (bits, seeds, groups, a number's values or reports)."""
     numbers = pd.to_numeric(column, errors="coerce")
     if numbers.isna().any():
         raise AnalysisError(f"column {name!r} holds a value that is no number")

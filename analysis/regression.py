@@ -135,20 +135,22 @@ def parse_formula(formula: str) -> tuple[str, list[str]]:
     return outcome, list(dict.fromkeys(names))
 
 
-def rr_logistic(formula: str, data: pd.DataFrame, mechanisms: Mapping[str, "Mechanism | Unsupported"], *,
+def rr_logistic(formula: str, data: pd.DataFrame,
+                mechanisms: Mapping[str, "Mechanism | Unsupported"], *,
                 weights: Weights | None = None, counts: str | None = None,
-                min_cell: int | None = None,
-                confidence: float = DEFAULT_CONFIDENCE) -> Regression:
+                min_cell: int | None = None, confidence: float = DEFAULT_CONFIDENCE) -> Regression:
     """Fit `formula` (see parse_formula) to `data` by maximum likelihood (module docstring).
 
     data: one row per response. Randomized questions (the keys of `mechanisms`) are
     categorical columns whose categories are the question's options in code order (the
     reported option); the outcome must be a randomized yes/no question (its second category,
     code 1, is yes). Every other column is a plain covariate: numeric, or categorical (first
-    category the reference). Rows missing a used value are dropped. weights: raking weights
-    for these rows (weights.rake, with the same counts). counts: the name of a column of
-    non-negative integers, each row then standing for that many respondents alike (tallied
-    data: a server tallies the released responses' patterns as it streams them). min_cell:
+    category the reference); a column whose mechanism is Unsupported (read_export: another
+    mechanism than forced response) is refused, naming its question. Rows missing a used value
+    are dropped. weights: raking weights for these rows (weights.rake, with the same counts).
+    counts: the name of a column of non-negative integers, each row then standing for that
+    many respondents alike (tallied data: a server tallies the released responses' patterns as
+    it streams them). min_cell:
     refuse a group of the plain categorical covariates (each combination of their levels)
     held by 1 to min_cell - 1 respondents, so that openly answered covariates single no one
     out. AnalysisError for a formula or data that cannot be fitted; ConvergenceError when the

@@ -30,9 +30,9 @@ def weighted_results(data: pd.DataFrame, mechanisms: Mapping[str, "Mechanism | U
     questions = []
     left_out = {m.question: m.reason for m in mechanisms.values() if isinstance(m, Unsupported)}
     for column in data.columns:
-        if column == counts or column in left_out or isinstance(
-                mechanisms.get(column), Unsupported) or not isinstance(
-                data[column].dtype, pd.CategoricalDtype):
+        unsupported = isinstance(mechanisms.get(column), Unsupported)
+        if column == counts or unsupported or not isinstance(data[column].dtype,
+                                                             pd.CategoricalDtype):
             continue
         estimates = weighted_estimates(data[column], mechanisms.get(column), weights,
                                        confidence=confidence)
