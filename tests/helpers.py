@@ -106,7 +106,7 @@ def every_type_answered(client, auth, n: int = 240) -> str:
     response = client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
                            json={"responses": responses})
     assert response.status_code == 201, response.json
-    assert release_due(client.application) == n
+    assert released_n(client, auth, survey_id) == n
     return survey_id
 
 
