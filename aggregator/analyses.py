@@ -58,6 +58,10 @@ def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
     InvalidParameter for margins or a formula that cannot be used; RegressionFailed."""
     analysis = _analysis()
     _known(survey, "weights", margins)
+    for name in margins:  # its reports are no option of its own: neither tallied nor raked
+        scheme = survey.question(name).scheme.name
+        if scheme not in _TALLIED:
+            raise InvalidParameter(f"weights: {analysis.data.unsupported(name, scheme).reason}")
     used = _formula_questions(analysis, survey, formula) if formula is not None else []
     columns = [q.id for q in survey.questions
                if q.id in used or q.id in margins or (q.options and q.scheme.name in _TALLIED)]

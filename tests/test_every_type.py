@@ -203,3 +203,28 @@ def test_the_cli_says_what_weights_leave_out_and_why_shuffling_does_not_help(
     assert shown.exit_code == 0, shown.output
     assert "openly answered questions can tell one response" in shown.stdout
     assert "no release has been large enough" not in shown.stdout
+
+
+def test_the_servers_regression_and_weights_use_or_refuse_each_question(client, auth):
+    """The estimates endpoint's regress and weights, over every question: a forced-response or
+    open question is fitted (or its fit fails as a fit does: 422), any other refused in a 400
+    whose one line names it; a margin on one was a 500 (its list reports tallied)."""
+    from urllib.parse import quote
+
+    from ldpsurvey.shared import parse_definition
+
+    survey_id = every_type_answered(client, auth)
+    schemes = {q.id: q.scheme.name for q in parse_definition(EVERY_TYPE).questions}
+    for qid in IDS[1:]:
+        response = client.get(f"/api/surveys/{survey_id}/estimates?regress="
+                              f"{quote(f'smoked ~ {qid}')}", headers=auth)
+        if schemes[qid] in ("forced_response", "disclosed"):
+            assert response.status_code in (200, 422), (qid, response.json)
+        else:
+            assert response.status_code == 400, qid
+            assert repr(qid) in response.json["detail"] and "\n" not in response.json["detail"]
+        margins = quote(json.dumps({qid: {"No": 0.5, "Yes": 0.5}}))
+        raked = client.get(f"/api/surveys/{survey_id}/estimates?weights={margins}",
+                           headers=auth)
+        if qid != "member":  # the one open yes/no: raked
+            assert raked.status_code == 400 and repr(qid) in raked.json["detail"], qid
