@@ -53,10 +53,15 @@ def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
              confidence: float, min_cell: int) -> dict | None:
     """analysis.weighted_results over the released responses, tallied as they stream (one
     count per distinct pattern of the survey's yes/no and choice answers and the formula's),
-    raked to `margins` {question id: {option label: share}}; None before the first release.
+    raked to `margins` {question id: {option label: share}}, the questions of other schemes
+    listed as left out with the reason; None before the first release.
     InvalidParameter for margins or a formula that cannot be used; RegressionFailed."""
     analysis = _analysis()
     _known(survey, "weights", margins)
+    for name in margins:  # its reports are no option of its own: neither tallied nor raked
+        scheme = survey.question(name).scheme.name
+        if scheme not in _TALLIED:
+            raise InvalidParameter(f"weights: {analysis.data.unsupported(name, scheme).reason}")
     used = _formula_questions(analysis, survey, formula) if formula is not None else []
     columns = [q.id for q in survey.questions
                if q.id in used or q.id in margins or (q.options and q.scheme.name in _TALLIED)]
@@ -64,6 +69,8 @@ def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
     if tallied is None:
         return None
     frame, mechanisms = tallied
+    mechanisms |= {q.id: analysis.data.unsupported(q.id, q.scheme.name)  # said left out
+                   for q in survey.questions if q.scheme.name not in _TALLIED}
     return _run(analysis, "weights", lambda: analysis.weighted_results(
         frame, mechanisms, margins, formula=formula, counts=TALLY, confidence=confidence,
         min_cell=_min_cell(survey, min_cell)))

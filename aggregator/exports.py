@@ -72,7 +72,8 @@ def to_rr_csv(survey: Survey, manifest: bytes, central: dict,
     and one row per released response (its stored canonical JSON `answers`), in pieces."""
     head = io.StringIO()
     head.write(f"# ldp-survey export of survey {survey.survey_id}: one row per released "
-               "response, random order; each value is the randomized option index\n")
+               "response, random order; each cell a randomized report's code (each "
+               "question's `cells` in the codebook says what its columns hold)\n")
     head.write(f"# manifest: {manifest.decode()}\n")
     head.write(f"# parameters: {json.dumps(parameters(survey), separators=(',', ':'))}\n")
     head.write(f"# central: {json.dumps(central, separators=(',', ':'))}\n")
@@ -93,12 +94,14 @@ def to_jsonl(survey: Survey, manifest: bytes, central: dict,
     yield from _pieces(f'{{"answers":{stored}}}\n' for stored in answers)
 
 
-VALUES = ("One row per released response, in random order; one column per question, named by its "
-          "id. A cell of the default CSV is its option's csv_value (the label, with a leading "
-          "apostrophe where it would start a spreadsheet formula); with codes, in the rr CSV "
-          "and in the JSON lines it is the option's code. Every value is a respondent's "
-          "randomized report, not the true answer: estimate proportions with the design "
-          "parameters (alpha, beta) below. The exception: a question marked disclosed (answered "
+VALUES = ("One row per released response, in random order; per question the columns its "
+          "`columns` names (its id alone unless listed). What each of a question's cells holds "
+          "is its `cells`, what its report is its `report`: for a yes/no or choice question "
+          "randomized by forced response, a cell of the default CSV is its option's csv_value "
+          "(the label, with a leading apostrophe where it would start a spreadsheet formula); "
+          "with codes and in the rr CSV it is the option's code, in the JSON lines the report. "
+          "Every value is a respondent's randomized report, not the true answer: estimate with "
+          "the design parameters below. The exception: a question marked disclosed (answered "
           "openly) holds each respondent's answer as given, not randomized.")
 
 
@@ -109,15 +112,21 @@ def codebook(survey: Survey, central: dict, released: int, last_release: int,
     option as {code, label, csv_value}; the survey's id, title, key id, release batch and total
     epsilon; the central epsilon (with what it assumes) over the `released` responses of
     releases up to `last_release` (0: none yet); and the time it was made (`exported_at`, UTC)."""
-    questions = [{**q.as_dict(), **_columns(q), "options": [
+    questions = [{**q.as_dict(), **_columns(q), **_words(q), "options": [
         {"code": code, "label": label, "csv_value": spreadsheet_safe(label)}
-        for code, label in enumerate(q.options)]}
+        for code, label in enumerate(q.options + getattr(q.scheme, "placeholders", ()))]}
         for q in survey.questions]
     return {"format": CODEBOOK_FORMAT, "survey_id": survey.survey_id, "title": survey.title,
             "key_id": survey.key_id, "release_batch": survey.release_batch,
             "total_epsilon": survey.total_epsilon, "central": central, "released": released,
             "last_release": last_release, "exported_at": exported_at, "values": VALUES,
             "questions": questions}
+
+
+def _words(question: Question) -> dict[str, str]:
+    """What a question's report is and what its CSV cells hold, in words (scheme.design)."""
+    design = question.scheme.design()
+    return {"report": design["report"], "cells": design["cells"]}
 
 
 def _columns(question: Question) -> dict[str, list[str]]:
@@ -144,15 +153,25 @@ def codebook_markdown(book: Mapping) -> str:
     questions = [(q["id"], _markdown(q["text"]), q["type"], _mechanism(q),
                   q.get("alpha"), q.get("epsilon"), q.get("concept"), q.get("irr_alpha"),
                   ", ".join(q.get("columns", [q["id"]]))) for q in book["questions"]]
+    cells = [(q["id"], _markdown(q["cells"]), _markdown(q["report"]))
+             for q in book["questions"]]
     options = [(q["id"], o["code"], _markdown(o["label"]), _markdown(o["csv_value"]),
-                q["beta"][o["code"]] if "beta" in q else None)
-               for q in book["questions"] for o in q["options"]]
+                _beta(q, o["code"])) for q in book["questions"] for o in q["options"]]
     return "\n".join([
         f"# Codebook: {_markdown(book['title'])}", "", _markdown(book["values"]), "",
         *_markdown_table(["field", "value"], fields), "", "## Questions", "",
         *_markdown_table(["id", "text", "type", "mechanism", "alpha", "epsilon", "concept",
-                          "irr_alpha", "CSV columns"], questions), "", "## Options", "",
+                          "irr_alpha", "CSV columns"], questions), "", "## Cells", "",
+        *_markdown_table(["question", "each cell holds (QID: the question id)", "report"],
+                         cells), "", "## Options", "",
         *_markdown_table(["question", "code", "label", "CSV value", "beta"], options), ""])
+
+
+def _beta(question: Mapping, code: int) -> float | None:
+    """An option's forced-answer probability where the question has one per option (forced
+    response); none for a placeholder or a mechanism without (bits has one beta for all)."""
+    beta = question.get("beta")
+    return beta[code] if isinstance(beta, list) and code < len(beta) else None
 
 
 def _mechanism(question: Mapping) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify
 
 from ldpsurvey.shared import METHODS, Cell, Conditional, Estimate
-from ldpsurvey.shared.manifest import CONCEPT
+from ldpsurvey.shared.manifest import CONCEPT, QUESTION_FIELDS
 from ldpsurvey.shared.protocol import EXPORT_FORMATS, IDEMPOTENCY_KEY, RESEARCHER_NAME, ROLES
 from ldpsurvey.shared.scheme import Settings, empty_entry
 from ldpsurvey.shared.schemes import CHOICE_MECHANISMS, TYPES
@@ -130,6 +130,12 @@ MECHANISM_PARAMETERS = {
     "g": {"type": "integer", "description": "OLH: the number of hash values"},
     "max_selected": {"type": "integer", "description": "multi_select: at most this many options "
                      "selected (absent: any number)"},
+    "grid": {"type": "integer", "description": "piecewise, hybrid: K, the answer rounded at "
+             "random to one of K + 1 positions"},
+    "window": {"type": "integer", "description": "piecewise, hybrid: m, the cells of a window "
+               "(K + m cells in all)"},
+    "duchi_alpha": {"type": "number", "description": "hybrid: the alpha of Duchi's part"},
+    "piecewise_share": {"type": "number", "description": "hybrid: P(the piecewise part reports)"},
     "min": {"type": "number", "description": "numeric: the lowest answer (lower ones clamped)"},
     "max": {"type": "number", "description": "numeric: the highest answer"},
     "unit": {"type": "string", "description": "numeric: the answer's unit"},
@@ -218,15 +224,20 @@ def weighted_schema() -> dict:
     question = {"type": "object", "properties": {
         "id": text, "disclosed": {"type": "boolean"},
         "options": {"type": "array", "items": option}}}
+    left_out = {"type": "array", "description": "The questions not weighted, each with why "
+                "(a mechanism other than forced response)",
+                "items": {"type": "object", "required": ["id", "reason"],
+                          "additionalProperties": False,
+                          "properties": {"id": text, "reason": text}}}
     return {"type": "object", "nullable": True, "additionalProperties": False,
-            "required": ["weights", "confidence", "questions"],
+            "required": ["weights", "confidence", "questions", "left_out"],
             "description": "With weights: raking weights to the margins (Kish's effective_n), "
                            "the weighted estimate of every yes/no and choice question's options "
                            "(SEs by linearization) and with regress the weighted regression "
                            "(null before the first release)",
             "properties": {"weights": weights, "confidence": {"type": "number"},
                            "questions": {"type": "array", "items": question},
-                           "regression": regression_schema()}}
+                           "left_out": left_out, "regression": regression_schema()}}
 
 
 def crosstab_schema() -> dict:
@@ -461,6 +472,13 @@ def flag(name: str, description: str) -> dict:
 CODES = flag("codes", "true: option codes instead of labels (plain format only)")
 
 
+def question_fields() -> dict[str, dict]:
+    """Every field a question of any scheme may carry (shared.manifest.QUESTION_FIELDS, read
+    from the scheme registry), each as MECHANISM_PARAMETERS describes it, or, where it does
+    not (test_openapi checks that none is left so), any value."""
+    return {name: MECHANISM_PARAMETERS.get(name, {}) for name in sorted(QUESTION_FIELDS)}
+
+
 def codebook_schema() -> dict:
     """exports.codebook's document."""
     number, text = {"type": "number"}, {"type": "string"}
@@ -469,10 +487,14 @@ def codebook_schema() -> dict:
               "properties": {"code": {"type": "integer", "minimum": 0}, "label": text,
                              "csv_value": text}}
     question = {"type": "object",  # epsilon: absent for an openly answered question
-                "required": ["id", "text", "type", "options"],
+                "required": ["id", "text", "type", "options", "report", "cells"],
                 "additionalProperties": False,
-                "properties": {"id": text, "text": text, "type": text, **MECHANISM_PARAMETERS,
+                "properties": {"id": text, "text": text, "type": text,
+                               **question_fields(), **MECHANISM_PARAMETERS,
                                "columns": {"type": "array", "items": text},
+                               "report": {**text, "description": "What one report is"},
+                               "cells": {**text, "description": "What each of the question's "
+                                         "CSV cells holds, labels and codes"},
                                "options": {"type": "array", "items": option}, "alpha": number,
                                "beta": BETA, "epsilon": number,
                                "concept": text, "irr_alpha": number}}

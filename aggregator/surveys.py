@@ -81,18 +81,18 @@ class Exposure:
     schedule: str  # how often releases may happen, in words
     release_batch: int
     controller: str
-    best_guess: dict[str, float]
+    best_guess: dict[str, float]  # the randomized questions' (an open answer is seen as given)
 
     @property
     def most(self) -> float:
-        return max(self.best_guess.values())
+        return max(self.best_guess.values(), default=0.0)
 
 
 def exposure(survey: Survey, release_every: float) -> Exposure:
     """The Exposure of a survey under a release schedule of `release_every` seconds."""
     controller = ("the researchers who send the invitations" if survey.invitation_only
                   else "anyone who can open this survey")
-    guesses = {q.id: q.scheme.best_guess() for q in survey.questions}
+    guesses = {q.id: q.scheme.best_guess() for q in survey.questions if not q.disclosed}
     return Exposure(schedule_words(release_every), survey.release_batch, controller,
                     guesses)
 

@@ -1,13 +1,46 @@
 """An export and its codebook as a data frame with each question's mechanism."""
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from ldpsurvey.shared import Mechanism, uniform_beta
+from ldpsurvey.shared.manifest import parse_manifest
+from ldpsurvey.shared.schemes import WORDS
 
 from .errors import AnalysisError
+
+# The schemes whose report the analyses here use: forced response (a known report matrix) and
+# openly answered questions (the answer itself).
+ANALYSED = ("forced_response", "disclosed")
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """In place of a mechanism: a randomized question the regression and the weights cannot
+    use (its report is no option through a forced-response design), and why, in one line
+    naming it. rr_logistic and rake refuse its columns; weighted_results leaves it out and
+    says so."""
+
+    question: str
+    reason: str
+
+
+def unsupported(question_id: str, scheme: str) -> Unsupported:
+    """Why a question randomized by `scheme` (not forced response) is no analysis' input."""
+    return Unsupported(question_id, f"{question_id!r} is randomized by {WORDS[scheme]}: "
+                                    "regression and weights take yes/no and choice questions "
+                                    "randomized by forced response, and openly answered ones")
+
+
+def scheme_of(question: dict) -> str:
+    """A codebook (or manifest) question's scheme name: disclosed, its mechanism or design,
+    else forced response (which the manifest leaves unnamed)."""
+    if question.get("disclosed"):
+        return "disclosed"
+    return question.get("mechanism") or question.get("design") or "forced_response"
 
 
 def mechanism_of(question: dict) -> Mechanism:
@@ -21,34 +54,69 @@ def mechanism_of(question: dict) -> Mechanism:
     return mechanism.then(Mechanism(irr_alpha, uniform_beta(len(question["options"]))))
 
 
-def read_export(csv_path: str | Path, codebook_path: str | Path, *,
-                codes: bool = False) -> tuple[pd.DataFrame, dict[str, Mechanism]]:
-    """The default CSV export (labels; codes=True for one made with --codes) read with its
-    codebook (JSON): one categorical column per question, its categories the option labels in
-    code order (an openly answered number: a numeric column), and {question id: mechanism}
-    (mechanism_of) of the randomized questions; openly answered (disclosed) ones have none: they
-    are plain covariates and raking margins. Columns not in the codebook are
-    kept as read (plain columns). AnalysisError for a cell that is no option of its question."""
+def read_export(export_path: str | Path, codebook_path: str | Path, *,
+                codes: bool = False) -> tuple[pd.DataFrame, dict[str, Mechanism | Unsupported]]:
+    """Any export read with its codebook (JSON): the default CSV (labels; codes=True for one
+    made with --codes), the rr CSV (its `#` lines skipped, codes) or the JSON lines (by the
+    .jsonl suffix). One column per CSV column: a yes/no or choice answer (a padding item, a
+    cheating-detection answer) categorical, its categories the option labels in code order;
+    every other column (bits, seeds, a number's unbiased value, a group) numeric. And per
+    randomized question (by its id and each of its columns) its mechanism (mechanism_of) if
+    forced response, else Unsupported; openly answered (disclosed) ones have none: they are
+    plain covariates and raking margins. Columns not in the codebook are kept as read (plain columns).
+    AnalysisError for a cell that is no option of its question, or no number."""
     with open(codebook_path, encoding="utf-8") as handle:
         book = json.load(handle)
-    frame = pd.read_csv(csv_path, dtype=str, keep_default_na=False, na_filter=False)
-    mechanisms = {}
+    frame, codes = _cells(Path(export_path), codes)
+    mechanisms: dict[str, Mechanism | Unsupported] = {}
     for question in book["questions"]:
-        qid = question["id"]
-        if qid not in frame.columns:
-            raise AnalysisError(f"the export has no column {qid!r} of the codebook")
-        if question.get("disclosed") and question["type"] == "numeric":
-            frame[qid] = pd.to_numeric(frame[qid], errors="coerce")
-            if frame[qid].isna().any():
-                raise AnalysisError(f"column {qid!r} holds a value that is no number")
-            continue
-        options = question["options"]
-        cells = {str(o["code"]) if codes else o["csv_value"]: o["code"] for o in options}
-        unknown = sorted(set(frame[qid]) - set(cells))
-        if unknown:
-            raise AnalysisError(f"column {qid!r} holds {unknown[0]!r}, no option of the question")
-        frame[qid] = pd.Categorical.from_codes(frame[qid].map(cells).astype(int),
-                                               categories=[o["label"] for o in options])
-        if not question.get("disclosed"):  # an open answer is a plain covariate
+        qid, scheme = question["id"], scheme_of(question)
+        columns = question.get("columns", [qid])
+        for column in columns:
+            if column not in frame.columns:
+                raise AnalysisError(f"the export has no column {column!r} of the codebook")
+            if column == qid and question["options"]:
+                frame[column] = _categorical(frame[column], question["options"], codes, qid)
+            else:
+                frame[column] = _numbers(frame[column], column)
+        if scheme not in ANALYSED:  # each column, and the question by its id
+            mechanisms.update(dict.fromkeys({*columns, qid}, unsupported(qid, scheme)))
+        if scheme == "forced_response":
             mechanisms[qid] = mechanism_of(question)
     return frame, mechanisms
+
+
+def _cells(path: Path, codes: bool) -> tuple[pd.DataFrame, bool]:
+    """The export's cells as text, and whether they are codes (the rr CSV's and the JSON
+    lines' are)."""
+    if path.suffix == ".jsonl":
+        with open(path, encoding="utf-8") as handle:
+            survey = parse_manifest(json.dumps(json.loads(next(handle))["manifest"]).encode())
+            rows = [[cell for q in survey.questions
+                     for cell in q.scheme.cells(json.loads(line)["answers"][q.id], True)]
+                    for line in handle]
+        header = [column for q in survey.questions for column in q.scheme.columns(q.id)]
+        return pd.DataFrame(rows, columns=header, dtype=str), True
+    with open(path, encoding="utf-8") as handle:
+        rr = handle.read(1) == "#"
+    return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False,
+                       comment="#" if rr else None), codes or rr
+
+
+def _categorical(column: pd.Series, options: list[dict], codes: bool,
+                 qid: str) -> pd.Categorical:
+    """An answer column's option labels or codes as the options' labels, in code order."""
+    cells = {str(o["code"]) if codes else o["csv_value"]: o["code"] for o in options}
+    unknown = sorted(set(column) - set(cells))
+    if unknown:
+        raise AnalysisError(f"column {qid!r} holds {unknown[0]!r}, no option of the question")
+    return pd.Categorical.from_codes(column.map(cells).astype(int),
+                                     categories=[o["label"] for o in options])
+
+
+def _numbers(column: pd.Series, name: str) -> pd.Series:
+    """A column of numbers (bits, seeds, groups, a number's values or reports)."""
+    numbers = pd.to_numeric(column, errors="coerce")
+    if numbers.isna().any():
+        raise AnalysisError(f"column {name!r} holds a value that is no number")
+    return numbers

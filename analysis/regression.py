@@ -52,6 +52,7 @@ from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism
 from ldpsurvey.shared.intervals import z_value
 
 from .cells import check_cells
+from .data import Unsupported
 from .errors import AnalysisError, ConvergenceError
 from .weights import Weights, linearized_variance
 
@@ -134,20 +135,22 @@ def parse_formula(formula: str) -> tuple[str, list[str]]:
     return outcome, list(dict.fromkeys(names))
 
 
-def rr_logistic(formula: str, data: pd.DataFrame, mechanisms: Mapping[str, Mechanism], *,
+def rr_logistic(formula: str, data: pd.DataFrame,
+                mechanisms: Mapping[str, "Mechanism | Unsupported"], *,
                 weights: Weights | None = None, counts: str | None = None,
-                min_cell: int | None = None,
-                confidence: float = DEFAULT_CONFIDENCE) -> Regression:
+                min_cell: int | None = None, confidence: float = DEFAULT_CONFIDENCE) -> Regression:
     """Fit `formula` (see parse_formula) to `data` by maximum likelihood (module docstring).
 
     data: one row per response. Randomized questions (the keys of `mechanisms`) are
     categorical columns whose categories are the question's options in code order (the
     reported option); the outcome must be a randomized yes/no question (its second category,
     code 1, is yes). Every other column is a plain covariate: numeric, or categorical (first
-    category the reference). Rows missing a used value are dropped. weights: raking weights
-    for these rows (weights.rake, with the same counts). counts: the name of a column of
-    non-negative integers, each row then standing for that many respondents alike (tallied
-    data: a server tallies the released responses' patterns as it streams them). min_cell:
+    category the reference); a column whose mechanism is Unsupported (read_export: another
+    mechanism than forced response) is refused, naming its question. Rows missing a used value
+    are dropped. weights: raking weights for these rows (weights.rake, with the same counts).
+    counts: the name of a column of non-negative integers, each row then standing for that
+    many respondents alike (tallied data: a server tallies the released responses' patterns as
+    it streams them). min_cell:
     refuse a group of the plain categorical covariates (each combination of their levels)
     held by 1 to min_cell - 1 respondents, so that openly answered covariates single no one
     out. AnalysisError for a formula or data that cannot be fitted; ConvergenceError when the
@@ -181,12 +184,14 @@ def rr_logistic(formula: str, data: pd.DataFrame, mechanisms: Mapping[str, Mecha
 
 
 def _checked_frame(data: pd.DataFrame, outcome: str, names: list[str],
-                   mechanisms: Mapping[str, Mechanism], weights: Weights | None,
+                   mechanisms: Mapping[str, "Mechanism | Unsupported"], weights: Weights | None,
                    counts: str | None) -> pd.DataFrame:
     """The used columns of the rows with every used value present, after checking that the
     outcome is a randomized yes/no question and each randomized column's categories match
-    its mechanism."""
+    its mechanism. A column whose mechanism is Unsupported is refused with its reason."""
     for name in [outcome, *names]:
+        if isinstance(mechanisms.get(name), Unsupported):
+            raise AnalysisError(mechanisms[name].reason)
         if name not in data.columns:
             raise AnalysisError(f"no column {name!r}; the columns are {', '.join(map(str, data.columns))}")
     if outcome in names:

@@ -10,31 +10,37 @@ import pandas as pd
 
 from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism
 
+from .data import Unsupported
 from .regression import rr_logistic
 from .weights import rake, weighted_estimates
 
 
-def weighted_results(data: pd.DataFrame, mechanisms: Mapping[str, Mechanism],
+def weighted_results(data: pd.DataFrame, mechanisms: Mapping[str, "Mechanism | Unsupported"],
                      margins: Mapping[str, Mapping[str, float]], *, formula: str | None = None,
                      counts: str | None = None, min_cell: int | None = None,
                      confidence: float = DEFAULT_CONFIDENCE) -> dict:
     """{"weights": Weights.summary(), "confidence", "questions": [{"id", "disclosed",
-    "options": [{"option", **WeightedEstimate}]}], "regression" (with a formula)}. data: one
-    row per response (read_export), or per pattern with `counts` respondents; mechanisms: the
-    randomized questions' (the keys may not be margins); every other categorical column is an
-    openly answered question, estimated by its weighted share. min_cell: as rake and
+    "options": [{"option", **WeightedEstimate}]}], "left_out": [{"id", "reason"}], "regression"
+    (with a formula)}. data: one row per response (read_export), or per pattern with `counts`
+    respondents; mechanisms: the randomized questions' (the keys may not be margins), those
+    read_export marks Unsupported left out with the reason; every other categorical column is
+    an openly answered question, estimated by its weighted share. min_cell: as rake and
     rr_logistic take it. AnalysisError, ConvergenceError as they raise them."""
     weights = rake(data, margins, randomized=list(mechanisms), counts=counts, min_cell=min_cell)
     questions = []
+    left_out = {m.question: m.reason for m in mechanisms.values() if isinstance(m, Unsupported)}
     for column in data.columns:
-        if column == counts or not isinstance(data[column].dtype, pd.CategoricalDtype):
+        unsupported = isinstance(mechanisms.get(column), Unsupported)
+        if column == counts or unsupported or not isinstance(data[column].dtype,
+                                                             pd.CategoricalDtype):
             continue
         estimates = weighted_estimates(data[column], mechanisms.get(column), weights,
                                        confidence=confidence)
         questions.append({"id": column, "disclosed": column not in mechanisms, "options": [
             {"option": str(level), **estimate.as_dict()}
             for level, estimate in zip(data[column].cat.categories, estimates, strict=True)]})
-    result = {"weights": weights.summary(), "confidence": confidence, "questions": questions}
+    result = {"weights": weights.summary(), "confidence": confidence, "questions": questions,
+              "left_out": [{"id": qid, "reason": reason} for qid, reason in left_out.items()]}
     if formula is not None:
         result["regression"] = rr_logistic(formula, data, mechanisms, weights=weights,
                                            counts=counts, min_cell=min_cell,

@@ -156,12 +156,12 @@ def rake(data: pd.DataFrame, margins: Mapping[str, Mapping[str, float]], *,
         raise AnalysisError("raking needs at least 2 rows")
     codes = {}
     for column, shares in margins.items():
-        if column not in data.columns:
-            raise AnalysisError(f"no column {column!r} to rake")
         if column in randomized:
             raise AnalysisError(f"{column!r} is a randomized question: its reported shares are "
                                 "not the population's, so it cannot be raked; rake on openly "
                                 "answered questions")
+        if column not in data.columns:
+            raise AnalysisError(f"no column {column!r} to rake")
         values = data[column].astype(str).to_numpy()
         unmatched = sorted(set(values) - set(shares))
         if unmatched:

@@ -83,6 +83,10 @@ def release_lines(document: dict) -> list[str]:
                      "responses only against someone who sees the final export alone, not "
                      "whoever looked after each release "
                      f"(delta {central['delta']:.1g}).")
+    elif any(question.get("disclosed") for question in document["questions"]):
+        lines.append(f"No amplification by shuffling: the openly answered questions can tell "
+                     f"one response from the others of its release, so each respondent has "
+                     f"the local epsilon {local:.4g} only.")
     else:
         lines.append(f"No amplification by shuffling yet: no release has been large enough, so "
                      f"each respondent has the local epsilon {local:.4g} only.")

@@ -249,8 +249,9 @@ def qr(api: Api, survey_id: str, output: str) -> None:
               help="With --csv: plain (a header row, one row per response) or rr (the design "
                    "in # comment lines first, then option codes, for R's rr package).")
 @click.option("--codebook", type=click.Path(dir_okay=False, writable=True),
-              help="With --csv or --jsonl: also write the codebook (what each column and "
-                   "value means) to this file, as Markdown if it ends in .md, else JSON.")
+              help="Write the codebook (what each column and value means) to this file, as "
+                   "Markdown if it ends in .md, else JSON; with --csv or --jsonl as well as "
+                   "the export.")
 @pass_api
 def results(api: Api, survey_id: str, confidence: float, method: str, simultaneous: bool,
             difference: str | None, crosstab: str | None, regress: str | None,
@@ -258,18 +259,24 @@ def results(api: Api, survey_id: str, confidence: float, method: str, simultaneo
             codes: bool, layout: str, codebook: str | None) -> None:
     """Print a survey's estimates (public surveys need no key), a difference of two options,
     a cross-tab of two questions, a regression, or export its responses."""
+    ignored = [name for name, given in (("--json", as_json), ("--difference", difference),
+                                        ("--crosstab", crosstab), ("--regress", regress),
+                                        ("--weights", margins_file),
+                                        ("--simultaneous", simultaneous)) if given]
     if export:
-        ignored = [name for name, given in (("--json", as_json), ("--difference", difference),
-                                            ("--crosstab", crosstab), ("--regress", regress),
-                                            ("--weights", margins_file),
-                                            ("--simultaneous", simultaneous)) if given]
         if ignored:
             raise click.UsageError(f"{ignored[0]} does not go with --{export}: the export is "
                                    "the responses themselves (--output writes them to a file)")
         _export(api, survey_id, export + _export_query(export, codes, layout), output, codebook)
         return
-    if codes or layout != "plain" or codebook:
-        raise click.UsageError("--codes, --format and --codebook go with --csv or --jsonl")
+    if codes or layout != "plain" or output:
+        raise click.UsageError("--codes, --format and --output go with --csv or --jsonl")
+    if codebook:
+        if ignored:
+            raise click.UsageError(f"{ignored[0]} does not go with --codebook alone: it writes "
+                                   "the codebook only")
+        _write_codebook(api, survey_id, codebook)
+        return
     if margins_file and (crosstab or difference):
         raise click.UsageError("--weights goes with the estimates or --regress, not with "
                                "--crosstab or --difference")
@@ -302,6 +309,15 @@ def _export_query(kind: str, codes: bool, layout: str) -> str:
     return "?codes=true" if codes else "?format=rr" if layout == "rr" else ""
 
 
+def _write_codebook(api: Api, survey_id: str, codebook: str) -> None:
+    """The codebook's exact bytes to the file `codebook`: Markdown if it ends in .md, else
+    JSON."""
+    kind = "md" if codebook.endswith(".md") else "json"
+    with open(codebook, "wb") as file:
+        file.write(api.get(f"/api/surveys/{survey_id}/codebook.{kind}").body)
+    click.echo(f"codebook written to {codebook}", err=True)
+
+
 def _export(api: Api, survey_id: str, export: str, output: str | None,
             codebook: str | None) -> None:
     """Write the codebook to `codebook` (its exact bytes, .md: Markdown, else JSON), if given;
@@ -309,10 +325,7 @@ def _export(api: Api, survey_id: str, export: str, output: str | None,
     is a terminal), or to `output` with a progress bar over the released responses (one line
     each), in constant memory at any size."""
     if codebook:
-        kind = "md" if codebook.endswith(".md") else "json"
-        with open(codebook, "wb") as file:
-            file.write(api.get(f"/api/surveys/{survey_id}/codebook.{kind}").body)
-        click.echo(f"codebook written to {codebook}", err=True)
+        _write_codebook(api, survey_id, codebook)
     path = f"/api/surveys/{survey_id}/export.{export}"
     if output is None:
         with api.stream(path) as pieces:
@@ -451,6 +464,8 @@ def _weighted(api: Api, survey_id: str, margins_file: str, formula: str | None,
                        o["p_hat"], o["standard_error"], interval(o))
                       for q in body["questions"] for o in q["options"]],
                      ["question", "option", "weighted estimate", "SE", "CI"]))
+    for question in body["left_out"]:
+        click.echo(f"Not weighted: {question['reason']}.")
     if "regression" in body:
         _print_regression(body["regression"])
 

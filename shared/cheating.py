@@ -473,7 +473,9 @@ class CheatingDetection(OneOption):
                 "report": "the group (1 or 2, drawn with probability 1/2 each) and the answer, "
                           "kept with probability alpha, else Yes with probability beta[1] of "
                           "the group; shares of honest Yes, honest No and of respondents "
-                          "answering No regardless (Clark and Desharnais 1998, symmetric)"}
+                          "answering No regardless (Clark and Desharnais 1998, symmetric)",
+                "cells": "QID_group the group, 1 or 2 (RRreg's coding), in every export; QID "
+                         "the reported answer: its label (codes: its code)"}
 
     def columns(self, qid: str) -> list[str]:
         return [f"{qid}_group", qid]

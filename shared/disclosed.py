@@ -142,7 +142,8 @@ class OpenOption(Open, OneOption):
 
     def design(self) -> dict[str, Any]:
         return {"disclosed": True, "options": list(self.options),
-                "report": "the answer as given, not randomized"}
+                "report": "the answer as given, not randomized",
+                "cells": "the option given: its label (codes: its code)"}
 
     def cells(self, report: Report, codes: bool) -> list[str]:
         return [str(report) if codes else self.options[report]]
@@ -237,7 +238,8 @@ class OpenNumber(Open):
             f" ({self.unit})" if self.unit else "")
 
     def design(self) -> dict[str, Any]:
-        return {**self.fields(), "report": "the number as given, not randomized"}
+        return {**self.fields(), "report": "the number as given, not randomized",
+                "cells": "the number as given"}
 
     def cells(self, report: Report, codes: bool) -> list[str]:
         return [str(report)]

@@ -138,6 +138,9 @@ class ForcedResponse(OneOption, RandomizerEpsilon):
             "alpha": m.alpha, "beta": list(m.beta),
             "epsilon": self.epsilon, "options": list(self.options),
             "report_matrix": [[m.probability(i, j) for j in range(m.k)] for i in range(m.k)],
+            "report": "an option's code: the respondent's own with probability alpha, else "
+                      "option j with probability beta[j]",
+            "cells": "the reported option: its label (codes: its code)",
         }
         if self.type == "yes_no":
             parameters["rr_forced_known"] = {"p": m.alpha, "p1": (1 - m.alpha) * m.beta[1],

@@ -57,6 +57,7 @@ from .planning import expected_margin
 from .posterior import best_guess_accuracy
 from .randomizer import Draw, N, Thresholds, randomize, thresholds
 from .scheme import (
+    BIT_CELLS,
     BitReport,
     FieldError,
     Fields,
@@ -285,7 +286,8 @@ class OptionBits(SetAnswer, BitReport, support.SupportMargin):
         return {**self.fields(), "epsilon": self.epsilon, "options": list(self.options),
                 "p_star": self.p_star, "q_star": self.q_star,
                 "report": "one bit per option: 1 with probability p_star if selected, q_star "
-                          "if not"}
+                          "if not",
+                "cells": BIT_CELLS}
 
     def note(self) -> tuple[str, str]:
         return (f"The server receives one yes/no mark per option: each option you select is "
@@ -430,15 +432,29 @@ class PaddingSampling(SetAnswer):
                 "items": self.d, "warning": BIAS_WARNING,
                 "report": "one item: an option of the padded set, or a dummy (codes k and up), "
                           "sampled uniformly, then forced response over the k + max_selected "
-                          "items"}
+                          "items",
+                "cells": "the reported item: an option's label, or a placeholder's "
+                         "(placeholder 1), ... (codes: the item's code, placeholders from k)"}
 
     def columns(self, qid: str) -> list[str]:
         return [qid]
 
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """The labels of the dummy items (codes k and up) in the CSV: "(placeholder 1)", ...,
+        in more parentheses where an option has that label."""
+        labels = []
+        for j in range(1, self.max_selected + 1):
+            label = f"(placeholder {j})"
+            while label in self.options:
+                label = f"({label})"
+            labels.append(label)
+        return tuple(labels)
+
     def cells(self, report: Report, codes: bool) -> list[str]:
-        if codes or report >= self.k:
+        if codes:
             return [str(report)]
-        return [self.options[report]]
+        return [(self.options + self.placeholders)[report]]
 
     def shown_report(self, report: Report) -> str:
         return self.options[report] if report < self.k else f"(a placeholder, {report})"

@@ -230,8 +230,9 @@ class StochasticRounding(NumberAnswer, RandomizerEpsilon):
                 "report": "one bit: the answer rounded at random to max (1) or min (0), with "
                           "P(1) = (x - min)/(max - min), then kept with probability alpha, else "
                           "1 or 0 with probability 1/2",
-                "csv_value": "the report's unbiased value min + (max - min)(y - (1 - alpha)/2)"
-                             " / alpha: their mean is the unbiased mean"}
+                "cells": "the report's unbiased value min + (max - min)(y - (1 - alpha)/2) / "
+                         "alpha, in the answer's units and often outside [min, max]: their mean "
+                         "is the unbiased mean (codes: the bit y)"}
 
     def cells(self, report: Report, codes: bool) -> list[str]:
         """The bit with `codes`; else its unbiased value in the answer's units (design)."""

@@ -162,7 +162,9 @@ class LocalHashing(OneOption, RandomizerEpsilon, support.OneOfK):
                 "p_star": self.p_star, "q_star": self.q_star,
                 "hash": "xxh32(decimal digits of the option's code, seed) mod g",
                 "report": "[seed, value]: value is the hash of the respondent's option, kept "
-                          "with probability alpha, else uniform over the g values"}
+                          "with probability alpha, else uniform over the g values",
+                "cells": "QID_seed the seed and QID_value the reported hash value (0 to g - 1), "
+                         "both whole numbers, in every export"}
 
     def columns(self, qid: str) -> list[str]:
         return [f"{qid}_seed", f"{qid}_value"]

@@ -25,7 +25,7 @@ from typing import Any
 
 from . import support
 from .randomizer import Draw, N
-from .scheme import BitReport, OneOption, Report, percent
+from .scheme import BIT_CELLS, BitReport, OneOption, Report, percent
 
 NAME = "oue"
 HALF = N // 2
@@ -128,4 +128,5 @@ class UnaryEncoding(OneOption, BitReport, support.OneOfK):
     def design(self) -> dict[str, Any]:
         return {**self.fields(), "epsilon": self.epsilon, "options": list(self.options),
                 "report": "one bit per option: 1 with probability p for the respondent's "
-                          "option, q for every other"}
+                          "option, q for every other",
+                "cells": BIT_CELLS}

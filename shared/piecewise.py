@@ -389,8 +389,9 @@ class Piecewise(DecodedNumber):
                 "report": f"a cell from 0 to {self.outputs - 1}: the answer is rounded at random "
                           f"to a position i from 0 to {self.grid}, then the cell is one of i "
                           f"to i + {self.window - 1} with probability alpha, else any cell",
-                "csv_value": "the report's unbiased value min + (max - min)(1/2 + (2j - M + 1)"
-                             " / (2 alpha grid)): their mean is the unbiased mean"}
+                "cells": "the report's unbiased value min + (max - min)(1/2 + (2j - M + 1) / "
+                         "(2 alpha grid)), in the answer's units and often outside [min, max]: "
+                         "their mean is the unbiased mean (codes: the cell j)"}
 
     def shown_report(self, report: Report) -> str:
         return f"a randomized cell {report} of 0 to {self.outputs - 1}"
@@ -557,8 +558,8 @@ class Hybrid(DecodedNumber):
                 "report": f"with probability piecewise_share the piecewise mechanism's cell "
                           f"(0 to {outputs - 1}; see mechanism piecewise with grid, window and "
                           f"alpha), else {outputs} + Duchi's bit (alpha = duchi_alpha)",
-                "csv_value": "the report's unbiased value in the answer's units: their mean is "
-                             "the unbiased mean"}
+                "cells": "the report's unbiased value in the answer's units, often outside "
+                         "[min, max]: their mean is the unbiased mean (codes: the report)"}
 
     def shown_report(self, report: Report) -> str:
         outputs = self.piecewise.outputs

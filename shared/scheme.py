@@ -249,6 +249,11 @@ class OneOption:
         return simulation.true_answers(truth, n, rng)
 
 
+# What a bit report's CSV columns hold (design's "cells").
+BIT_CELLS = ("one column per option, QID_0 for option code 0 and so on: its reported bit, 1 or 0, "
+             "in every export")
+
+
 class BitReport:
     """What the schemes whose report is one bit per option (OUE, multi_select bits) share: the
     check at intake, the longest report, one CSV column per option, the report in words."""

@@ -40,6 +40,76 @@ OPEN_AND_HIDDEN = {"title": "Open and hidden", "release_batch": 1, "questions": 
     {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
      "epsilon": 1.0}]}
 
+# One question of every type under every mechanism and design the product has (issue 39:
+# "every surface, every type"): yes/no and choice by forced response (one a concept), choice by
+# OUE, OLH and auto, multi_select by bits, padding and auto, numeric by Duchi's, piecewise,
+# hybrid and auto, cheating detection, and yes/no, choice and numeric answered openly.
+# test_every_type.py checks that the registry has nothing this survey leaves out.
+COUNTRIES = ["Austria", "Belgium", "Chile", "Denmark", "Egypt", "France", "Ghana", "Hungary",
+             "India", "Japan", "Kenya", "Latvia"]
+SPORTS = ["Running", "Swimming", "Cycling", "Rowing", "Skiing", "Golf"]
+EVERY_TYPE = {"title": "Every type", "release_batch": 1, "questions": [
+    {"id": "smoked", "text": "Smoked?", "type": "yes_no", "alpha": 0.5, "beta": 0.5},
+    {"id": "voted", "text": "Voted?", "type": "yes_no", "concept": "voted.ever", "epsilon": 1.0},
+    {"id": "sleep", "text": "Sleep?", "type": "choice", "options": ["<6", "6-8", ">8"],
+     "epsilon": 1.0},
+    {"id": "country_oue", "text": "Country?", "type": "choice", "options": COUNTRIES,
+     "mechanism": "oue", "epsilon": 1.0},
+    {"id": "country_olh", "text": "Country?", "type": "choice", "options": COUNTRIES,
+     "mechanism": "olh", "epsilon": 1.0},
+    {"id": "country_auto", "text": "Country?", "type": "choice", "options": COUNTRIES[:4],
+     "mechanism": "auto", "epsilon": 1.0},
+    {"id": "sports_bits", "text": "Sports?", "type": "multi_select", "options": SPORTS[:4],
+     "mechanism": "bits", "epsilon": 2.0},
+    {"id": "sports_padding", "text": "Sports?", "type": "multi_select", "options": SPORTS,
+     "mechanism": "padding", "max_selected": 2, "epsilon": 2.0},
+    {"id": "sports_auto", "text": "Sports?", "type": "multi_select", "options": SPORTS,
+     "max_selected": 2, "epsilon": 2.0},
+    {"id": "drinks_duchi", "text": "Drinks?", "type": "numeric", "min": 0, "max": 30,
+     "unit": "drinks", "mechanism": "duchi", "epsilon": 1.0},
+    {"id": "drinks_piecewise", "text": "Drinks?", "type": "numeric", "min": 0, "max": 30,
+     "mechanism": "piecewise", "epsilon": 2.0},
+    {"id": "drinks_hybrid", "text": "Drinks?", "type": "numeric", "min": 0, "max": 30,
+     "mechanism": "hybrid", "epsilon": 2.0},
+    {"id": "drinks_auto", "text": "Drinks?", "type": "numeric", "min": 0, "max": 30,
+     "mechanism": "auto", "epsilon": 0.5},
+    {"id": "supplies", "text": "Supplies?", "type": "yes_no", "design": "cheating_detection",
+     "epsilon": 1.0},
+    {"id": "age", "text": "Age?", "type": "numeric", "min": 18, "max": 99, "disclosed": True},
+    {"id": "sex", "text": "Sex?", "type": "choice", "options": ["Female", "Male"],
+     "disclosed": True},
+    {"id": "member", "text": "Member?", "type": "yes_no", "disclosed": True}]}
+
+
+def every_type_answered(client, auth, n: int = 240) -> str:
+    """EVERY_TYPE published with n responses released, each question's true answer drawn at
+    random and randomized by its own scheme on the device's draws; its survey id."""
+    import random
+
+    from ldpsurvey.shared import parse_definition
+    from ldpsurvey.shared.randomizer import secure_draw
+
+    survey = parse_definition(EVERY_TYPE)
+    survey_id = published(client, auth, EVERY_TYPE)
+    rng = random.Random(39)
+
+    def truth(question):
+        if question.type == "multi_select":
+            return sorted(rng.sample(range(len(question.options)), rng.randint(0, 2)))
+        if question.type == "numeric":
+            low, high = question.scheme.low, question.scheme.high
+            return rng.randint(low, high) if question.disclosed else rng.uniform(low, high)
+        return rng.randrange(len(question.options))
+
+    responses = [{"answers": {q.id: q.scheme.randomize(truth(q), secure_draw)
+                              for q in survey.questions}} for _ in range(n)]
+    response = client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
+                           json={"responses": responses})
+    assert response.status_code == 201, response.json
+    assert released_n(client, auth, survey_id) == n
+    return survey_id
+
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 

@@ -14,7 +14,7 @@ import pytest
 from ldpsurvey.shared import Mechanism, read_definition
 from ldpsurvey.shared.mechanism import compose
 
-from helpers import release_due, released_n, require
+from helpers import every_type_answered, release_due, released_n, require
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 # Released at once, so a test reads the count right after answering.
@@ -832,6 +832,9 @@ def test_axe_finds_no_violations_on_any_page_or_state(browser, live_server, clie
     page.goto(f"{live_server}/s/{private}/results")
     page.wait_for_selector("nav.actions")
     check("results as researcher")
+    page.goto(f"{live_server}/s/{every_type_answered(client, auth)}/results")
+    page.wait_for_selector("nav.actions")
+    check("results of every question type")
     page.goto(f"{live_server}/s/does-not-exist")
     check("unknown survey")
     assert found == {state: [] for state in found}

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from test_accounts import log_in
 
-from helpers import doc_text, release_due, require
+from helpers import doc_blocks, doc_text, release_due, require
 
 # Labels a naive writer or reader gets wrong: a comma, quotes, a newline, a spreadsheet formula,
 # a leading `#` (a comment to `comment="#"` readers), Markdown and HTML, a table's cell separator.
@@ -99,6 +99,23 @@ def test_the_rr_format_keeps_the_design_in_comment_lines(client, auth):
     assert "\n".join(lines[4:]) + "\n" == coded
 
 
+def test_the_rr_csv_reads_as_documented(client, auth, tmp_path):
+    """docs/exports.md's read of the rr CSV gives one row per response with its codes; read
+    as the default CSV is (pandas.read_csv(path) alone), its comment lines are no rows of it."""
+    import pandas
+
+    survey_id, sent = publish_and_answer(client, auth)
+    path = tmp_path / "rr.csv"
+    path.write_bytes(export(client, auth, survey_id, "?format=rr"))
+    [documented] = doc_blocks("rr-read")
+    frame = eval(documented.strip(), {"pandas": pandas, "path": path})
+    assert list(frame.columns) == ["tricky", "smoked", "digits"] and len(frame) == len(sent)
+    assert Counter(map(tuple, frame.to_numpy().tolist())) == Counter(
+        (a["tricky"], a["smoked"], a["digits"]) for a in sent)
+    with pytest.raises(pandas.errors.ParserError):  # without the option: no table at all
+        pandas.read_csv(path)
+
+
 @pytest.mark.parametrize("path, detail", [
     ("export.csv?format=spss", "format must be one of plain, rr"),
     ("export.csv?codes=1", "codes must be true or false"),
@@ -125,6 +142,7 @@ def test_the_codebook_holds_the_manifests_numbers(client, auth):
         assert book[field] == manifest[field]
     for question, signed in zip(book["questions"], manifest["questions"], strict=True):
         options = question.pop("options")
+        assert question.pop("report") and question.pop("cells")  # in words (test_every_type)
         assert question == {k: v for k, v in signed.items() if k != "options"}
         assert [o["label"] for o in options] == signed["options"]
         assert [o["code"] for o in options] == list(range(len(signed["options"])))
@@ -215,8 +233,21 @@ def test_the_cli_writes_the_export_and_its_codebook(live_server, client, auth, r
     assert plain.stdout.encode() == export(client, auth, survey_id)
 
 
+def test_the_codebook_alone_is_written_in_the_format_of_its_extension(
+        live_server, client, auth, researcher_key, tmp_path, monkeypatch):
+    """`--codebook x.md` without an export was refused: it writes the codebook alone, Markdown
+    for .md and JSON otherwise, and prints nothing on stdout."""
+    monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
+    survey_id, _ = publish_and_answer(client, auth)
+    for name, start in (("book.md", "# Codebook: "), ("book.json", '{\n  "format"')):
+        written = results(live_server, "--survey", survey_id, "--codebook", str(tmp_path / name))
+        assert written.exit_code == 0 and written.stdout == "", written.output
+        assert (tmp_path / name).read_text().startswith(start)
+
+
 @pytest.mark.parametrize("arguments", [
-    ["--codes"], ["--format", "rr"], ["--codebook", "x.md"], ["--jsonl", "--codes"],
+    ["--codes"], ["--format", "rr"], ["--output", "x.csv"], ["--codebook", "x.md", "--json"],
+    ["--codebook", "x.md", "--regress", "a ~ b"], ["--jsonl", "--codes"],
     ["--jsonl", "--format", "rr"], ["--csv", "--format", "rr", "--codes"],
     ["--csv", "--format", "spss"], ["--csv", "--json"], ["--jsonl", "--json"],
     ["--csv", "--regress", "a ~ b"], ["--csv", "--crosstab", "a,b"],

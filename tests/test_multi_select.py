@@ -240,7 +240,7 @@ def test_end_to_end_counters_estimates_exports(client, auth, sports_id):
     rows = list(csv.reader(io.StringIO(client.get(f"/api/surveys/{sports_id}/export.csv",
                                                   headers=auth).get_data(as_text=True))))
     assert rows[0] == [f"sports_{j}" for j in range(6)] + ["drugs"]
-    assert {row[-1] for row in rows[1:]} <= set(OPTIONS[:5]) | {"5", "6"}
+    assert {row[-1] for row in rows[1:]} <= set(OPTIONS[:5]) | {"(placeholder 1)", "(placeholder 2)"}
     codes = list(csv.reader(io.StringIO(client.get(f"/api/surveys/{sports_id}/export.csv?codes=true",
                                                    headers=auth).get_data(as_text=True))))
     assert {row[-1] for row in codes[1:]} <= {str(j) for j in range(7)}
@@ -300,3 +300,18 @@ def test_the_padding_simulation_draws_what_the_device_draws(chosen):
         p = sum(w / N * (t.keep / N * (y == item) + (N - t.keep) / N * t.option_weights[y] / N)
                 for w, item in zip(weights, padded, strict=True))
         assert abs(reports[y] / n - p) < 5 * math.sqrt(p * (1 - p) / n), y
+
+
+def test_padding_placeholders_have_labels_no_option_has():
+    """In the labels CSV a dummy item was its bare code (6, 7), which an option labelled "6"
+    would share: it is "(placeholder j)", in more parentheses where an option has that label;
+    with codes it stays the code."""
+    from ldpsurvey.shared.multi_select import PaddingSampling
+
+    plain = PaddingSampling.from_epsilon(("a", "6", "c"), 2.0, 2)
+    assert plain.placeholders == ("(placeholder 1)", "(placeholder 2)")
+    assert [plain.cells(j, False)[0] for j in range(5)] == ["a", "6", "c", "(placeholder 1)",
+                                                          "(placeholder 2)"]
+    assert [plain.cells(j, True)[0] for j in range(5)] == ["0", "1", "2", "3", "4"]
+    clash = PaddingSampling.from_epsilon(("(placeholder 1)", "b"), 2.0, 2)
+    assert clash.placeholders == ("((placeholder 1))", "(placeholder 2)")

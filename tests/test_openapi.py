@@ -217,3 +217,18 @@ def test_rate_limited_replies_conform_to_the_description(database_url, tmp_path)
                                   WerkzeugOpenAPIResponse(replies[1]))
     finally:
         close_app(app)
+
+
+def test_every_field_of_every_scheme_is_described_in_the_codebook():
+    """The codebook's question schema takes its fields from the scheme registry
+    (manifest.QUESTION_FIELDS): piecewise's and hybrid's grid, window, duchi_alpha and
+    piecewise_share were left out of a hand-kept list; each now has a type and a description
+    (a new scheme's field without one fails here)."""
+    from ldpsurvey.aggregator.openapi import codebook_schema
+    from ldpsurvey.shared.manifest import QUESTION_FIELDS
+
+    properties = codebook_schema()["properties"]["questions"]["items"]["properties"]
+    for name in QUESTION_FIELDS:
+        assert "type" in properties[name] or "oneOf" in properties[name], name
+        assert name in ("options", "alpha", "beta", "epsilon", "concept", "irr_alpha") or (
+            properties[name].get("description")), name

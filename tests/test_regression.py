@@ -36,6 +36,14 @@ def r_name(name: str) -> str:
     return "(Intercept)" if name == "Intercept" else name.replace("[T.", "").rstrip("]")
 
 
+def test_rrregs_default_standard_errors_are_not_the_observed_informations():
+    """What docs/analysis.md says: rrreg's default SEs (outer product of the scores) are not
+    the observed information's, which rr_logistic gives and rrreg(optim = TRUE) matches."""
+    ratios = [opg / observed for case in RRREG["cases"]
+              for opg, observed in zip(case["se_opg"], case["se_observed"], strict=True)]
+    assert max(abs(r - 1) for r in ratios) == pytest.approx(0.041, abs=0.0005)
+
+
 @pytest.mark.parametrize("case", RRREG["cases"], ids=lambda c: c["name"])
 def test_equals_rrreg_forced_known(case):
     """Coefficients, observed-information SEs, Wald CIs, log-likelihood and predicted
