@@ -126,9 +126,8 @@ def _limited(send, seconds: int, memory_mib: int, function: Callable[..., Any],
     """In the analysis's process: lower its priority, set its limits, send ("done", result),
     ("refused", DomainError) or ("memory", None)."""
     os.nice(NICENESS)
-    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
-    allowed = _data_bytes() + memory_mib * MIB
-    resource.setrlimit(resource.RLIMIT_DATA, (allowed, allowed))
+    _limit(resource.RLIMIT_CPU, seconds)
+    _limit(resource.RLIMIT_DATA, _data_bytes() + memory_mib * MIB)
     try:
         outcome = ("done", function(*args))
     except DomainError as error:
@@ -137,6 +136,13 @@ def _limited(send, seconds: int, memory_mib: int, function: Callable[..., Any],
         outcome = ("memory", None)
     send.send(outcome)
     send.close()
+
+
+def _limit(kind: int, value: int) -> None:
+    """Lower the soft and hard limit `kind` to `value` (never above its hard limit now)."""
+    _, hard = resource.getrlimit(kind)
+    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    resource.setrlimit(kind, (value, value))
 
 
 def _data_bytes() -> int:
