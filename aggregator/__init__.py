@@ -13,6 +13,7 @@ from flask import Flask
 
 from . import (
     accounts,
+    budgets,
     db,
     errors,
     limits,
@@ -61,6 +62,7 @@ def create_app(config: dict[str, Any] | None = None,
     if not app.config["DATABASE_URL"]:
         app.config["DATABASE_URL"] = f"sqlite:///{instance / 'ldp-survey.sqlite3'}"
     db.init_app(app)
+    budgets.init_app(app)
     errors.init_app(app)
     submissions.init_app(app)
     security.init_app(app)

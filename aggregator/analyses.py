@@ -5,7 +5,10 @@ answers everything else; these answer 501.
 
 In a survey with openly answered (disclosed) questions, every regression group and weighting
 margin level must hold 0 or at least min_cell respondents (the MIN_CELL setting), so that the
-open answers single no one out."""
+open answers single no one out.
+
+Every analysis is bounded before any work (analysis.regression.Size against the caller's
+Budget: AnalysisTooLarge) and fitted in a process of its own under that budget (budgets.py)."""
 
 import importlib
 import json
@@ -14,8 +17,9 @@ from collections import Counter
 from ldpsurvey.shared import Survey
 
 from . import store
+from .budgets import LIMITS, Budget, Runner
 from .database import Connection
-from .exceptions import AnalysisUnavailable, InvalidParameter, RegressionFailed
+from .exceptions import AnalysisTooLarge, AnalysisUnavailable, InvalidParameter, RegressionFailed
 
 MAX_FORMULA = 1000  # characters of a regression formula
 MAX_WEIGHTS = 20_000  # characters of a weights query (margins as JSON)
@@ -33,29 +37,31 @@ def _analysis():
 
 
 def regression(db: Connection, survey: Survey, formula: str, confidence: float,
-               min_cell: int) -> dict | None:
+               min_cell: int, runner: Runner, budget: Budget) -> dict | None:
     """analysis.rr_logistic of `formula` (question ids; openly answered questions are plain
-    covariates) over the released responses, tallied as they stream; None before the first
-    release. InvalidParameter for a formula that is not one of the survey's questions, cannot
-    be fitted or has a group below min_cell; RegressionFailed when the fit has no maximum."""
+    covariates) over the released responses, tallied as they stream, within `budget`; None
+    before the first release. InvalidParameter for a formula that is not one of the survey's
+    questions, cannot be fitted or has a group below min_cell; AnalysisTooLarge (before any
+    work), AnalysisStopped, AnalysisBusy; RegressionFailed when the fit has no maximum."""
     analysis = _analysis()
     used = _formula_questions(analysis, survey, formula)
+    _affordable(analysis, db, survey, formula, used, (), budget)
     tallied = _tally(survey, db, used)
     if tallied is None:
         return None
     frame, mechanisms = tallied
-    return _run(analysis, "regress", lambda: analysis.rr_logistic(
-        formula, frame, mechanisms, counts=TALLY, confidence=confidence,
-        min_cell=_min_cell(survey, min_cell)).as_dict())
+    return runner.run(budget, fit_regression, formula, frame, mechanisms, confidence,
+                      _min_cell(survey, min_cell), budget.iterations)
 
 
 def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
-             confidence: float, min_cell: int) -> dict | None:
+             confidence: float, min_cell: int, runner: Runner, budget: Budget) -> dict | None:
     """analysis.weighted_results over the released responses, tallied as they stream (one
     count per distinct pattern of the survey's yes/no and choice answers and the formula's),
     raked to `margins` {question id: {option label: share}}, the questions of other schemes
-    listed as left out with the reason; None before the first release.
-    InvalidParameter for margins or a formula that cannot be used; RegressionFailed."""
+    listed as left out with the reason, within `budget`; None before the first release.
+    InvalidParameter for margins or a formula that cannot be used; AnalysisTooLarge,
+    AnalysisStopped, AnalysisBusy, RegressionFailed."""
     analysis = _analysis()
     _known(survey, "weights", margins)
     for name in margins:  # its reports are no option of its own: neither tallied nor raked
@@ -65,15 +71,52 @@ def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
     used = _formula_questions(analysis, survey, formula) if formula is not None else []
     columns = [q.id for q in survey.questions
                if q.id in used or q.id in margins or (q.options and q.scheme.name in _TALLIED)]
+    if formula is not None:
+        _affordable(analysis, db, survey, formula, columns, margins, budget)
     tallied = _tally(survey, db, columns)
     if tallied is None:
         return None
     frame, mechanisms = tallied
     mechanisms |= {q.id: analysis.data.unsupported(q.id, q.scheme.name)  # said left out
                    for q in survey.questions if q.scheme.name not in _TALLIED}
+    return runner.run(budget, fit_weighted, frame, mechanisms, margins, formula, confidence,
+                      _min_cell(survey, min_cell), budget.iterations)
+
+
+def fit_regression(formula: str, frame, mechanisms: dict, confidence: float,
+                   min_cell: int | None, iterations: int) -> dict:
+    """What `regression` runs in its budgeted process."""
+    analysis = _analysis()
+    return _run(analysis, "regress", lambda: analysis.rr_logistic(
+        formula, frame, mechanisms, counts=TALLY, confidence=confidence, min_cell=min_cell,
+        max_iterations=iterations).as_dict())
+
+
+def fit_weighted(frame, mechanisms: dict, margins: dict, formula: str | None,
+                 confidence: float, min_cell: int | None, iterations: int) -> dict:
+    """What `weighted` runs in its budgeted process."""
+    analysis = _analysis()
     return _run(analysis, "weights", lambda: analysis.weighted_results(
         frame, mechanisms, margins, formula=formula, counts=TALLY, confidence=confidence,
-        min_cell=_min_cell(survey, min_cell)))
+        min_cell=min_cell, max_iterations=iterations))
+
+
+def _affordable(analysis, db: Connection, survey: Survey, formula: str, columns: list[str],
+                raked, budget: Budget) -> None:
+    """AnalysisTooLarge, before any work, when fitting `formula` to the released responses'
+    `columns` (raked on `raked`) would take more parameters or latent rows than `budget`."""
+    questions = {q.id: q for q in survey.questions}
+    levels = {name: list(questions[name].options) or None for name in columns}
+    randomized = [name for name in columns if not questions[name].disclosed]
+    size = analysis.regression.size(formula, levels, randomized,
+                                    store.released_count(db, survey.survey_id), list(raked))
+    for field, what in (("parameters", "parameters"), ("latent_rows", "latent rows (units "
+                        "times combinations of the randomized covariates' options)")):
+        value, limit = getattr(size, field), getattr(budget, field)
+        if value > limit:
+            raise AnalysisTooLarge(f"regress: this model has {value} {what}, above the limit of "
+                                   f"{limit} ({LIMITS[field]}{budget.setting}): fit fewer "
+                                   "covariates or interactions")
 
 
 _TALLIED = ("forced_response", "disclosed")  # schemes whose report is the option (or number)

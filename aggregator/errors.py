@@ -64,7 +64,10 @@ ANSWERS: dict[type[ex.DomainError], Answer] = {
     ex.InvalidKeyRequest: Answer(422, "invalid_key_request"),
     ex.InvalidShare: Answer(422, "invalid_share"),
     ex.RegressionFailed: Answer(422, "regression_failed"),
+    ex.AnalysisTooLarge: Answer(422, "analysis_too_large"),
+    ex.AnalysisStopped: Answer(422, "analysis_stopped"),
     ex.AnalysisUnavailable: Answer(501, "analysis_unavailable"),
+    ex.AnalysisBusy: Answer(503, "analyses_busy"),
     RateLimited: Answer(429, "rate_limited", Page(429, "Too many requests", None)),
 }
 

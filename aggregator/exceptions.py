@@ -154,5 +154,17 @@ class AnalysisUnavailable(DomainError):
     """An analysis needs the `analysis` extra, which this server lacks."""
 
 
+class AnalysisTooLarge(DomainError):
+    """An analysis would cost more than the caller's limit (str(exc) names it and the cost)."""
+
+
+class AnalysisStopped(DomainError):
+    """An analysis ran past its budget of time or memory and was stopped."""
+
+
+class AnalysisBusy(DomainError):
+    """As many analyses as the server allows at once are running."""
+
+
 class ConfigurationError(RuntimeError):
     """The aggregator cannot start safely with this configuration or database."""

@@ -44,6 +44,7 @@ ERRORS = {
     "429": "Too many requests from this client for this class of endpoint (limits.py); the "
            "Retry-After header says in how many seconds to retry",
     "501": "This server lacks what the request needs (the analysis extra)",
+    "503": "Busy: as many analyses as this server runs at once are running; retry later",
 }
 
 
@@ -614,7 +615,7 @@ PATHS = {
     "/api/surveys/{survey_id}/estimates": {"get": _operation(
         "Estimates per question and option",
         {"200": _json(_ref("Estimates"), "Estimates"),
-         **_errors("400", "401", "404", "422", "501")},
+         **_errors("400", "401", "404", "422", "501", "503")},
         security=[{}, *BEARER, {scheme("relay"): []}],
         parameters=[SURVEY_ID, CONFIDENCE,
                     {"name": "regress", "in": "query", "required": False,

@@ -235,7 +235,8 @@ def estimates(survey_id: str):
                                        args.get("weights"), current_app.config["MIN_CELL"])
     return jsonify(surveys.estimates(get_db(), survey_id, request_caller(),
                                      current_app.config["CENTRAL_DELTA"], options,
-                                     current_app.config["RELEASE_EVERY"]))
+                                     current_app.config["RELEASE_EVERY"],
+                                     current_app.extensions["ldp_analyses"]))
 
 
 @bp.get("/api/surveys/<survey_id>/crosstab")

@@ -67,13 +67,29 @@ DEFAULTS: dict[str, Any] = {
     # into every new manifest. Production requires it; development, when unset, signs the
     # origin of the request that creates the survey.
     "PUBLIC_URL": None,
+    # What one regression or weighting may cost (budgets.py): parameters and latent rows
+    # (units x combinations of the randomized covariates' options) and solver iterations,
+    # checked before it starts; seconds (CPU and wall-clock) and MiB of memory, enforced on its
+    # own process. The _ANONYMOUS ones apply to the public of a public-results survey.
+    "ANALYSIS_PARAMETERS": 256,
+    "ANALYSIS_LATENT_ROWS": 65_536,
+    "ANALYSIS_ITERATIONS": 1000,
+    "ANALYSIS_SECONDS": 45,             # under the proxy's 60 s read timeout (deploy/nginx)
+    "ANALYSIS_MEMORY_MIB": 1024,
+    "ANALYSIS_PARAMETERS_ANONYMOUS": 64,
+    "ANALYSIS_LATENT_ROWS_ANONYMOUS": 8192,
+    "ANALYSIS_ITERATIONS_ANONYMOUS": 200,
+    "ANALYSIS_SECONDS_ANONYMOUS": 10,
+    "ANALYSIS_MEMORY_MIB_ANONYMOUS": 256,
+    "ANALYSES_AT_ONCE": 2,              # per process: the other threads serve everything else
 }
 PREFIX = "LDP_SURVEY"
 RATE_LIMITS = tuple(limits.SETTINGS.values())
 TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "STORAGE_KEY", "SERVED_BY", "PUBLIC_URL",
         "RATE_LIMIT_STORAGE", *RATE_LIMITS)
 LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
-          "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS", "MIN_CELL", "IDEMPOTENCY_DAYS")
+          "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS", "MIN_CELL", "IDEMPOTENCY_DAYS",
+          *(name for name in DEFAULTS if name.startswith("ANALYS")))
 MIN_SECRET_BYTES = 32
 MAX_SESSION_HOURS = 24 * 366
 MAX_IDEMPOTENCY_DAYS = 36_500  # a century: a date that far back is still a date

@@ -23,6 +23,7 @@ from ldpsurvey.shared.scheme import Settings
 from ldpsurvey.shared.shuffle import central_epsilon
 
 from . import access, analyses, exports, lifecycle, releases, store
+from .budgets import Runner
 from .database import Connection
 from .exceptions import (
     InvalidCount,
@@ -151,20 +152,22 @@ class EstimateOptions(Settings):
 
 
 def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_delta: float,
-              options: Settings, release_every: float) -> dict:
+              options: Settings, release_every: float, runner: Runner | None = None) -> dict:
     """The estimates document for this caller (None: anonymous) with these options, the
-    central epsilon at delta at most `central_delta` and the release schedule.
-    SurveyNotFound, Unauthorized (see reader_of)."""
+    central epsilon at delta at most `central_delta` and the release schedule; a regression
+    or weights run by `runner` within the budget of a researcher of the survey, or the
+    public's. SurveyNotFound, Unauthorized (see reader_of), the analyses' errors."""
     stored = store.get_survey(db, survey_id)
-    readable(db, stored, caller)
+    reader = readable(db, stored, caller)
     document = estimates_document(db, stored, options, central_delta, release_every)
     if options.weights is not None:
         document["weighted"] = analyses.weighted(db, stored.survey, options.weights,
                                                  options.regress, options.confidence,
-                                                 options.min_cell)
+                                                 options.min_cell, runner, runner.budget(reader))
     elif options.regress is not None:
         document["regression"] = analyses.regression(db, stored.survey, options.regress,
-                                                     options.confidence, options.min_cell)
+                                                     options.confidence, options.min_cell,
+                                                     runner, runner.budget(reader))
     return document
 
 

@@ -37,7 +37,7 @@ survey::svyglm computes it on a calibrated design (Lumley 2010, Complex Surveys,
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from itertools import product
 from statistics import NormalDist
@@ -63,6 +63,7 @@ FORMULA = re.compile(rf"\s*({NAME})\s*~\s*({TERM}(?:\s*\+\s*{TERM})*)\s*")
 MAX_LATENT_CELLS = 256  # combinations of the randomized covariates' options, as crosstab.MAX_CELLS
 GRADIENT_TOLERANCE = 1e-8  # largest |d mean log-likelihood / d parameter| accepted as converged
 MAX_ITERATIONS = 1000
+EXACT_COLUMNS = 2**16  # a model matrix up to this wide is counted by formulaic (Size)
 FITTED_FLOOR = 1e-6  # a fitted P(yes) nearer 0 or 1: the MLE is at infinity (R's glm warns so)
 
 
@@ -135,10 +136,59 @@ def parse_formula(formula: str) -> tuple[str, list[str]]:
     return outcome, list(dict.fromkeys(names))
 
 
+@dataclass(frozen=True)
+class Size:
+    """The most a fit can cost, known from the questions before any data is read (rr_logistic
+    builds arrays of latent_rows x parameters numbers and its Hessian takes latent_rows x
+    parameters^2 products per step). parameters: the coefficients (the model matrix's columns)
+    and, with randomized covariates, the T - 1 logits of P(t | cell) for every cell of the plain
+    covariates; latent_rows: the units (distinct patterns of the data's columns, at most the
+    respondents) times T, the combinations of the randomized covariates' options."""
+
+    parameters: int
+    latent_rows: int
+
+
+def size(formula: str, levels: Mapping[str, Sequence[str] | None], randomized: Collection[str],
+         respondents: int, raked: Collection[str] = ()) -> Size:
+    """The Size of fitting `formula` (parse_formula) to data of the columns `levels` (each
+    column's categories, None for a numeric one) and `respondents` rows (or counts), the
+    columns named in `randomized` being randomized questions and those in `raked` the weights'.
+    The units are as _Model.build makes them: with randomized covariates the patterns of the
+    formula's and raked columns, else the data's rows. The coefficients are formulaic's
+    columns for data holding every category, or past EXACT_COLUMNS the sum over the formula's
+    terms of the product of their factors' categories (a bound: no coding has more)."""
+    outcome, names = parse_formula(formula)
+    latent = math.prod(len(levels[n]) for n in names if n in randomized)
+    plain = [n for n in names if n not in randomized and levels[n] is not None]
+    cells = min(respondents, math.prod(len(levels[n]) for n in plain)) if latent > 1 else 1
+    keys = set([outcome, *names, *raked] if latent > 1 else levels)
+    patterns = (math.inf if any(levels[n] is None for n in keys)
+                else math.prod(len(levels[n]) for n in keys))
+    units = int(min(respondents, patterns))
+    return Size(_coefficients(formula, {n: levels[n] for n in names}) + cells * (latent - 1),
+                units * latent)
+
+
+def _coefficients(formula: str, levels: Mapping[str, Sequence[str] | None]) -> int:
+    """The model matrix's columns for covariates with these categories (None: numeric)."""
+    terms = Formula(formula).rhs
+    bound = sum(math.prod(len(levels[str(f)] or ()) or 1 for f in term.factors
+                          if str(f) != "1") for term in terms)
+    if bound > EXACT_COLUMNS:
+        return bound
+    rows = max([len(v) for v in levels.values() if v] + [2])
+    frame = pd.DataFrame({name: pd.Categorical([values[i % len(values)] for i in range(rows)],
+                                               categories=values) if values else np.arange(rows)
+                          for name, values in levels.items()})
+    return Formula(formula).rhs.get_model_matrix(frame).shape[1]
+
+
 def rr_logistic(formula: str, data: pd.DataFrame,
                 mechanisms: Mapping[str, "Mechanism | Unsupported"], *,
                 weights: Weights | None = None, counts: str | None = None,
-                min_cell: int | None = None, confidence: float = DEFAULT_CONFIDENCE) -> Regression:
+                min_cell: int | None = None, max_iterations: int = MAX_ITERATIONS,
+                confidence: float = DEFAULT_CONFIDENCE) -> Regression:
     """Fit `formula` (see parse_formula) to `data` by maximum likelihood (module docstring).
 
     data: one row per response. Randomized questions (the keys of `mechanisms`) are
@@ -153,8 +203,8 @@ def rr_logistic(formula: str, data: pd.DataFrame,
     it streams them). min_cell:
     refuse a group of the plain categorical covariates (each combination of their levels)
     held by 1 to min_cell - 1 respondents, so that openly answered covariates single no one
-    out. AnalysisError for a formula or data that cannot be fitted; ConvergenceError when the
-    likelihood has no interior maximum."""
+    out. max_iterations: of the trust-region solver. AnalysisError for a formula or data that
+    cannot be fitted; ConvergenceError when the likelihood has no interior maximum."""
     z = z_value(confidence)
     outcome, names = parse_formula(formula)
     frame = _checked_frame(data, outcome, names, mechanisms, weights, counts)
@@ -162,7 +212,7 @@ def rr_logistic(formula: str, data: pd.DataFrame,
         check_cells(frame, [*[n for n in names if n not in mechanisms],
                             *(weights.columns if weights else ())], counts, min_cell)
     model = _Model.build(formula, frame, outcome, names, mechanisms, weights, counts)
-    fit = model.fit()
+    fit = model.fit(max_iterations)
     covariance = model.covariance(fit)
     p = model.p
     cov_b = covariance[:p, :p]
@@ -280,6 +330,8 @@ class _Model:
         try:
             design = Formula(formula).rhs.get_model_matrix(pd.concat(blocks, ignore_index=True),
                                                            na_action="raise")
+        except MemoryError:
+            raise
         except Exception as error:  # formulaic's own message names the problem
             raise AnalysisError(f"formula {formula!r}: {error}") from error
         x = np.asarray(design, dtype=float).reshape(len(t_values), len(units), -1).transpose(1, 0, 2)
@@ -350,7 +402,7 @@ class _Model:
                 rows = self.cell == u_cell
                 start = self.p + u_cell * (self.T - 1)
                 grad_t[rows, :, start:start + self.T - 1] = block[rows]
-        grad_u = np.einsum("ut,utj->uj", w, grad_t)
+        grad_u = np.matmul(w[:, None, :], grad_t)[:, 0, :]  # sum_t w_ut G_ut
         return np.log(total), grad_u, w, grad_t, s2, pi
 
     def objective(self, params):
@@ -362,10 +414,9 @@ class _Model:
         """The Hessian of the (weighted) log-likelihood sum, by Louis' identity (module doc)."""
         _, grad_u, w, grad_t, s2, pi = parts or self.parts(params)
         mass = self.mass
-        h = np.einsum("ut,uti,utj->ij", mass[:, None] * w, grad_t, grad_t)
-        h -= np.einsum("u,ui,uj->ij", mass, grad_u, grad_u)
+        h = _weighted_gram(mass[:, None] * w, grad_t) - _weighted_gram(mass, grad_u)
         p = self.p
-        h[:p, :p] += np.einsum("ut,uti,utj->ij", mass[:, None] * w * s2, self.x, self.x)
+        h[:p, :p] += _weighted_gram(mass[:, None] * w * s2, self.x)
         for u_cell in range(self.cells):
             rows = self.cell == u_cell
             if self.T == 1 or not rows.any():
@@ -376,23 +427,23 @@ class _Model:
             h[part, part] -= mass[rows].sum() * (np.diag(share) - np.outer(share, share))
         return h
 
-    def fit(self) -> _Fit:
+    def fit(self, max_iterations: int = MAX_ITERATIONS) -> _Fit:
         """The maximum by trust-region Newton steps (the exact Hessian); ConvergenceError
         unless every partial derivative of the mean log-likelihood is below
         GRADIENT_TOLERANCE there, the information is positive definite and no fitted
         probability (of a true yes, or of a randomized covariates' combination) is
         numerically 0 or 1 (the maximum would be at infinity)."""
         try:
-            return self._fit()
+            return self._fit(max_iterations)
         except np.linalg.LinAlgError as error:
             raise ConvergenceError(f"the fit failed ({error}): the likelihood has no unique "
                                    "maximum") from None
 
-    def _fit(self) -> _Fit:
+    def _fit(self, max_iterations: int) -> _Fit:
         start = np.zeros(self.p + self.cells * (self.T - 1))
         result = minimize(self.objective, start, jac=True, method="trust-exact",
                           hess=lambda params: -self.hessian(params) / self.total,
-                          options={"gtol": GRADIENT_TOLERANCE * 1e-2, "maxiter": MAX_ITERATIONS})
+                          options={"gtol": GRADIENT_TOLERANCE * 1e-2, "maxiter": max_iterations})
         _, gradient = self.objective(result.x)
         largest = float(np.max(np.abs(gradient))) if gradient.size else 0.0
         if largest > GRADIENT_TOLERANCE or not np.all(np.isfinite(result.x)):
@@ -477,6 +528,13 @@ class _Model:
                                             dtype=float), shape)
         column = self.units[variable].astype(str).to_numpy() == level
         return np.broadcast_to(column[:, None].astype(float), shape)
+
+
+def _weighted_gram(weight: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """sum over the leading axes of weight * rows rows' (einsum "ut,uti,utj->ij", or with one
+    leading axis "u,ui,uj->ij"), as one matrix product (BLAS: far faster than einsum)."""
+    flat = rows.reshape(-1, rows.shape[-1])
+    return (flat * weight.reshape(-1, 1)).T @ flat
 
 
 def from_codes(frame: pd.DataFrame, options: Mapping[str, Sequence[str]]) -> pd.DataFrame:

@@ -11,22 +11,24 @@ import pandas as pd
 from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism
 
 from .data import Unsupported
-from .regression import rr_logistic
+from .regression import MAX_ITERATIONS, rr_logistic
 from .weights import rake, weighted_estimates
 
 
 def weighted_results(data: pd.DataFrame, mechanisms: Mapping[str, "Mechanism | Unsupported"],
                      margins: Mapping[str, Mapping[str, float]], *, formula: str | None = None,
                      counts: str | None = None, min_cell: int | None = None,
+                     max_iterations: int = MAX_ITERATIONS,
                      confidence: float = DEFAULT_CONFIDENCE) -> dict:
     """{"weights": Weights.summary(), "confidence", "questions": [{"id", "disclosed",
     "options": [{"option", **WeightedEstimate}]}], "left_out": [{"id", "reason"}], "regression"
     (with a formula)}. data: one row per response (read_export), or per pattern with `counts`
     respondents; mechanisms: the randomized questions' (the keys may not be margins), those
     read_export marks Unsupported left out with the reason; every other categorical column is
-    an openly answered question, estimated by its weighted share. min_cell: as rake and
-    rr_logistic take it. AnalysisError, ConvergenceError as they raise them."""
-    weights = rake(data, margins, randomized=list(mechanisms), counts=counts, min_cell=min_cell)
+    an openly answered question, estimated by its weighted share. min_cell, max_iterations: as
+    rake and rr_logistic take them. AnalysisError, ConvergenceError as they raise them."""
+    weights = rake(data, margins, randomized=list(mechanisms), counts=counts, min_cell=min_cell,
+                   max_iterations=max_iterations)
     questions = []
     left_out = {m.question: m.reason for m in mechanisms.values() if isinstance(m, Unsupported)}
     for column in data.columns:
@@ -44,5 +46,6 @@ def weighted_results(data: pd.DataFrame, mechanisms: Mapping[str, "Mechanism | U
     if formula is not None:
         result["regression"] = rr_logistic(formula, data, mechanisms, weights=weights,
                                            counts=counts, min_cell=min_cell,
+                                           max_iterations=max_iterations,
                                            confidence=confidence).as_dict()
     return result

@@ -11,11 +11,25 @@ threads, so all 8 requests share one process; RSS is the sum over gunicorn's mas
 survey has MAX_QUESTIONS questions: all but one with MAX_OPTIONS options and one with
 MAX_CELLS / MAX_OPTIONS, declared as a cross-tab of MAX_CELLS cells with the first. Rate
 limits are set out of reach (one client sends it all).
+
+    python bench/memory.py --analyses [--previous SRC] [--timeout 120]
+
+Analysis requests instead (issue 38): the issue's reproduction, a public-results survey of 10
+yes/no questions with 3,000 responses behind gunicorn with one worker of 4 threads (as `serve
+--public`), a fresh server per step: one `regress=a~b*c*d*e*f*g` anonymous and with a key, the
+eight-way `a~b*c*d*e*f*g*h*i` with a key, then five six-way ones at once while /healthz and a
+submission are timed. Per request its status, seconds and the peak RSS of the whole process
+tree (analysis processes too); a request still running after --timeout seconds is given up
+(and its server stopped). --previous SRC: the code of SRC, an earlier commit's `git archive`
+(git archive 76f3f78 | tar -x -C /tmp/previous: before the analyses were bounded).
 """
 
 import argparse
+import contextlib
 import itertools
+import json
 import secrets
+import statistics
 import sys
 import tempfile
 import threading
@@ -23,7 +37,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ingest import aggregator_env, call, gunicorn, released
+from ingest import aggregator_env, call, code_environment, gunicorn, released
 
 from ldpsurvey.aggregator.limits import SETTINGS
 from ldpsurvey.aggregator.store import ANSWERS_CHUNK
@@ -63,14 +77,16 @@ def header_bound() -> int:
 
 
 def rss(pid: int) -> int:
-    """Resident bytes of gunicorn's master and its children."""
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    total = 0
-    for process in [pid, *map(int, children)]:
-        status = Path(f"/proc/{process}/status").read_text()
-        total += int(next(line.split()[1] for line in status.splitlines()
-                          if line.startswith("VmRSS:"))) * 1024
-    return total
+    """Resident bytes of gunicorn's master and its descendants (workers, analysis processes);
+    0 for a process that has just ended."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0
+    own = int(next(line.split()[1] for line in status.splitlines()
+                   if line.startswith("VmRSS:"))) * 1024
+    return own + sum(rss(int(child)) for child in children)
 
 
 def fetch(url: str, key: str) -> tuple[int, int]:
@@ -92,7 +108,13 @@ def main() -> None:
     parser.add_argument("--responses", type=int, default=20_000)
     parser.add_argument("--arenas", default="2", help="MALLOC_ARENA_MAX, as deploy/ sets it "
                         "(0: glibc's default, 8 per core)")
+    parser.add_argument("--analyses", action="store_true", help="analysis requests instead")
+    parser.add_argument("--previous", type=Path, help="with --analyses: an earlier tree's code")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="with --analyses: seconds to wait for one request")
     args = parser.parse_args()
+    if args.analyses:
+        return analyses(args)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         env, key = aggregator_env(folder, f"sqlite:///{folder}/bench.sqlite3")
@@ -189,6 +211,109 @@ def load(pid: int, request) -> int:
         peak = max(peak, rss(pid))
         time.sleep(0.02)
     return peak
+
+
+YES_NO = "abcdefghij"
+PROBES = 5
+SIX_WAY = "a~b*c*d*e*f*g"
+EIGHT_WAY = "a~b*c*d*e*f*g*h*i"
+
+
+def analyses(args) -> None:
+    """The issue's reproduction (module docstring), one fresh server per step."""
+    print(f"3,000 responses of 10 yes/no questions, public results; gunicorn 1 worker x 4 "
+          f"threads; {'code of ' + str(args.previous) if args.previous else 'this code'}\n")
+    print(f"{'request':<46}{'status':>8}{'seconds':>9}{'peak RSS MiB':>14}  error")
+    for name, formula, keyed in (("anonymous " + SIX_WAY, SIX_WAY, False),
+                                 ("keyed " + SIX_WAY, SIX_WAY, True),
+                                 ("keyed " + EIGHT_WAY, EIGHT_WAY, True)):
+        with analysis_server(args) as (server, key, base):
+            status, seconds, peak, error = timed(server.pid, get,
+                                                 f"{base}/estimates?regress={formula}",
+                                                 key if keyed else None, args.timeout)
+            print(f"{name:<46}{status:>8}{seconds:>9.1f}{peak / MIB:>14.1f}  {error}")
+    with analysis_server(args) as (server, key, base):
+        answers: list[tuple[int, str]] = []
+        five = [threading.Thread(target=lambda: answers.append(get(
+            f"{base}/estimates?regress={SIX_WAY}", key, args.timeout))) for _ in range(5)]
+        for thread in five:
+            thread.start()
+        time.sleep(2.0)  # all five started
+        print(f"\nwhile five keyed {SIX_WAY} are sent at once (60 s timeout; 0: timed out):")
+        for name, request, request_args in (
+                ("GET /healthz", get, (base.split("/api/")[0] + "/healthz", None, 60)),
+                ("a submission", post, (f"{base}/responses", {"answers": {
+                    q: 1 for q in YES_NO}}, 60))):
+            probes = [timed(server.pid, request, *request_args) for _ in range(PROBES)]
+            seconds = sorted(probe[1] for probe in probes)
+            print(f"{name}: {', '.join(sorted({str(probe[0]) for probe in probes}))} in "
+                  f"{statistics.median(seconds):.2f} s median, {seconds[-1]:.2f} s at most "
+                  f"({PROBES} in turn)")
+        for thread in five:
+            thread.join()
+        print("the five answered: " + ", ".join(f"{status} {error}".strip()
+                                                for status, error in sorted(answers)))
+
+
+@contextlib.contextmanager
+def analysis_server(args):
+    """A fresh server (--previous: of that code) with the survey; (Server, key, survey URL)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        env, key = aggregator_env(folder, f"sqlite:///{folder}/bench.sqlite3")
+        if args.previous:
+            env["PYTHONPATH"] = code_environment(args.previous, folder)["PYTHONPATH"]
+        with gunicorn("ldpsurvey.aggregator:create_app()", env, folder, 1, 4) as server:
+            definition = {"title": "Ten", "public_results": True, "release_batch": 1,
+                          "questions": [{"id": q, "text": f"{q}?", "type": "yes_no",
+                                         "epsilon": 1.0} for q in YES_NO]}
+            survey_id = call("POST", f"{server.url}/api/surveys", key, definition)["survey_id"]
+            base = f"{server.url}/api/surveys/{survey_id}"
+            call("POST", f"{base}/responses/batch", key, {"responses": [
+                {"answers": {q: secrets.randbelow(2) for q in YES_NO}} for _ in range(3000)]})
+            released(f"{base}/estimates", key, 3000)
+            yield server, key, base
+
+
+def get(url: str, key: str | None, timeout: float) -> tuple[int, str]:
+    """(status, error code) of a GET; status 0 when it timed out."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return answer(urllib.request.Request(url, headers=headers), timeout)
+
+
+def post(url: str, body: dict, timeout: float) -> tuple[int, str]:
+    return answer(urllib.request.Request(url, data=json.dumps(body).encode(), headers={
+        "Content-Type": "application/json"}, method="POST"), timeout)
+
+
+def answer(request, timeout: float) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read()
+            return response.status, ""
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read()).get("error", "")
+    except TimeoutError:
+        return 0, "timed out"
+
+
+def timed(pid: int, request, *args) -> tuple[int, float, int, str]:
+    """(status, seconds, peak RSS of the server's tree, error code) of request(*args)."""
+    done, peak = threading.Event(), [rss(pid)]
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss(pid))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    started = time.monotonic()
+    status, error = request(*args)
+    seconds = time.monotonic() - started
+    done.set()
+    sampler.join()
+    return status, seconds, peak[0], error
 
 
 if __name__ == "__main__":

@@ -15,8 +15,10 @@ def all_domain_errors() -> set[type]:
     return found
 
 
-# The one server-side answer: an analysis asked of a server installed without its extra.
-SERVER_SIDE = {exceptions.AnalysisUnavailable: (501, "analysis_unavailable")}
+# The server-side answers: an analysis asked of a server installed without its extra, or while
+# as many analyses run as it allows at once.
+SERVER_SIDE = {exceptions.AnalysisUnavailable: (501, "analysis_unavailable"),
+               exceptions.AnalysisBusy: (503, "analyses_busy")}
 
 
 def test_every_domain_exception_has_an_answer():
