@@ -154,5 +154,13 @@ class AnalysisUnavailable(DomainError):
     """An analysis needs the `analysis` extra, which this server lacks."""
 
 
+class DatabaseUnavailable(DomainError):
+    """The database cannot do this now (unreachable, restarting, its disk full, or the
+    survey's lock not free within the lock timeout): nothing was stored; retry after
+    `retry_after` seconds."""
+
+    retry_after = 5
+
+
 class ConfigurationError(RuntimeError):
     """The aggregator cannot start safely with this configuration or database."""

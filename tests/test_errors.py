@@ -15,8 +15,10 @@ def all_domain_errors() -> set[type]:
     return found
 
 
-# The one server-side answer: an analysis asked of a server installed without its extra.
-SERVER_SIDE = {exceptions.AnalysisUnavailable: (501, "analysis_unavailable")}
+# The server-side answers: an analysis asked of a server installed without its extra, and a
+# database that cannot serve the request now (database.unavailable).
+SERVER_SIDE = {exceptions.AnalysisUnavailable: (501, "analysis_unavailable"),
+               exceptions.DatabaseUnavailable: (503, "database_unavailable")}
 
 
 def test_every_domain_exception_has_an_answer():
