@@ -137,6 +137,11 @@ class Connection(ABC):
         """Inside a transaction: wait until no other connection runs a migration step."""
 
     @abstractmethod
+    def unbounded_statements(self) -> None:
+        """Inside a transaction: its statements may run longer than DATABASE_STATEMENT_TIMEOUT
+        (a release of a large pool, a migration step)."""
+
+    @abstractmethod
     def transaction(self) -> AbstractContextManager["Connection"]:
         """All or nothing: commit on success (durably), roll back on any exception. Inside
         another transaction it is a savepoint: its own part is undone on an exception."""
@@ -179,6 +184,9 @@ class SQLiteConnection(Connection):
 
     def lock_database(self) -> None:
         pass  # BEGIN IMMEDIATE already serializes writers
+
+    def unbounded_statements(self) -> None:
+        pass  # SQLite has no statement timeout
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
@@ -236,8 +244,11 @@ class PostgresConnection(Connection):
         """A migration step waits for another replica's and runs as long as it needs: the
         session's lock and statement timeouts are lifted for this transaction."""
         self.raw.execute("SET LOCAL lock_timeout = 0")
-        self.raw.execute("SET LOCAL statement_timeout = 0")
+        self.unbounded_statements()
         self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (self.MIGRATION_LOCK,))
+
+    def unbounded_statements(self) -> None:
+        self.raw.execute("SET LOCAL statement_timeout = 0")
 
     def insert_rows(self, table: str, columns: Sequence[str],
                     rows: Iterable[Sequence[Any]]) -> None:

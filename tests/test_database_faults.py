@@ -211,6 +211,29 @@ def test_every_postgresql_session_is_bounded_by_the_settings(database_url, tmp_p
                     database.release(db)
 
 
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_statement_over_the_timeout_is_unavailable_but_a_release_may_run_longer(
+        database_url, tmp_path):
+    """A statement that runs longer than DATABASE_STATEMENT_TIMEOUT is cancelled, which is a
+    DatabaseUnavailable (503); inside a transaction that lifted the timeout (a release, a
+    migration step: unbounded_statements) the same statement runs to its end."""
+    from ldpsurvey.aggregator.database import unavailable
+
+    with served({"DATABASE_URL": database_url, "DATABASE_STATEMENT_TIMEOUT": 0.05},
+                tmp_path) as (_, app):
+        database = app.extensions["ldp_database"]
+        db = database.connect()
+        try:
+            with pytest.raises(Exception) as cancelled, db.transaction():
+                db.query("SELECT pg_sleep(0.5)")
+            assert "statement did not finish in time" in str(unavailable(cancelled.value))
+            with db.transaction():
+                db.unbounded_statements()
+                assert db.query("SELECT pg_sleep(0.5)") == [("",)]
+        finally:
+            database.release(db)
+
+
 def test_sqlite_waits_for_its_lock_at_most_the_lock_timeout(tmp_path):
     for lock in (1, 4):
         with served({"DATABASE_URL": f"sqlite:///{tmp_path / f'{lock}.sqlite3'}",
