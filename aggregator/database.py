@@ -67,7 +67,9 @@ def unavailable(exc: BaseException) -> DatabaseUnavailable | None:
         reason = "its disk is full"
     elif psycopg is not None and isinstance(exc, psycopg.OperationalError):
         reason = {"53100": "its disk is full", "55P03": "a lock was not free in time",
-                  "57014": "a statement did not finish in time"}.get(
+                  "57014": "a statement did not finish in time",
+                  "40001": "a concurrent transaction conflicted",
+                  "40P01": "a concurrent transaction conflicted"}.get(
             getattr(exc, "sqlstate", None) or "", "it cannot be reached or is restarting")
     else:
         return None
