@@ -721,8 +721,16 @@ def check_idle(raw: Any) -> None:
     connection is dead. A round trip for every request would cost each one a wait."""
     from psycopg_pool import ConnectionPool
 
-    if raw.closed or select.select([raw.fileno()], [], [], 0)[0]:
+    if raw.closed or readable(raw.fileno()):
         ConnectionPool.check_connection(raw)
+
+
+def readable(fd: int) -> bool:
+    """Whether `fd` has something to read now (poll: no limit on the descriptor's number, as
+    select has)."""
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN)
+    return bool(waiting.poll(0))
 
 
 class PostgresDatabase:
