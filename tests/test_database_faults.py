@@ -234,6 +234,20 @@ def test_a_statement_over_the_timeout_is_unavailable_but_a_release_may_run_longe
             database.release(db)
 
 
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_options_in_the_database_url_win_over_the_settings(database_url, tmp_path):
+    schema = database_url.partition("search_path%3D")[2].partition("&")[0]
+    url = database_url.replace(f"search_path%3D{schema}",
+                               f"search_path%3D{schema}%20-clock_timeout%3D7s")
+    with served({"DATABASE_URL": url, "DATABASE_LOCK_TIMEOUT": 1}, tmp_path) as (_, app):
+        database = app.extensions["ldp_database"]
+        db = database.connect()
+        try:
+            assert db.query("SHOW lock_timeout") == [("7s",)]
+        finally:
+            database.release(db)
+
+
 def test_sqlite_waits_for_its_lock_at_most_the_lock_timeout(tmp_path):
     for lock in (1, 4):
         with served({"DATABASE_URL": f"sqlite:///{tmp_path / f'{lock}.sqlite3'}",
@@ -315,7 +329,8 @@ def test_a_stopped_postgresql_is_answered_503_and_intake_resumes_when_it_returns
     and a 500 before), /healthz 200 and /readyz 503, each within the client's timeout. Once it
     is back: intake resumes (the pool asks at once, no back-off) and no request is handed one
     of the pool's dead connections (about 10 500s per restart before): every answer is a 503
-    or a 201, then only 201s. Every acknowledged response is counted once."""
+    or a 201, then only 201s. Every acknowledged response is counted once. A page for people
+    says, in HTML, to try again in a moment (503 with Retry-After too)."""
     with served({"DATABASE_URL": own_postgres.url}, tmp_path) as (base, app):
         survey_id, _ = publish(base, app)
         database = app.extensions["ldp_database"]
@@ -327,6 +342,10 @@ def test_a_stopped_postgresql_is_answered_503_and_intake_resumes_when_it_returns
         assert_unavailable(*submit(base, survey_id))
         assert call(f"{base}/healthz")[:2] == (200, {"status": "ok"})
         assert_unavailable(*call(f"{base}/readyz"))
+        with pytest.raises(urllib.error.HTTPError) as page:  # a page for people: HTML
+            urllib.request.urlopen(f"{base}/s/{survey_id}", timeout=CLIENT_TIMEOUT)
+        assert page.value.code == 503 and int(page.value.headers["Retry-After"]) > 0
+        assert "Please try again in a moment" in page.value.read().decode()
         own_postgres.start()
         statuses = until_accepted(base, survey_id)
         after = [submit(base, survey_id)[0] for _ in range(10)]
