@@ -9,25 +9,75 @@ serializing migrations, nested transactions) is a method here. The tables are cr
 changed by numbered steps in `migrations.py`; `db.py` hands each request its connection.
 """
 
+import errno
 import fcntl
 import logging
 import os
+import select
 import sqlite3
+import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ldpsurvey.shared import Survey
 
-from .exceptions import ConfigurationError
+from .exceptions import ConfigurationError, DatabaseUnavailable
 from .instance import private_database_file
 from .storage_key import StorageKeys
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long, in seconds, a database session may wait or hold what others wait for
+    (settings DATABASE_*_TIMEOUT, docs/deployment.md): `lock` for a lock (SQLite: for the
+    file's write lock), `statement` for one statement to run, `idle_in_transaction` for a
+    client inside a transaction to send its next statement (PostgreSQL ends the session and
+    its locks: a paused or cut-off replica frees the surveys it held), `network` for a
+    connection to open, for a free connection from the pool, and for the other end to
+    acknowledge what was sent or answer keepalives (PostgreSQL)."""
+
+    lock: float = 5.0
+    statement: float = 60.0
+    idle_in_transaction: float = 10.0
+    network: float = 5.0
+
+
+def unavailable(exc: BaseException) -> DatabaseUnavailable | None:
+    """The DatabaseUnavailable that an exception from a database call stands for, or None if
+    it stands for none: the server unreachable, restarting or ending the session, a lock not
+    free or a statement not done in time, a full disk (psycopg's OperationalError and its
+    pool's timeout; SQLite's busy, full and I/O errors; ENOSPC, EDQUOT)."""
+    if isinstance(exc, DatabaseUnavailable):
+        return exc
+    psycopg = sys.modules.get("psycopg")  # not imported: no psycopg error was raised
+    if isinstance(exc, sqlite3.OperationalError):
+        code = exc.sqlite_errorcode & 0xFF
+        reason = {sqlite3.SQLITE_BUSY: "a lock was not free in time",
+                  sqlite3.SQLITE_FULL: "its disk is full",
+                  sqlite3.SQLITE_IOERR: "its disk failed a read or write"}.get(code)
+    elif isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        reason = "its disk is full"
+    elif psycopg is not None and isinstance(exc, psycopg.OperationalError):
+        reason = {"53100": "its disk is full", "55P03": "a lock was not free in time",
+                  "57014": "a statement did not finish in time",
+                  "40001": "a concurrent transaction conflicted",
+                  "40P01": "a concurrent transaction conflicted"}.get(
+            getattr(exc, "sqlstate", None) or "", "it cannot be reached or is restarting")
+    else:
+        return None
+    if reason is None:
+        return None
+    return DatabaseUnavailable(f"the database cannot serve this now ({reason}); retry in "
+                               f"{DatabaseUnavailable.retry_after} seconds, with the same "
+                               "Idempotency-Key if the request had one")
 
 
 class Connection(ABC):
@@ -89,6 +139,11 @@ class Connection(ABC):
         """Inside a transaction: wait until no other connection runs a migration step."""
 
     @abstractmethod
+    def unbounded_statements(self) -> None:
+        """Inside a transaction: its statements may run longer than DATABASE_STATEMENT_TIMEOUT
+        (a release of a large pool, a migration step)."""
+
+    @abstractmethod
     def transaction(self) -> AbstractContextManager["Connection"]:
         """All or nothing: commit on success (durably), roll back on any exception. Inside
         another transaction it is a savepoint: its own part is undone on an exception."""
@@ -131,6 +186,9 @@ class SQLiteConnection(Connection):
 
     def lock_database(self) -> None:
         pass  # BEGIN IMMEDIATE already serializes writers
+
+    def unbounded_statements(self) -> None:
+        pass  # SQLite has no statement timeout
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
@@ -185,7 +243,14 @@ class PostgresConnection(Connection):
         return self.query(sql + (" FOR UPDATE" if exclusive else " FOR SHARE"), params)
 
     def lock_database(self) -> None:
+        """A migration step waits for another replica's and runs as long as it needs: the
+        session's lock and statement timeouts are lifted for this transaction."""
+        self.raw.execute("SET LOCAL lock_timeout = 0")
+        self.unbounded_statements()
         self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (self.MIGRATION_LOCK,))
+
+    def unbounded_statements(self) -> None:
+        self.raw.execute("SET LOCAL statement_timeout = 0")
 
     def insert_rows(self, table: str, columns: Sequence[str],
                     rows: Iterable[Sequence[Any]]) -> None:
@@ -514,8 +579,8 @@ class SQLiteDatabase:
     # kept holds the frames since the last scrub, which empties the file (truncate_wal).
     WAL_KEPT_BYTES = 8 * 2**20
 
-    def __init__(self, path: str, keys: StorageKeys):
-        self.path, self.keys = path, keys
+    def __init__(self, path: str, keys: StorageKeys, timeouts: Timeouts = Timeouts()):
+        self.path, self.keys, self.timeouts = path, keys, timeouts
         private_database_file(Path(path))
         self._idle: list[sqlite3.Connection] = []
         self._opened: set[sqlite3.Connection] = set()
@@ -537,7 +602,7 @@ class SQLiteDatabase:
     def _open(self, synchronous: str) -> sqlite3.Connection:
         """A new connection to the file, used by one thread at a time, but not always the same
         one; `synchronous` FULL (every connection but the group commit's) or NORMAL."""
-        raw = sqlite3.connect(self.path, isolation_level=None, timeout=30,
+        raw = sqlite3.connect(self.path, isolation_level=None, timeout=self.timeouts.lock,
                               check_same_thread=False)
         for pragma in ("journal_mode = WAL", f"synchronous = {synchronous}",
                        "foreign_keys = ON", "secure_delete = ON",
@@ -615,29 +680,83 @@ def vacuum_tables(raw: Any, tables: Sequence[str]) -> bool:
     MAX_RETRY seconds. SKIP_LOCKED: never wait behind another VACUUM of the same table (that
     one is doing the work). It runs in the background, never in a request. Bytes of a removed
     version may stay in its page until the space is reused: see the threat model in docs/privacy.md."""
-    raw.execute(f"VACUUM (SKIP_LOCKED) {', '.join(tables)}")
+    raw.execute("SET statement_timeout = 0")  # however large the tables: in the background
+    try:
+        raw.execute(f"VACUUM (SKIP_LOCKED) {', '.join(tables)}")
+    finally:
+        raw.execute("RESET statement_timeout")
     left = raw.execute("SELECT SUM(pg_stat_get_dead_tuples(relid)) FROM "
                        "UNNEST(%s::regclass[]) AS relid", (list(tables),)).fetchone()[0]
     return not left
 
 
+def bounded_conninfo(url: str, timeouts: Timeouts) -> str:
+    """The connection string for `url` with every session bounded by `timeouts`: the server's
+    lock_timeout, statement_timeout and idle_in_transaction_session_timeout; on both ends of
+    the TCP connection, keepalives (a peer silent for `network` seconds is probed every
+    second, `network` times) and tcp_user_timeout (data unacknowledged for `network` seconds
+    ends the connection), so a cut-off peer is noticed within seconds rather than TCP's
+    hours; connect_timeout. Options already in `url` come after these, so they win."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    def ms(seconds: float) -> int:
+        return max(1, round(seconds * 1000))
+
+    network = max(1, round(timeouts.network))
+    server = {"lock_timeout": ms(timeouts.lock), "statement_timeout": ms(timeouts.statement),
+              "idle_in_transaction_session_timeout": ms(timeouts.idle_in_transaction),
+              "tcp_keepalives_idle": network, "tcp_keepalives_interval": 1,
+              "tcp_keepalives_count": network, "tcp_user_timeout": ms(timeouts.network)}
+    options = " ".join([*(f"-c {name}={value}" for name, value in server.items()),
+                        conninfo_to_dict(url).get("options") or ""]).strip()
+    return make_conninfo(url, options=options, connect_timeout=network, keepalives=1,
+                         keepalives_idle=network, keepalives_interval=1,
+                         keepalives_count=network, tcp_user_timeout=ms(timeouts.network))
+
+
+def check_idle(raw: Any) -> None:
+    """The pool's check of an idle connection before it hands it out: a round trip to the
+    server only if the connection's socket has something to read, which on an idle connection
+    is only the server's goodbye (it shut down or ended the session); raises if the
+    connection is dead. A round trip for every request would cost each one a wait."""
+    from psycopg_pool import ConnectionPool
+
+    if raw.closed or readable(raw.fileno()):
+        ConnectionPool.check_connection(raw)
+
+
+def readable(fd: int) -> bool:
+    """Whether `fd` has something to read now (poll: no limit on the descriptor's number, as
+    select has)."""
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN)
+    return bool(waiting.poll(0))
+
+
 class PostgresDatabase:
-    """A PostgreSQL server, through a connection pool shared by the app's threads."""
+    """A PostgreSQL server, through a connection pool shared by the app's threads. Every
+    session is bounded by `timeouts` (bounded_conninfo); a request waits at most
+    `timeouts.network` seconds for a connection, and a connection the server has closed is
+    never handed out (check_idle). While the server is down the pool gives up reconnecting
+    after `timeouts.network` seconds, and the next request asks for a connection at once:
+    no back-off stands between the server's return and the first request it serves."""
 
-    CONNECT_SECONDS = 5
-
-    def __init__(self, url: str, keys: StorageKeys, max_size: int = 16):
+    def __init__(self, url: str, keys: StorageKeys, max_size: int = 16,
+                 timeouts: Timeouts = Timeouts()):
         import psycopg
         from psycopg_pool import ConnectionPool
 
+        conninfo = bounded_conninfo(url, timeouts)
         try:  # one direct try first: the server's own words, within seconds, not a pool timeout
-            psycopg.connect(url, connect_timeout=self.CONNECT_SECONDS).close()
+            psycopg.connect(conninfo).close()
         except psycopg.Error as exc:
             reason = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
             raise ConfigurationError(f"cannot connect to PostgreSQL at "
                                      f"{display_url(url)}: {reason}") from None
-        self.pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True,
-                                   kwargs={"autocommit": True})
+        self.pool = ConnectionPool(conninfo, min_size=1, max_size=max_size, open=True,
+                                   kwargs={"autocommit": True}, check=check_idle,
+                                   timeout=timeouts.network,
+                                   reconnect_timeout=timeouts.network)
         self.pool.wait(timeout=10)
         self.keys = keys
         self.published: dict[str, Survey] = {}
@@ -662,12 +781,13 @@ def display_url(url: str) -> str:
     return url.split("@")[-1]
 
 
-def open_database(url: str, keys: StorageKeys) -> Database:
-    """sqlite:///path/to/file or postgresql://user@host/db, its rows keyed by `keys`."""
+def open_database(url: str, keys: StorageKeys, timeouts: Timeouts = Timeouts()) -> Database:
+    """sqlite:///path/to/file or postgresql://user@host/db, its rows keyed by `keys`, its
+    sessions bounded by `timeouts`."""
     if url.startswith(("postgresql://", "postgres://")):
-        return PostgresDatabase(url, keys)
+        return PostgresDatabase(url, keys, timeouts=timeouts)
     if url.startswith("sqlite:///"):
-        return SQLiteDatabase(url.removeprefix("sqlite:///"), keys)
+        return SQLiteDatabase(url.removeprefix("sqlite:///"), keys, timeouts)
     raise ValueError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://...")
 
 

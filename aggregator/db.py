@@ -6,7 +6,7 @@ the app is created, which also starts the app's release clock (releases.ReleaseC
 from flask import Flask, Response, current_app, g
 
 from . import migrations, releases
-from .database import Connection, connection_to, open_database
+from .database import Connection, Timeouts, connection_to, open_database
 from .storage_key import StorageKeys
 
 
@@ -34,11 +34,16 @@ def close_db(_exc: BaseException | None = None) -> None:
 
 
 def init_app(app: Flask) -> None:
-    """Open the configured database under the storage key, bring its schema up to date (one
+    """Open the configured database under the storage key, its sessions bounded by the
+    DATABASE_*_TIMEOUT settings, bring its schema up to date (one
     written under another storage key is refused: migrations.check_key), scrub what deleted
     rows left, start the release clock (every RELEASE_EVERY seconds), register the teardown."""
     keys = StorageKeys.from_secret(app.config["STORAGE_KEY"].encode())
-    database = open_database(app.config["DATABASE_URL"], keys)
+    config = app.config
+    timeouts = Timeouts(config["DATABASE_LOCK_TIMEOUT"], config["DATABASE_STATEMENT_TIMEOUT"],
+                        config["DATABASE_IDLE_IN_TRANSACTION_TIMEOUT"],
+                        config["DATABASE_NETWORK_TIMEOUT"])
+    database = open_database(config["DATABASE_URL"], keys, timeouts)
     try:
         with connection_to(database) as connection:
             migrations.migrate(connection)

@@ -10,6 +10,7 @@ from flask_limiter import RateLimitExceeded
 from werkzeug.exceptions import HTTPException
 
 from . import exceptions as ex
+from .database import unavailable
 from .limits import RateLimited, breach
 
 
@@ -33,6 +34,9 @@ NOT_FOUND_PAGE = Page(404, "Survey not found", "There is no survey at this addre
                                                "check the link you were given.")
 CLOSED_PAGE = Page(410, "This survey is closed", "It no longer takes answers. Thank you for "
                                                  "your interest.")
+
+UNAVAILABLE_PAGE = Page(503, "Please try again in a moment", "The service cannot reach its "
+                                                              "database just now.")
 
 ANSWERS: dict[type[ex.DomainError], Answer] = {
     ex.MalformedJson: Answer(400, "invalid_json"),
@@ -68,6 +72,7 @@ ANSWERS: dict[type[ex.DomainError], Answer] = {
     ex.AnalysisStopped: Answer(422, "analysis_stopped"),
     ex.AnalysisUnavailable: Answer(501, "analysis_unavailable"),
     ex.AnalysisBusy: Answer(503, "analyses_busy"),
+    ex.DatabaseUnavailable: Answer(503, "database_unavailable", UNAVAILABLE_PAGE),
     RateLimited: Answer(429, "rate_limited", Page(429, "Too many requests", None)),
 }
 
@@ -78,7 +83,7 @@ def error_response(status: int, code: str, detail: str):
 
 def _wants_json() -> bool:
     """The API and health check answer JSON; pages for people answer HTML."""
-    return request.path.startswith("/api/") or request.path == "/healthz"
+    return request.path.startswith("/api/") or request.path in ("/healthz", "/readyz")
 
 
 def _page(page: Page, detail: str):
@@ -96,9 +101,12 @@ def _domain_error(exc: ex.DomainError):
     if answer is None:
         return _unexpected(exc)
     if _wants_json():
-        return error_response(answer.status, answer.code, str(exc))
-    page = answer.page or Page(answer.status, answer.code.replace("_", " ").capitalize())
-    return _page(page, str(exc))
+        response = make_response(error_response(answer.status, answer.code, str(exc)))
+    else:
+        page = answer.page or Page(answer.status, answer.code.replace("_", " ").capitalize())
+        response = make_response(_page(page, str(exc)))
+    response.headers.extend(error_headers(exc))
+    return response
 
 
 def _http_error(exc: HTTPException):
@@ -117,10 +125,14 @@ def http_answer(exc: HTTPException) -> tuple[int, str, str]:
 
 
 def error_headers(exc: Exception) -> list[tuple[str, str]]:
-    """The headers an error's answer carries: Retry-After in seconds on a 429, an HTTP
-    error's own but its content type (e.g. Allow on a 405)."""
+    """The headers an error's answer carries: Retry-After in seconds on a 429 and a 503 (a
+    database unavailable, analyses busy), an
+    HTTP error's own but its content type (e.g. Allow on a 405)."""
     if isinstance(exc, RateLimited):
         return [("Retry-After", str(exc.seconds))]
+    busy = unavailable(exc) or exc  # also a database's own exception, as api_error answers it
+    if isinstance(busy, ex.DomainError) and hasattr(busy, "retry_after"):
+        return [("Retry-After", str(busy.retry_after))]
     if isinstance(exc, HTTPException):
         return [(name, value) for name, value in exc.get_headers()
                 if name.lower() != "content-type"]
@@ -136,11 +148,25 @@ def _rate_limited(exc: RateLimitExceeded):
 
 
 def _unexpected(exc: Exception):
+    busy = database_unavailable(exc, current_app.logger)
+    if busy is not None:
+        return _domain_error(busy)
     status, code, detail = unexpected(exc, current_app.logger)
     if not _wants_json():
         return _page(Page(500, "Something went wrong", "The server failed. Nothing was stored."),
                      "")
     return error_response(status, code, detail)
+
+
+def database_unavailable(exc: BaseException,
+                         logger: logging.Logger) -> ex.DatabaseUnavailable | None:
+    """The DatabaseUnavailable (503) an exception stands for (database.unavailable), logged in
+    one line (the database's own first line, no traceback: it is no bug), or None."""
+    busy = unavailable(exc)
+    if busy is not None and busy is not exc:
+        logger.warning("database unavailable (%s: %s)", type(exc).__name__,
+                       str(exc).partition("\n")[0])
+    return busy
 
 
 def unexpected(exc: BaseException, logger: logging.Logger) -> tuple[int, str, str]:
@@ -156,6 +182,7 @@ def api_error(exc: Exception, logger: logging.Logger) -> tuple[int, str, str]:
     unexpected."""
     if isinstance(exc, HTTPException):
         return http_answer(exc)
+    exc = database_unavailable(exc, logger) or exc
     answer = answer_for(exc) if isinstance(exc, ex.DomainError) else None
     if answer is None:
         return unexpected(exc, logger)

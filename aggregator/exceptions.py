@@ -163,7 +163,18 @@ class AnalysisStopped(DomainError):
 
 
 class AnalysisBusy(DomainError):
-    """As many analyses as the server allows at once are running."""
+    """As many analyses as the server allows at once are running: retry after `retry_after`
+    seconds."""
+
+    retry_after = 10
+
+
+class DatabaseUnavailable(DomainError):
+    """The database cannot do this now (unreachable, restarting, its disk full, or the
+    survey's lock not free within the lock timeout): nothing was stored; retry after
+    `retry_after` seconds."""
+
+    retry_after = 5
 
 
 class ConfigurationError(RuntimeError):

@@ -16,11 +16,12 @@ import multiprocessing
 import os
 import re
 
+from gunicorn.errors import AppImportError
 from gunicorn.glogging import Logger
 
 from .serving import logged
 
-wsgi_app = "ldpsurvey.aggregator:create_app()"
+wsgi_app = "ldpsurvey.aggregator.gunicorn_config:checked_app()"
 raw_env = ["LDP_SURVEY_DEPLOYMENT=production"]
 
 bind = os.environ.get("LDP_SURVEY_BIND", "127.0.0.1:8000")
@@ -94,3 +95,16 @@ class PrivateLogger(Logger):
 logger_class = PrivateLogger
 errorlog = "-"
 loglevel = "info"  # start, workers, stops and refused requests; no addresses (above)
+
+
+def checked_app():
+    """The app, or, when it refuses to start (a setting, the database), gunicorn's
+    AppImportError carrying the reason: gunicorn prints that one line and stops, where any
+    other exception printed a traceback of 70 to 100 lines per worker before it."""
+    from . import create_app
+    from .exceptions import ConfigurationError
+
+    try:
+        return create_app()
+    except (ConfigurationError, ValueError, OSError) as exc:
+        raise AppImportError(str(exc)) from None

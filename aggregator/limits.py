@@ -39,7 +39,7 @@ CLASSES = {
     "pages.draft_preview": "researcher",
     "pages.draft_preview_manifest": "researcher",
 }
-EXEMPT = {"respondents.health"}  # load balancers poll it
+EXEMPT = {"respondents.health", "respondents.ready"}  # load balancers poll them
 KEY_PREFIX = "ldp-survey"  # of every counter's key in the storage
 STORAGE_SCHEMES = ("memory", "memcached")  # neither writes a counter to disk
 

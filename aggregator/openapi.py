@@ -44,7 +44,9 @@ ERRORS = {
     "429": "Too many requests from this client for this class of endpoint (limits.py); the "
            "Retry-After header says in how many seconds to retry",
     "501": "This server lacks what the request needs (the analysis extra)",
-    "503": "Busy: as many analyses as this server runs at once are running; retry later",
+    "503": "The server cannot serve this now: its database (unreachable, restarting, its disk "
+           "full, a lock not free in time), or as many analyses as it runs at once are running; "
+           "the Retry-After header says in how many seconds to retry",
 }
 
 
@@ -56,9 +58,10 @@ def error_description(status: str) -> str:
 
 
 def _error_response(status: str) -> dict:
-    """The shared response of an error status; a 429 also names its Retry-After header."""
+    """The shared response of an error status; a 429 and a 503 also name their Retry-After
+    header."""
     response = _json(_ref("Error"), error_description(status))
-    if status == "429":
+    if status in ("429", "503"):
         response["headers"] = {"Retry-After": {
             "description": "Seconds until this client may send again",
             "schema": {"type": "integer", "minimum": 0}}}
@@ -430,10 +433,13 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
 
 def _operation(summary: str, responses: dict, *, security: list | None = None,
                parameters: list | None = None, body: str | None = None,
-               rate_limited: bool = True) -> dict:
-    """One operation; every one but the health check is rate-limited per client (429)."""
+               rate_limited: bool = True, database: bool = True) -> dict:
+    """One operation; every one but the health checks is rate-limited per client (429);
+    every one that reads the `database` may find it unavailable (503)."""
     if rate_limited:
         responses = {**responses, **_errors("429")}
+    if database:
+        responses = {**responses, **_errors("503")}
     operation: dict[str, Any] = {"summary": summary, "responses": responses}
     if security is not None:
         operation["security"] = security
@@ -516,13 +522,19 @@ def codebook_schema() -> dict:
 
 
 PATHS = {
-    "/healthz": {"get": _operation("Health check", {"200": _json(
-        {"type": "object", "properties": {"status": {"type": "string"}}}, "Healthy")},
-        rate_limited=False)},
+    "/healthz": {"get": _operation("Liveness: the process answers, whatever the database does",
+                                   {"200": _json({"type": "object", "properties": {
+                                       "status": {"type": "string"}}}, "Alive")},
+                                   rate_limited=False, database=False)},
+    "/readyz": {"get": _operation("Readiness: the database answers within seconds",
+                                  {"200": _json({"type": "object", "properties": {
+                                      "status": {"type": "string"}}}, "Ready")},
+                                  rate_limited=False)},
     "/api/openapi.json": {"get": _operation("This description", {"200": _json(
-        {"type": "object"}, "OpenAPI document")})},
+        {"type": "object"}, "OpenAPI document")}, database=False)},
     "/api/key": {"get": _operation("The aggregator's Ed25519 public key",
-                                   {"200": _json(_ref("Key"), "The key")})},
+                                   {"200": _json(_ref("Key"), "The key")},
+                                   database=False)},
     "/api/surveys": {
         "post": _operation("Publish a survey, or keep it as a draft (draft=true)",
                            {"201": _json(_ref("Created"), "Published, or kept as a draft"),

@@ -55,7 +55,9 @@ def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
     into the responses in the order of those keys (store.insert_released), so neither physical
     order, nor the log, nor keys follow arrival or the chunks; they all carry the release's
     number and day. The idempotency claims of the released groups become idempotency records,
-    released that day (store.file_claims)."""
+    released that day (store.file_claims). Its statements grow with the pool: they are not
+    bounded by DATABASE_STATEMENT_TIMEOUT."""
+    db.unbounded_statements()
     survey_id, wanted = survey.survey_id, max(minimum, 1)
     if store.pending_count(db, survey_id, wanted) < wanted:
         return 0

@@ -11,8 +11,17 @@ bp = Blueprint("respondents", __name__)
 
 @bp.get("/healthz")
 def health():
-    store.ping(get_db())
+    """Liveness: the process answers, whatever the database does (a load balancer that
+    restarts on failure must not restart every replica for a database outage)."""
     return jsonify(status="ok")
+
+
+@bp.get("/readyz")
+def ready():
+    """Readiness: the database answers, within DATABASE_NETWORK_TIMEOUT seconds; else 503
+    database_unavailable with Retry-After (errors.py)."""
+    store.ping(get_db())
+    return jsonify(status="ready")
 
 
 @bp.get("/api/key")

@@ -52,6 +52,13 @@ DEFAULTS: dict[str, Any] = {
     # answered as a replay, one after them is stored anew. Keeps the records' index the size
     # of that many days of intake, not of the survey's history (closing deletes them all).
     "IDEMPOTENCY_DAYS": 7,
+    # Seconds a database session may wait for a lock, run one statement, sit idle inside a
+    # transaction (PostgreSQL then ends it, freeing its locks), or wait on the network
+    # (database.Timeouts; docs/deployment.md says how to size them).
+    "DATABASE_LOCK_TIMEOUT": 5,
+    "DATABASE_STATEMENT_TIMEOUT": 60,
+    "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT": 10,
+    "DATABASE_NETWORK_TIMEOUT": 5,
     # Per client (a keyed hash of its address) and class of endpoint (limits.py), in
     # Flask-Limiter's notation; counted in RATE_LIMIT_STORAGE, which replicas must share:
     # memory:// (each process counts alone: a gunicorn worker too) or memcached://HOST:PORT
@@ -90,6 +97,8 @@ TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "STORAGE_KEY", "SERVED_BY", "P
 LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
           "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS", "MIN_CELL", "IDEMPOTENCY_DAYS",
           *(name for name in DEFAULTS if name.startswith("ANALYS")))
+TIMEOUTS = ("DATABASE_LOCK_TIMEOUT", "DATABASE_STATEMENT_TIMEOUT",
+            "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", "DATABASE_NETWORK_TIMEOUT")
 MIN_SECRET_BYTES = 32
 MAX_SESSION_HOURS = 24 * 366
 MAX_IDEMPOTENCY_DAYS = 36_500  # a century: a date that far back is still a date
@@ -127,6 +136,9 @@ def validate(config: Config) -> None:
     every = config["RELEASE_EVERY"]
     if not _is_number(every) or not math.isfinite(every) or every <= 0:
         _refuse("RELEASE_EVERY", every, "a finite number of seconds above 0")
+    for name in TIMEOUTS:
+        if not _is_number(config[name]) or not 0 < config[name] <= 86_400:
+            _refuse(name, config[name], "a number of seconds above 0, at most a day")
     for name in LIMITS:
         if not _is_int(config[name]) or config[name] < 1:
             _refuse(name, config[name], "a whole number of at least 1")

@@ -242,7 +242,7 @@ def recording_client_class():
             response = super().open(*args, **kwargs)
             sent = response.request
             # an unbuffered body is the test's to read: only buffered ones can be checked later
-            if kwargs["buffered"] and (sent.path.startswith("/api/") or sent.path == "/healthz"):
+            if kwargs["buffered"] and (sent.path.startswith("/api/") or sent.path in ("/healthz", "/readyz")):
                 copy = EnvironBuilder(method=sent.method, path=sent.path,
                                       query_string=sent.query_string.decode(),
                                       headers=dict(sent.headers)).get_environ()

@@ -182,10 +182,10 @@ def test_two_replicas_behind_nginx_on_postgresql(tmp_path, database_url, nginx_a
         def client(number: int) -> None:
             for n in range(per_client):
                 index = number * per_client + n
-                status, _, headers = exchange(
+                status, body, headers = exchange(
                     "POST", f"{base}/api/surveys/{survey_id}/responses", answers[index],
                     {"Idempotency-Key": f"scale-{index:06d}"})
-                assert status == 201
+                assert status == 201, (status, body)
                 served_by[headers["Served-By"]] += 1
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]

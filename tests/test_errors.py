@@ -15,10 +15,12 @@ def all_domain_errors() -> set[type]:
     return found
 
 
-# The server-side answers: an analysis asked of a server installed without its extra, or while
-# as many analyses run as it allows at once.
+# The server-side answers: an analysis asked of a server installed without its extra or while
+# as many analyses run as it allows at once, and a database that cannot serve the request now
+# (database.unavailable).
 SERVER_SIDE = {exceptions.AnalysisUnavailable: (501, "analysis_unavailable"),
-               exceptions.AnalysisBusy: (503, "analyses_busy")}
+               exceptions.AnalysisBusy: (503, "analyses_busy"),
+               exceptions.DatabaseUnavailable: (503, "database_unavailable")}
 
 
 def test_every_domain_exception_has_an_answer():

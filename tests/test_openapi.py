@@ -12,6 +12,7 @@ ANSWERS = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}
 def exercise(client, auth):
     """One request, or more, to every operation, with successes and failures."""
     client.get("/healthz")
+    client.get("/readyz")
     client.get("/api/key")
     client.get("/api/openapi.json")
     client.post("/api/surveys", json=SURVEY)
@@ -190,7 +191,7 @@ def test_limits_patterns_roles_and_fields_come_from_the_code(database_url, tmp_p
 
 
 def test_rate_limited_replies_conform_to_the_description(database_url, tmp_path):
-    """Every operation but the health check documents 429 with Retry-After, and real 429s from
+    """Every operation but the health checks documents 429 with Retry-After, and real 429s from
     a client over its limit (a submission, an estimates read) conform to it."""
     from ldpsurvey.aggregator import close_app, create_api_key, create_app
 
@@ -201,7 +202,7 @@ def test_rate_limited_replies_conform_to_the_description(database_url, tmp_path)
         document = client.get("/api/openapi.json").json
         for path, item in document["paths"].items():
             for operation in item.values():
-                assert ("429" in operation["responses"]) == (path != "/healthz"), path
+                assert ("429" in operation["responses"]) == (path not in ("/healthz", "/readyz")), path
         headers = document["components"]["responses"]["Error429"]["headers"]
         assert set(headers) == {"Retry-After"}
         auth = {"Authorization": f"Bearer {create_api_key(app).key}"}

@@ -277,9 +277,11 @@ def test_a_vacuum_held_off_by_a_backup_is_retried(app, client, auth):
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_a_scrub_outlives_a_cut_connection(app, client, auth, caplog, monkeypatch):
-    """The server drops the scrubber's connection (a restart, a failover) while a backup holds
-    VACUUM off: the failed attempt is logged and retried on a new connection, and the scrub
-    still finishes once the backup ends. (It used to end the scrubber's thread for good.)"""
+    """The server drops the pool's connections (a restart, a failover) while a backup holds
+    VACUUM off, and every connection of the pool is taken (a flood of requests): the pool
+    hands out none of the dropped ones (database.check_idle), the attempt that finds none is
+    logged and retried, and the scrub still finishes once the backup ends and connections are
+    free. (A failed attempt used to end the scrubber's thread for good.)"""
     from ldpsurvey.aggregator.database import Scrubber
 
     monkeypatch.setattr(Scrubber, "MAX_RETRY", 0.2)
@@ -289,13 +291,24 @@ def test_a_scrub_outlives_a_cut_connection(app, client, auth, caplog, monkeypatc
         backup.execute("SELECT COUNT(*) FROM surveys").fetchone()
         submit_in_order(client, auth)
         assert app.extensions["ldp_database"].scrubber.pending()
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
-                     "current_database() AND pid NOT IN (pg_backend_pid(), %s) AND "
-                     "backend_type = 'client backend' AND application_name = "
-                     "current_setting('application_name')", (backup.info.backend_pid,))
-        deadline = time.monotonic() + 10
-        while "retrying" not in caplog.text and time.monotonic() < deadline:
+        cut = [pid for pid, _ in conn.execute(
+            "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+            "current_database() AND pid NOT IN (pg_backend_pid(), %s) AND "
+            "backend_type = 'client backend' AND application_name = "
+            "current_setting('application_name')", (backup.info.backend_pid,))]
+        while conn.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ANY(%s)",
+                           (cut,)).fetchone()[0]:  # until they have ended (it is a signal)
             time.sleep(0.02)
+        database = app.extensions["ldp_database"]
+        held = [database.connect() for _ in range(database.pool.max_size)]
+        try:
+            assert all(db.query("SELECT 1") == [(1,)] for db in held)  # none of them dropped
+            deadline = time.monotonic() + 120
+            while "retrying" not in caplog.text and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            for db in held:
+                database.release(db)
         assert ("scrubbing idempotency_keys, invitation_tokens, pending, spent_tokens failed"
                 in caplog.text)
         backup.rollback()
