@@ -26,7 +26,7 @@ from ldpsurvey.shared import METHODS
 from ldpsurvey.shared.scheme import Settings
 from ldpsurvey.shared.schemes import WORDS
 
-from . import access, accounts, auth, lifecycle, preview, settings, surveys
+from . import access, accounts, assets, auth, lifecycle, preview, settings, surveys
 from .charts import estimate_chart, timeline_chart
 from .db import get_db
 from .exceptions import DomainError
@@ -41,11 +41,30 @@ WEB_ASSETS = {entry.name for entry in WEB.iterdir() if entry.name.endswith(".js"
 
 @bp.get("/web/<filename>")
 def web_asset(filename: str):
-    """The form's JavaScript, shipped as package data of ldpsurvey.shared."""
+    """The form's JavaScript under its plain name (for tools and tests; pages link asset_url),
+    never cached, counted by the rate limits."""
     if filename not in WEB_ASSETS:
         abort(404)
     source = (WEB / filename).read_bytes()
     return Response(source, mimetype="text/javascript")
+
+
+@bp.get("/web/<digest>/<filename>")
+def asset(digest: str, filename: str):
+    """A script or the stylesheet under its content-addressed name (assets.py): cached for
+    good, not counted by the rate limits. Another digest (another release's) is 404."""
+    found = assets.bundle()
+    if digest != found.digest or filename not in found.files:
+        abort(404)
+    file = found.files[filename]
+    return Response(file.body, mimetype=file.mimetype,
+                    headers={"Cache-Control": assets.IMMUTABLE})
+
+
+@bp.app_template_global()
+def asset_url(filename: str) -> str:
+    """The URL pages link for an asset (assets.py)."""
+    return url_for("pages.asset", digest=assets.bundle().digest, filename=filename)
 
 
 @bp.get("/s/<survey_id>")
