@@ -328,6 +328,23 @@ def test_a_body_above_the_apps_limit_is_cut_off_by_caddy(public, researcher_key)
     connection.close()
 
 
+def test_an_over_long_request_line_is_refused_in_json_through_caddy(public):
+    """A request line over gunicorn's bound (limit_request_line) reaches gunicorn through
+    Caddy and is refused in the app's JSON with its headers (serving.refusal), not gunicorn's
+    HTML page; one just under the bound reaches the app."""
+    from ldpsurvey.aggregator.gunicorn_config import limit_request_line
+    from ldpsurvey.aggregator.security import HEADERS
+
+    for length, status, error in ((limit_request_line + 50, 414, "request_line_too_long"),
+                                  (limit_request_line - 50, 404, "unknown_survey")):
+        pad = "x" * (length - len("GET /api/surveys/nope?pad= HTTP/1.1"))
+        got, headers, body = fetch(public, "GET", f"/api/surveys/nope?pad={pad}")
+        assert (got, json.loads(body)["error"]) == (status, error)
+        assert headers["Content-Type"] == "application/json"
+        for name, value in HEADERS.items():
+            assert headers[name] == value, name
+
+
 def test_no_log_line_for_responses_nor_any_client_address(public, survey_id):
     """Responses (single and batch) and failures (a broken TLS handshake, a malformed request,
     a refused upload) leave no line for the responses endpoints, no client address and no
