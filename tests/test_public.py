@@ -628,11 +628,54 @@ def test_the_units_command_runs_the_same_setup(tmp_path):
         assert stop_public(running.process, getattr(signal, service["KillSignal"][0])) == 0
 
 
-def test_deploy_systemd_refuses_an_installation_the_sandbox_hides(monkeypatch):
-    monkeypatch.setattr(sys, "executable", "/home/alice/venv/bin/python")
+@pytest.mark.parametrize("python, setting", [
+    ("/home/alice/venv/bin/python", "ProtectHome"), ("/root/venv/bin/python", "ProtectHome"),
+    ("/tmp/venv/bin/python", "PrivateTmp"), ("/var/tmp/venv/bin/python", "PrivateTmp")])
+def test_deploy_systemd_refuses_an_installation_the_sandbox_hides(monkeypatch, python, setting):
+    monkeypatch.setattr(sys, "executable", python)
     result = CliRunner().invoke(main, ["deploy", "systemd", "survey.example.org"])
-    assert result.exit_code == 1
-    assert "ProtectHome" in result.stderr and "/opt/ldp-survey/venv" in result.stderr
+    assert result.exit_code == 1 and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert setting in result.stderr and "/opt/ldp-survey/venv" in result.stderr
+
+
+def test_deploy_systemd_refuses_a_caddy_the_sandbox_hides(monkeypatch, tmp_path):
+    caddy = Path("/tmp") / tmp_path.name / "caddy"
+    monkeypatch.setattr(shutil, "which", lambda name: str(caddy))
+    result = CliRunner().invoke(main, ["deploy", "systemd", "survey.example.org"])
+    assert result.exit_code == 1 and "PrivateTmp" in result.stderr and str(caddy) in result.stderr
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], {"MemoryMax": "1G", "TasksMax": "512", "CPUQuota": "200%"}),
+    (["--memory-max", "512M", "--tasks-max", "64", "--cpu-quota", "50%"],
+     {"MemoryMax": "512M", "TasksMax": "64", "CPUQuota": "50%"}),
+    (["--memory-max", "infinity", "--cpu-quota", "400%"],
+     {"MemoryMax": "infinity", "TasksMax": "512", "CPUQuota": "400%"}),
+])
+def test_deploy_systemd_bounds_memory_tasks_and_cpu(tmp_path, args, expected):
+    require_caddy()
+    path = unit(tmp_path, "survey.example.org", *args)
+    service = unit_settings(path)["Service"]
+    assert {key: service[key] for key in expected} == {k: [v] for k, v in expected.items()}
+    assert_systemd_accepts(path)
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--memory-max", "lots"], "--memory-max"), (["--memory-max", "0"], "--memory-max"),
+    (["--cpu-quota", "2"], "--cpu-quota"), (["--cpu-quota", "0%"], "--cpu-quota"),
+    (["--tasks-max", "3"], "--tasks-max")])
+def test_deploy_systemd_refuses_resources_it_cannot_write(args, option):
+    result = CliRunner().invoke(main, ["deploy", "systemd", "survey.example.org", *args])
+    assert result.exit_code == 2 and result.stdout == "" and option in result.stderr
+
+
+def test_the_unit_says_to_back_up_the_database_and_its_storage_key_apart(tmp_path):
+    require_caddy()
+    text = unit(tmp_path, "survey.example.org").read_text()
+    assert "never /var/lib/ldp-survey as a whole" in text
+    assert "/var/lib/ldp-survey/ldp-survey.sqlite3 \".backup FILE\"" in text
+    assert "/var/lib/ldp-survey/storage-key" in text
 
 
 def test_a_caddy_that_does_not_answer_with_its_own_ca_is_restarted_twice(tmp_path, monkeypatch):
