@@ -191,7 +191,7 @@ def production_settings(database: str | None, instance: str, site: Site) -> dict
     file, secret and storage key (created on first start, as `serve` does), the database, and
     PUBLIC_URL = the site's origin. The app is created once here, in production mode, so that
     a bad setting is one line now rather than a worker failing to boot."""
-    from .server import make_app
+    from .server import make_app, record_database
 
     aggregator = load("ldpsurvey.aggregator")
     app = make_app(database, instance)  # development mode: creates the instance's secrets
@@ -205,6 +205,7 @@ def production_settings(database: str | None, instance: str, site: Site) -> dict
         aggregator.close_app(aggregator.create_app(settings, instance_path=instance))
     except (aggregator.ConfigurationError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
+    record_database(database, instance)  # for `admin create-key --instance` (announce)
     return {f"LDP_SURVEY_{name}": value for name, value in settings.items()}
 
 

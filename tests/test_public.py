@@ -468,6 +468,11 @@ def test_serve_public_on_postgresql(tmp_path, database_url):
                 {"id": "q", "text": "Q?", "type": "yes_no", "alpha": 0.5, "beta": 0.5}]},
             {"Authorization": f"Bearer {made.stdout.strip()}"})
         assert status == 201, body
+        # as the hint on stderr says: the instance folder knows its database (database-url)
+        hinted = cli(running, "admin", "create-key", "--instance", str(running.instance))
+        assert hinted.returncode == 0 and "database: 127.0.0.1:5432/test?" in hinted.stderr
+        assert fetch(running, "GET", "/api/surveys", headers={
+            "Authorization": f"Bearer {hinted.stdout.strip()}"})[0] == 200
     finally:
         stop_public(running.process)
     schema = re.search(r"search_path%3D(\w+)", database_url).group(1)
