@@ -416,3 +416,21 @@ def test_nginx_body_limits_per_endpoint(proxy):
     status, _, headers = exchange("POST", f"{base}/api/surveys/x/tokens",
                                   {"pad": "x" * (2 * 2**20)}, auth)
     assert status == 413 and "Served-By" not in headers
+
+
+@pytest.mark.parametrize("length, source", [(9000, "gunicorn"), (20000, "nginx")])
+def test_an_over_long_request_line_is_refused_in_json_with_the_apps_headers(proxy, length,
+                                                                             source):
+    """Over gunicorn's bound (8,190 bytes) the line reaches gunicorn, which refuses it in the
+    app's JSON; over nginx's buffers (16 KiB) nginx refuses it itself, the same way."""
+    from ldpsurvey.aggregator.security import HEADERS
+
+    base, *_ = proxy
+    pad = "x" * (length - len("GET /api/surveys/nope?pad= HTTP/1.1"))
+    status, body, headers = exchange("GET", f"{base}/api/surveys/nope?pad={pad}")
+    assert (status, body["error"]) == (414, "request_line_too_long"), (source, body)
+    assert headers["Content-Type"] == "application/json"
+    for name, value in HEADERS.items():
+        assert headers[name] == value, name
+    assert ("Served-By" in headers) == (source == "gunicorn")
+    assert exchange("GET", f"{base}/request-line-too-long")[0] == 404  # nginx's own, inside
