@@ -6,7 +6,6 @@ import csv
 import hmac
 import io
 import secrets
-from importlib import resources
 
 from flask import (
     Blueprint,
@@ -34,19 +33,16 @@ from .exports import spreadsheet_safe
 from .qr import FORMATS, qr_code
 
 bp = Blueprint("pages", __name__)
-WEB = resources.files("ldpsurvey.shared") / "web"
-# The form and the schemes' JavaScript twins: every module in shared/web, by name.
-WEB_ASSETS = {entry.name for entry in WEB.iterdir() if entry.name.endswith(".js")}
 
 
 @bp.get("/web/<filename>")
 def web_asset(filename: str):
-    """The form's JavaScript under its plain name (for tools and tests; pages link asset_url),
-    never cached, counted by the rate limits."""
-    if filename not in WEB_ASSETS:
+    """A script or the stylesheet under its plain name (for tools and tests; pages link
+    asset_url): never cached, counted by the rate limits."""
+    file = assets.bundle().files.get(filename)
+    if file is None:
         abort(404)
-    source = (WEB / filename).read_bytes()
-    return Response(source, mimetype="text/javascript")
+    return Response(file.body, mimetype=file.mimetype)
 
 
 @bp.get("/web/<digest>/<filename>")
