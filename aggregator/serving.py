@@ -38,10 +38,9 @@ REFUSALS = {
 
 def refusal(status: int, config, limit: int) -> bytes:
     """The whole HTTP/1.1 response refusing a request the server could not parse (REFUSALS;
-    any other status as 400, `limit` the request line's bound): {"error", "detail"} with the
-    app's security headers, and the connection closed."""
-    status = status if status in REFUSALS else 400
-    code, detail = REFUSALS[status]
+    another status in 400's words, `limit` the request line's bound): {"error", "detail"}
+    with the app's security headers, and the connection closed."""
+    code, detail = REFUSALS.get(status, REFUSALS[400])
     body = json.dumps({"error": code, "detail": detail.format(limit=limit)}).encode()
     fields = [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
               ("Connection", "close"), *response_headers(config)]

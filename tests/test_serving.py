@@ -53,15 +53,19 @@ def assert_refused(answer, status: int, error: str) -> None:
 
 
 def requests_and_ports(port: int, limit: int) -> list[int]:
-    """Over-long, malformed and just-long-enough requests; returns the client ports used."""
+    """Over-long, malformed, with too many header fields (over gunicorn's 50 and
+    http.server's 100) and just-long-enough requests; returns the client ports used."""
+    fields = b"".join(b"X-Field-%d: 1\r\n" % n for n in range(120))
     answers = [exchange(port, line_of(limit + 100)), exchange(port, line_of(limit + 1)),
                exchange(port, b"GET /x HTTP/1.1 and more\r\n\r\n"),
+               exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + fields + b"\r\n"),
                exchange(port, line_of(limit - 2))]
     for answer in answers[:2]:
         assert_refused(answer, 414, "request_line_too_long")
         assert f"({limit} bytes)" in json.loads(answer[2])["detail"]
     assert_refused(answers[2], 400, "malformed_request")
-    assert_refused(answers[3], 404, "unknown_survey")  # the app's own answer: it fits
+    assert_refused(answers[3], 431, "header_fields_too_large")
+    assert_refused(answers[4], 404, "unknown_survey")  # the app's own answer: it fits
     return [answer[3] for answer in answers]
 
 
@@ -103,7 +107,7 @@ def test_gunicorn_answers_in_json_and_logs_no_client(tmp_path, database_url):
 
         close_app(app)
     text = log.read_text()
-    assert text.count("Invalid request") == 3, text
+    assert text.count("Invalid request") == 4, text
     assert_private(text, ports, f"Listening at: http://127.0.0.1:{port}")
 
 
