@@ -16,17 +16,19 @@ import multiprocessing
 import os
 import re
 
+from gunicorn import util
 from gunicorn.errors import AppImportError
 from gunicorn.glogging import Logger
+from gunicorn.http import errors
+from gunicorn.workers.gthread import ThreadWorker
 
-from .serving import logged
+from .serving import logged, refusal
 
 wsgi_app = "ldpsurvey.aggregator.gunicorn_config:checked_app()"
 raw_env = ["LDP_SURVEY_DEPLOYMENT=production"]
 
 bind = os.environ.get("LDP_SURVEY_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("LDP_SURVEY_WORKERS", 2 * multiprocessing.cpu_count() + 1))
-worker_class = "gthread"
 threads = int(os.environ.get("LDP_SURVEY_THREADS", 4))
 timeout = 30
 graceful_timeout = 30
@@ -35,7 +37,9 @@ keepalive = 5
 # Behind exactly one reverse proxy on this host (the app's ProxyFix trusts one hop).
 forwarded_allow_ips = os.environ.get("LDP_SURVEY_PROXY_IPS", "127.0.0.1")
 
-limit_request_line = 4094
+# gunicorn's largest bound (0 would be none at all): twice its default, for long estimates
+# queries (weights); a longer line is answered 414 in JSON (Worker, below).
+limit_request_line = 8190
 limit_request_fields = 50
 limit_request_field_size = 8190
 
@@ -97,6 +101,33 @@ errorlog = "-"
 loglevel = "info"  # start, workers, stops and refused requests; no addresses (above)
 
 
+# gunicorn's refusals of a request it cannot parse, by exact type (InvalidResponseHeader, a
+# subclass of InvalidHeader, is the app's fault: gunicorn's own 500).
+REFUSED = {errors.LimitRequestLine: 414, errors.LimitRequestHeaders: 431,
+           **dict.fromkeys((errors.InvalidRequestLine, errors.InvalidRequestMethod,
+                            errors.InvalidHTTPVersion, errors.InvalidHeader,
+                            errors.InvalidHeaderName, errors.ObsoleteFolding), 400)}
+
+
+class Worker(ThreadWorker):
+    """gunicorn's threaded worker, answering a request it refuses to parse (REFUSED) with the
+    app's JSON error and headers (serving.refusal), not gunicorn's HTML page; the warning it
+    logs names no client."""
+
+    def handle_error(self, req, client, addr, exc):
+        status = REFUSED.get(type(exc))
+        if status is None:
+            super().handle_error(req, client, addr, exc)
+            return
+        self.log.warning("Invalid request: %s", exc)
+        try:
+            util.write_nonblock(client, refusal(status, self.wsgi.config,
+                                                self.cfg.limit_request_line))
+        except OSError:
+            self.log.debug("Failed to send error message.")
+
+
+worker_class = Worker
 def checked_app():
     """The app, or, when it refuses to start (a setting, the database), gunicorn's
     AppImportError carrying the reason: gunicorn prints that one line and stops, where any

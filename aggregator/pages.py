@@ -6,7 +6,6 @@ import csv
 import hmac
 import io
 import secrets
-from importlib import resources
 
 from flask import (
     Blueprint,
@@ -26,7 +25,7 @@ from ldpsurvey.shared import METHODS
 from ldpsurvey.shared.scheme import Settings
 from ldpsurvey.shared.schemes import WORDS
 
-from . import access, accounts, auth, lifecycle, preview, settings, surveys
+from . import access, accounts, assets, auth, lifecycle, preview, settings, surveys
 from .charts import estimate_chart, timeline_chart
 from .db import get_db
 from .exceptions import DomainError
@@ -34,18 +33,34 @@ from .exports import spreadsheet_safe
 from .qr import FORMATS, qr_code
 
 bp = Blueprint("pages", __name__)
-WEB = resources.files("ldpsurvey.shared") / "web"
-# The form and the schemes' JavaScript twins: every module in shared/web, by name.
-WEB_ASSETS = {entry.name for entry in WEB.iterdir() if entry.name.endswith(".js")}
 
 
 @bp.get("/web/<filename>")
 def web_asset(filename: str):
-    """The form's JavaScript, shipped as package data of ldpsurvey.shared."""
-    if filename not in WEB_ASSETS:
+    """A script or the stylesheet under its plain name (for tools and tests; pages link
+    asset_url): never cached, counted by the rate limits."""
+    file = assets.bundle().files.get(filename)
+    if file is None:
         abort(404)
-    source = (WEB / filename).read_bytes()
-    return Response(source, mimetype="text/javascript")
+    return Response(file.body, mimetype=file.mimetype)
+
+
+@bp.get("/web/<digest>/<filename>")
+def asset(digest: str, filename: str):
+    """A script or the stylesheet under its content-addressed name (assets.py): cached for
+    good, not counted by the rate limits. Another digest (another release's) is 404."""
+    found = assets.bundle()
+    if digest != found.digest or filename not in found.files:
+        abort(404)
+    file = found.files[filename]
+    return Response(file.body, mimetype=file.mimetype,
+                    headers={"Cache-Control": assets.IMMUTABLE})
+
+
+@bp.app_template_global()
+def asset_url(filename: str) -> str:
+    """The URL pages link for an asset (assets.py)."""
+    return url_for("pages.asset", digest=assets.bundle().digest, filename=filename)
 
 
 @bp.get("/s/<survey_id>")

@@ -1,6 +1,7 @@
 """Running the aggregator: `serve` for development and `admin` for API keys."""
 
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -22,7 +23,8 @@ database_option = click.option(
 instance_option = click.option(
     "--instance", type=click.Path(file_okay=False), envvar="LDP_SURVEY_INSTANCE",
     default="instance", show_default=True,
-    help="Folder for the development signing key and the SQLite file.")
+    help="Folder for the development signing key, the SQLite file, and the database "
+         "`serve --database` was last given (used when none is named).")
 
 
 def database_shown(app) -> str:
@@ -30,9 +32,37 @@ def database_shown(app) -> str:
     return load("ldpsurvey.aggregator.database").display_url(app.config["DATABASE_URL"])
 
 
+DATABASE_FILE = "database-url"  # in the instance folder: the database `serve` was given
+
+
+def served_database(database: str | None, instance: str) -> str | None:
+    """--database (or LDP_SURVEY_DATABASE_URL), else the database `serve` was last given for
+    this instance folder (recorded there), else None: SQLite in the folder."""
+    if database:
+        return database
+    try:
+        return (Path(instance) / DATABASE_FILE).read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def record_database(database: str | None, instance: str) -> None:
+    """Remember a database given to `serve` in its instance folder (mode 0600: the URL may
+    hold a password), so that `admin` commands naming the folder reach the same database."""
+    if not database:
+        return
+    folder = Path(instance)
+    temporary = folder / f".{DATABASE_FILE}.new"
+    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+        file.write(database + "\n")
+    os.replace(temporary, folder / DATABASE_FILE)
+
+
 def make_app(database: str | None, instance: str):
-    """The aggregator configured from LDP_SURVEY_* variables; --database overrides one."""
+    """The aggregator configured from LDP_SURVEY_* variables; --database overrides one, and
+    without either, the database `serve` was given for this instance folder (served_database)."""
     aggregator = load("ldpsurvey.aggregator")
+    database = served_database(database, instance)
     try:
         return aggregator.create_app({"DATABASE_URL": database} if database else None,
                                      instance_path=instance)
@@ -70,6 +100,7 @@ def serve(database: str | None, instance: str, host: str, port: int, hostname: s
         raise click.UsageError(f"{' and '.join(named)} need --public HOSTNAME")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     app = make_app(database, instance)
+    record_database(database, instance)
     server = load("ldpsurvey.aggregator.serving").make_server(app, host, port)
     click.echo(f"ldp-survey aggregator on http://{host}:{server.server_port} (database: "
                f"{database_shown(app)}); Ctrl-C stops it", err=True)

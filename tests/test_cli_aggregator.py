@@ -361,3 +361,38 @@ def test_survey_create_refuses_what_default_ceilings_refuse(runner, live_server,
     assert made.exit_code == 0
     assert f"ldp-survey survey tokens {made.stdout.strip()} --count N" in made.stderr
     assert "/s/" not in made.stderr  # no plain link: nobody could use it without a token
+
+
+def test_admin_commands_use_the_database_serve_was_given(tmp_path, database_url, monkeypatch):
+    """`serve --database URL --instance FOLDER` records URL in the folder (mode 0600), and
+    `admin create-key --instance FOLDER` then makes a key that server accepts, with no SQLite
+    file in the folder; a --database named to admin still wins (the server refuses that
+    key)."""
+    import stat
+    import subprocess
+    import sys
+
+    from processes import free_port, kill, request, wait_until_up
+
+    monkeypatch.delenv("LDP_SURVEY_DATABASE_URL", raising=False)
+    instance, port = tmp_path / "instance", free_port()
+    server = subprocess.Popen([sys.executable, "-m", "ldpsurvey.cli", "serve", "--port",
+                               str(port), "--instance", str(instance), "--database",
+                               database_url], stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}/healthz")
+        recorded = instance / "database-url"
+        assert recorded.read_text().strip() == database_url
+        assert stat.S_IMODE(recorded.stat().st_mode) == 0o600
+        made = CliRunner().invoke(main, ["admin", "create-key", "--instance", str(instance)])
+        assert made.exit_code == 0, made.output
+        other = CliRunner().invoke(main, ["admin", "create-key", "--instance", str(instance),
+                                          "--database", f"sqlite:///{tmp_path}/other.sqlite3"])
+        assert other.exit_code == 0, other.output
+        statuses = [request("GET", f"http://127.0.0.1:{port}/api/surveys", headers={
+            "Authorization": f"Bearer {result.stdout.strip()}"})[0] for result in (made, other)]
+    finally:
+        kill(server)
+    assert statuses == [200, 401]
+    assert not (instance / "ldp-survey.sqlite3").exists()

@@ -264,11 +264,43 @@ def test_replicas_release_each_pool_once_at_their_scheduled_instants(tmp_path, d
         assert request("GET", f"{base}/api/surveys/{survey_id}/status")[1]["status"] == "open"
 
 
+def from_address(base: str, source: str, path: str) -> int:
+    """The status of GET `path` sent from the loopback address `source` (another client)."""
+    address = urlsplit(base)
+    connection = http.client.HTTPSConnection(address.hostname, address.port, timeout=10,
+                                             source_address=(source, 0),
+                                             context=ssl._create_unverified_context())
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
 def test_nginx_rate_limits_per_client(tmp_path, nginx_available):
-    # the shipped limit: 10 requests/s per client address, bursts of 20
-    with replicas_behind_nginx(tmp_path, f"sqlite:///{tmp_path}/rate.sqlite3") as (base, *_):
-        statuses = Counter(request("GET", f"{base}/healthz")[0] for _ in range(80))
-        assert statuses[429] > 20 and statuses[200] >= 20, statuses
+    """The shipped burst (20 beyond the first request) at a rate so low (1 a minute) that the
+    bucket cannot refill during the flood unless it lasts minutes: a client flooding from a
+    fresh address gets exactly 21 answers, plus one per whole minute the flood took, however
+    loaded the machine; the assets under content-addressed names are never counted, before or
+    after its limit; another address keeps its own bucket."""
+    from ldpsurvey.aggregator.assets import bundle
+
+    shipped = (Path(__file__).resolve().parents[1] / "deploy" / "nginx" /
+               "ldp-survey.conf").read_text()
+    assert "rate=10r/s;" in shipped and "burst=20 nodelay;" in shipped
+    asset = f"/web/{bundle().digest}/form.js"
+    with replicas_behind_nginx(tmp_path, f"sqlite:///{tmp_path}/rate.sqlite3",
+                               rate="1r/m") as (base, *_):
+        assets = Counter(from_address(base, "127.0.0.2", asset) for _ in range(40))
+        started = time.monotonic()
+        statuses = Counter(from_address(base, "127.0.0.2", "/healthz") for _ in range(60))
+        minutes = int((time.monotonic() - started) // 60)
+        assert 21 <= statuses[200] <= 21 + minutes and statuses[429] == 60 - statuses[200], \
+            statuses
+        assets += Counter(from_address(base, "127.0.0.2", asset) for _ in range(40))
+        assert assets == {200: 80}
+        assert from_address(base, "127.0.0.3", "/healthz") == 200
+        assert from_address(base, "127.0.0.2", "/web/0123456789abcdef/../../healthz") == 429
         status, _ = request("POST", f"{base}/api/surveys/x/responses/batch",
                             {"pad": "x" * (17 * 2**20)})
         assert status == 413  # nginx's client_max_body_size, before any replica
@@ -384,3 +416,21 @@ def test_nginx_body_limits_per_endpoint(proxy):
     status, _, headers = exchange("POST", f"{base}/api/surveys/x/tokens",
                                   {"pad": "x" * (2 * 2**20)}, auth)
     assert status == 413 and "Served-By" not in headers
+
+
+@pytest.mark.parametrize("length, source", [(9000, "gunicorn"), (20000, "nginx")])
+def test_an_over_long_request_line_is_refused_in_json_with_the_apps_headers(proxy, length,
+                                                                             source):
+    """Over gunicorn's bound (8,190 bytes) the line reaches gunicorn, which refuses it in the
+    app's JSON; over nginx's buffers (16 KiB) nginx refuses it itself, the same way."""
+    from ldpsurvey.aggregator.security import HEADERS
+
+    base, *_ = proxy
+    pad = "x" * (length - len("GET /api/surveys/nope?pad= HTTP/1.1"))
+    status, body, headers = exchange("GET", f"{base}/api/surveys/nope?pad={pad}")
+    assert (status, body["error"]) == (414, "request_line_too_long"), (source, body)
+    assert headers["Content-Type"] == "application/json"
+    for name, value in HEADERS.items():
+        assert headers[name] == value, name
+    assert ("Served-By" in headers) == (source == "gunicorn")
+    assert exchange("GET", f"{base}/request-line-too-long")[0] == 404  # nginx's own, inside

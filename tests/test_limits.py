@@ -5,11 +5,13 @@ sets the rest of the suite's out of reach)."""
 
 import logging
 import secrets
+from importlib import resources
 
 import pytest
 
 from ldpsurvey.aggregator import DEFAULTS, ConfigurationError, close_app, create_api_key, create_app
 from ldpsurvey.aggregator.limits import SETTINGS, client_key
+from ldpsurvey.shared import read_definition
 
 from helpers import MEMCACHED, SURVEY, memcached_available, require
 
@@ -227,3 +229,51 @@ def test_a_bad_limit_setting_is_refused_at_start_naming_it(make_app, name, value
         make_app(**{name: value})
     assert f"setting {name} (LDP_SURVEY_{name}) must be" in str(refused.value)
     assert expected in str(refused.value)
+
+
+def test_a_shared_address_loads_the_form_for_three_limited_requests_each(make_app, browser):
+    """Respondents behind one address (a school, a proxy, a carrier's NAT) each open the form
+    in a fresh browser: it costs three requests of the `other` class (the page, its manifest,
+    the survey's status); the stylesheet and every module, under content-addressed names, are
+    cached for good and not counted. With RATE_LIMIT_OTHER at 6 per minute two respondents
+    load the whole form (before: 14 requests each), and a third is refused the page."""
+    import threading
+
+    from werkzeug.serving import make_server
+
+    from ldpsurvey.aggregator.assets import IMMUTABLE, bundle
+
+    app = make_app(RATE_LIMIT_OTHER="6 per minute")
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
+                     daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    app.config["PUBLIC_URL"] = base  # signed into the survey: the form answers only here
+    health = read_definition(resources.files("ldpsurvey.shared") / "examples" / "health.toml")
+    survey_id = app.test_client().post("/api/surveys", json=health, headers={
+        "Authorization": f"Bearer {create_api_key(app).key}"}).json["survey_id"]
+    immutable = f"{base}/web/{bundle().digest}/"
+    try:
+        for respondent in range(3):
+            context = browser.new_context()
+            page = context.new_page()
+            responses = []
+            page.on("response", lambda response, kept=responses: kept.append(response))
+            first = page.goto(f"{base}/s/{survey_id}")
+            if respondent == 2:
+                assert first.status == 429
+                break
+            page.wait_for_selector("#questions:not([hidden])")
+            limited = sorted(r.url[len(base):] for r in responses
+                             if not r.url.startswith(immutable))
+            assets = [r for r in responses if r.url.startswith(immutable)]
+            assert limited == [f"/api/surveys/{survey_id}", f"/api/surveys/{survey_id}/status",
+                               f"/s/{survey_id}"]
+            assert {r.url.rsplit("/", 1)[1] for r in assets} >= {"form.js", "randomizer.js",
+                                                                "schemes.js", "style.css"}
+            assert all(r.status == 200 and r.headers["cache-control"] == IMMUTABLE
+                       for r in assets)
+            context.close()
+    finally:
+        context.close()
+        server.shutdown()

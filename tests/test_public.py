@@ -328,6 +328,23 @@ def test_a_body_above_the_apps_limit_is_cut_off_by_caddy(public, researcher_key)
     connection.close()
 
 
+def test_an_over_long_request_line_is_refused_in_json_through_caddy(public):
+    """A request line over gunicorn's bound (limit_request_line) reaches gunicorn through
+    Caddy and is refused in the app's JSON with its headers (serving.refusal), not gunicorn's
+    HTML page; one just under the bound reaches the app."""
+    from ldpsurvey.aggregator.gunicorn_config import limit_request_line
+    from ldpsurvey.aggregator.security import HEADERS
+
+    for length, status, error in ((limit_request_line + 50, 414, "request_line_too_long"),
+                                  (limit_request_line - 50, 404, "unknown_survey")):
+        pad = "x" * (length - len("GET /api/surveys/nope?pad= HTTP/1.1"))
+        got, headers, body = fetch(public, "GET", f"/api/surveys/nope?pad={pad}")
+        assert (got, json.loads(body)["error"]) == (status, error)
+        assert headers["Content-Type"] == "application/json"
+        for name, value in HEADERS.items():
+            assert headers[name] == value, name
+
+
 def test_no_log_line_for_responses_nor_any_client_address(public, survey_id):
     """Responses (single and batch) and failures (a broken TLS handshake, a malformed request,
     a refused upload) leave no line for the responses endpoints, no client address and no
@@ -451,6 +468,11 @@ def test_serve_public_on_postgresql(tmp_path, database_url):
                 {"id": "q", "text": "Q?", "type": "yes_no", "alpha": 0.5, "beta": 0.5}]},
             {"Authorization": f"Bearer {made.stdout.strip()}"})
         assert status == 201, body
+        # as the hint on stderr says: the instance folder knows its database (database-url)
+        hinted = cli(running, "admin", "create-key", "--instance", str(running.instance))
+        assert hinted.returncode == 0 and "database: 127.0.0.1:5432/test?" in hinted.stderr
+        assert fetch(running, "GET", "/api/surveys", headers={
+            "Authorization": f"Bearer {hinted.stdout.strip()}"})[0] == 200
     finally:
         stop_public(running.process)
     schema = re.search(r"search_path%3D(\w+)", database_url).group(1)
@@ -611,11 +633,54 @@ def test_the_units_command_runs_the_same_setup(tmp_path):
         assert stop_public(running.process, getattr(signal, service["KillSignal"][0])) == 0
 
 
-def test_deploy_systemd_refuses_an_installation_the_sandbox_hides(monkeypatch):
-    monkeypatch.setattr(sys, "executable", "/home/alice/venv/bin/python")
+@pytest.mark.parametrize("python, setting", [
+    ("/home/alice/venv/bin/python", "ProtectHome"), ("/root/venv/bin/python", "ProtectHome"),
+    ("/tmp/venv/bin/python", "PrivateTmp"), ("/var/tmp/venv/bin/python", "PrivateTmp")])
+def test_deploy_systemd_refuses_an_installation_the_sandbox_hides(monkeypatch, python, setting):
+    monkeypatch.setattr(sys, "executable", python)
     result = CliRunner().invoke(main, ["deploy", "systemd", "survey.example.org"])
-    assert result.exit_code == 1
-    assert "ProtectHome" in result.stderr and "/opt/ldp-survey/venv" in result.stderr
+    assert result.exit_code == 1 and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert setting in result.stderr and "/opt/ldp-survey/venv" in result.stderr
+
+
+def test_deploy_systemd_refuses_a_caddy_the_sandbox_hides(monkeypatch, tmp_path):
+    caddy = Path("/tmp") / tmp_path.name / "caddy"
+    monkeypatch.setattr(shutil, "which", lambda name: str(caddy))
+    result = CliRunner().invoke(main, ["deploy", "systemd", "survey.example.org"])
+    assert result.exit_code == 1 and "PrivateTmp" in result.stderr and str(caddy) in result.stderr
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], {"MemoryMax": "1G", "TasksMax": "512", "CPUQuota": "200%"}),
+    (["--memory-max", "512M", "--tasks-max", "64", "--cpu-quota", "50%"],
+     {"MemoryMax": "512M", "TasksMax": "64", "CPUQuota": "50%"}),
+    (["--memory-max", "infinity", "--cpu-quota", "400%"],
+     {"MemoryMax": "infinity", "TasksMax": "512", "CPUQuota": "400%"}),
+])
+def test_deploy_systemd_bounds_memory_tasks_and_cpu(tmp_path, args, expected):
+    require_caddy()
+    path = unit(tmp_path, "survey.example.org", *args)
+    service = unit_settings(path)["Service"]
+    assert {key: service[key] for key in expected} == {k: [v] for k, v in expected.items()}
+    assert_systemd_accepts(path)
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--memory-max", "lots"], "--memory-max"), (["--memory-max", "0"], "--memory-max"),
+    (["--cpu-quota", "2"], "--cpu-quota"), (["--cpu-quota", "0%"], "--cpu-quota"),
+    (["--tasks-max", "3"], "--tasks-max")])
+def test_deploy_systemd_refuses_resources_it_cannot_write(args, option):
+    result = CliRunner().invoke(main, ["deploy", "systemd", "survey.example.org", *args])
+    assert result.exit_code == 2 and result.stdout == "" and option in result.stderr
+
+
+def test_the_unit_says_to_back_up_the_database_and_its_storage_key_apart(tmp_path):
+    require_caddy()
+    text = unit(tmp_path, "survey.example.org").read_text()
+    assert "never /var/lib/ldp-survey as a whole" in text
+    assert "/var/lib/ldp-survey/ldp-survey.sqlite3 \".backup FILE\"" in text
+    assert "/var/lib/ldp-survey/storage-key" in text
 
 
 def test_a_caddy_that_does_not_answer_with_its_own_ca_is_restarted_twice(tmp_path, monkeypatch):

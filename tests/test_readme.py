@@ -167,3 +167,14 @@ def test_the_lifecycle_commands_run_as_written(live_server, researcher_key, clie
     assert client.get(f"/api/surveys/{survey_id}/status").status_code == 404  # deleted
     surveys = client.get("/api/surveys?archived=true", headers=auth).json["surveys"]
     assert [s["status"] for s in surveys] == ["draft"]  # the copy
+
+
+def test_mkdocs_serve_takes_no_port_that_ldp_survey_takes():
+    """`mkdocs serve` and `ldp-survey serve` run side by side while writing docs."""
+    import yaml
+
+    from ldpsurvey.cli.server import serve
+
+    config = yaml.safe_load((REPOSITORY / "mkdocs.yml").read_text())
+    taken = {next(p.default for p in serve.params if p.name == "port"), 8001, 8002}
+    assert int(config["dev_addr"].rsplit(":", 1)[1]) not in taken
