@@ -22,7 +22,8 @@ from .database import Connection
 from .exceptions import AnalysisTooLarge, AnalysisUnavailable, InvalidParameter, RegressionFailed
 
 MAX_FORMULA = 1000  # characters of a regression formula
-MAX_WEIGHTS = 20_000  # characters of a weights query (margins as JSON)
+MAX_WEIGHTS = 8_000  # characters of a weights query (margins as JSON): gunicorn takes a request
+# line of at most 8,190 bytes (gunicorn_config.limit_request_line) and answers a longer one 414
 TALLY = "_n"  # the tally's count column: no question id starts with "_"
 
 

@@ -53,6 +53,9 @@ def create(api: Api, file: str, draft: bool, above_default_ceilings: bool,
 
 
 STARTER = "starter.toml"  # in ldpsurvey.shared's examples
+# Seconds the CLI waits for a regression or weighting: past the server's own budget for one
+# (ANALYSIS_SECONDS, 45 by default; docs/deployment.md), which answers a 422 when it stops one.
+ANALYSIS_WAIT = 120.0
 
 
 @survey.command("init")
@@ -420,7 +423,8 @@ def _regress(api: Api, survey_id: str, formula: str, confidence: float, as_json:
     --json its document (null before the first release), else the coefficients and the
     predicted prevalence by group."""
     fit = api.get(f"/api/surveys/{quote(survey_id, safe='')}/estimates?confidence={confidence}"
-                  f"&regress={quote(formula, safe='')}", auth=None).json()["regression"]
+                  f"&regress={quote(formula, safe='')}", auth=None,
+                  timeout=ANALYSIS_WAIT).json()["regression"]
     if as_json:
         emit_json(fit)
         return
@@ -448,7 +452,7 @@ def _weighted(api: Api, survey_id: str, margins_file: str, formula: str | None,
     query = (f"confidence={confidence}&weights={quote(json.dumps(margins), safe='')}"
              + (f"&regress={quote(formula, safe='')}" if formula else ""))
     body = api.get(f"/api/surveys/{quote(survey_id, safe='')}/estimates?{query}",
-                   auth=None).json()["weighted"]
+                   auth=None, timeout=ANALYSIS_WAIT).json()["weighted"]
     if as_json:
         emit_json(body)
         return
