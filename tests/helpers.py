@@ -40,6 +40,48 @@ OPEN_AND_HIDDEN = {"title": "Open and hidden", "release_batch": 1, "questions": 
     {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
      "epsilon": 1.0}]}
 
+# One survey holding every question type, mechanism and design the product supports (issue
+# 39): test_form_every_type.py checks it against the registries (shared/schemes.py) and runs the
+# form's accessibility, plain-word, keyboard and touch-target tests on it. Every randomized
+# question at epsilon 0.35, 3.85 in all: within a respondent's default limits (ln 3 a question,
+# 4 ln 3 a submission). Three of four ticks at most on a padding and a bits question.
+EVERY_TYPE = {"title": "Every kind of question", "release_batch": 1, "questions": [
+    {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
+     "epsilon": 0.35},
+    {"id": "ever", "text": "Have you ever smoked?", "type": "yes_no", "epsilon": 0.35,
+     "concept": "smoking.ever"},
+    {"id": "shoplifted", "text": "Have you ever taken something from a shop?", "type": "yes_no",
+     "design": "cheating_detection", "epsilon": 0.35},
+    {"id": "sleep", "text": "How long do you sleep?", "type": "choice",
+     "options": ["Under 6 hours", "6 to 8 hours", "Over 8 hours"], "epsilon": 0.35},
+    {"id": "fruit", "text": "Which fruit do you eat most?", "type": "choice",
+     "options": ["Apples", "Pears", "Plums", "Grapes"], "mechanism": "oue", "epsilon": 0.35},
+    {"id": "bread", "text": "Which bread do you buy?", "type": "choice",
+     "options": ["White", "Brown", "Rye", "None"], "mechanism": "olh", "epsilon": 0.35},
+    {"id": "sports", "text": "Which of these did you do last week?", "type": "multi_select",
+     "options": ["Running", "Swimming", "Cycling", "Rowing"], "mechanism": "bits",
+     "max_selected": 2, "epsilon": 0.35},
+    {"id": "drinks", "text": "Which of these did you drink last week?", "type": "multi_select",
+     "options": ["Beer", "Wine", "Cider", "Spirits"], "mechanism": "padding",
+     "max_selected": 2, "epsilon": 0.35},
+    {"id": "glasses", "text": "How many glasses of water do you drink a day?",
+     "type": "numeric", "min": 0, "max": 20, "unit": "glasses", "mechanism": "duchi",
+     "epsilon": 0.35},
+    {"id": "steps", "text": "How many thousand steps do you walk a day?", "type": "numeric",
+     "min": 0, "max": 30, "mechanism": "piecewise", "epsilon": 0.35},
+    {"id": "screen", "text": "How many hours a day do you look at a screen?", "type": "numeric",
+     "min": 0, "max": 24, "unit": "hours", "mechanism": "hybrid", "epsilon": 0.35},
+    {"id": "age", "text": "How old are you?", "type": "numeric", "min": 18, "max": 120,
+     "unit": "years", "disclosed": True},
+    {"id": "region", "text": "Where do you live?", "type": "choice",
+     "options": ["North", "South", "East", "West"], "disclosed": True},
+    {"id": "member", "text": "Are you a member?", "type": "yes_no", "disclosed": True}]}
+# A true answer to each, as typed in a number field or the options ticked.
+EVERY_TYPE_ANSWERS = {"smoked": "No", "ever": "Yes", "shoplifted": "No", "sleep": "6 to 8 hours",
+                      "fruit": "Pears", "bread": "Rye", "sports": ["Running", "Cycling"],
+                      "drinks": ["Wine"], "glasses": "6", "steps": "7.5", "screen": "5",
+                      "age": "40", "region": "East", "member": "Yes"}
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 

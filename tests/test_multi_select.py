@@ -67,7 +67,8 @@ def test_bits_epsilon_is_exact_for_the_declared_constraint(k, m, beta):
 
 @pytest.mark.parametrize("k, ell", [(3, 1), (3, 2), (3, 3), (4, 2)])
 def test_padding_epsilon_is_exact_over_every_pair_of_sets(k, ell):
-    """Every set (of any size: the device accepts more than max_selected) and every reported
+    """Every set (of any size: randomize takes more than max_selected, as earlier releases'
+    devices sent, though this release's refuse it) and every reported
     item: the exact largest log-ratio, from the integer slot and forced-response weights, is the
     stated epsilon, below the forced response's own when l > 1 (sampling amplifies)."""
     s = question(k, mechanism="padding", max_selected=ell, epsilon=1.2).scheme
@@ -249,13 +250,15 @@ def test_end_to_end_counters_estimates_exports(client, auth, sports_id):
         "padding")
 
 
-def test_the_device_refuses_more_than_max_selected_under_bits(live_server, sports_id, tmp_path,
+def test_the_device_refuses_more_than_max_selected_under_bits_and_padding(live_server, sports_id, tmp_path,
                                                               client, auth):
     state = LocalState(tmp_path / "client" / "state.json")
     verified = fetch_survey(live_server, sports_id, state, Ceilings(per_question=2, total=4))
-    with pytest.raises(ValueError, match="select at most 3 options"):
+    with pytest.raises(ValueError, match=r"takes at most 3 options \(4 given\)"):
         prepare(verified, {"sports": [0, 1, 2, 3], "drugs": []}, state)
-    submission = prepare(verified, {"sports": [0, 2], "drugs": [0, 1, 2, 3]}, state)
+    with pytest.raises(ValueError, match=r"takes at most 2 options \(4 given\)"):
+        prepare(verified, {"sports": [0, 2], "drugs": [0, 1, 2, 3]}, state)
+    submission = prepare(verified, {"sports": [0, 2], "drugs": [1, 3]}, state)
     assert len(submission.answers["sports"]) == 6 and 0 <= submission.answers["drugs"] < 7
     assert sent_and_released(client, auth, verified, submission, state)[0] == 1
 
