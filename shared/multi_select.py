@@ -86,7 +86,7 @@ def check_set(truth: Any, options: Sequence[str], limit: int | None) -> list[int
             set(truth)) != len(truth):
         raise ValueError("the answer must be a list of distinct options of the question")
     if limit is not None and len(truth) > limit:
-        raise ValueError(f"takes at most {limit} options ({len(truth)} given)")
+        raise ValueError(f"takes at most {limit} option{'s' * (limit != 1)} ({len(truth)} given)")
     return sorted(truth)
 
 

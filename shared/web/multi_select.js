@@ -18,7 +18,7 @@ function checkSet(truth, k, limit) {
   const ok = Array.isArray(truth) && truth.every((j) => Number.isInteger(j) && j >= 0 && j < k) &&
     new Set(truth).size === truth.length;
   if (!ok) throw new Error("the answer must be a list of distinct options of the question");
-  if (limit !== null && truth.length > limit) throw new Error(`takes at most ${limit} options (${truth.length} given)`);
+  if (limit !== null && truth.length > limit) throw new Error(`takes at most ${limit} option${limit === 1 ? "" : "s"} (${truth.length} given)`);
   return [...truth].sort((a, b) => a - b);
 }
 
