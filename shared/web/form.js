@@ -512,8 +512,7 @@ function numberProblem(question, text) {
   const range = `${scheme.whole ? "a whole number" : "a number"} from ${question.min} to ` +
     `${question.max}`;
   if (Number.isFinite(value) && (value < question.min || value > question.max)) {
-    return `${text.trim()} is too ${value < question.min ? "low" : "high"}: please enter ` +
-      `${range}.`;
+    return `Too ${value < question.min ? "low" : "high"}: enter ${range}.`;
   }
   return Number.isFinite(value) && scheme.accepts(value) ? null : `Please enter ${range}.`;
 }
