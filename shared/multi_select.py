@@ -450,6 +450,9 @@ class PaddingSampling(SetAnswer):
     def shown_report(self, report: Report) -> str:
         return self.options[report] if report < self.k else f"(a placeholder, {report})"
 
+    def plain_report(self, report: Report) -> str:
+        return self.options[report] if report < self.k else "a placeholder"
+
     def note(self) -> tuple[str, str]:
         return (f"The server receives one item: one of your selections (or a placeholder if "
                 f"you select fewer than {self.max_selected}), picked at random, then "

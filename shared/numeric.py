@@ -251,6 +251,10 @@ class StochasticRounding(NumberAnswer, RandomizerEpsilon):
     def shown_report(self, report: Report) -> str:
         return f"a randomized bit {report} ({'toward max' if report else 'toward min'})"
 
+    def plain_report(self, report: Report) -> str:
+        """The end of the range the bit points to, in the answer's units."""
+        return f"the {'high' if report else 'low'} end ({self.shown(self.high if report else self.low)})"
+
     def note(self) -> tuple[str, str]:
         keep = self.alpha + (1 - self.alpha) / 2
         return (f"The server receives one yes/no bit: your number is rounded at random to "

@@ -81,6 +81,10 @@ EVERY_TYPE_ANSWERS = {"smoked": "No", "ever": "Yes", "shoplifted": "No", "sleep"
                       "fruit": "Pears", "bread": "Rye", "sports": ["Running", "Cycling"],
                       "drinks": ["Wine"], "glasses": "6", "steps": "7.5", "screen": "5",
                       "age": "40", "region": "East", "member": "Yes"}
+# Words of a report exactly as the server reads it (scheme.shown_report, web/*.js `shown`):
+# kept for "How your answers are protected" and `respond --details`, never the plain view.
+TECHNICAL = ("marks ", "seed ", "hash value", "randomized cell", "randomized bit",
+             "placeholder, ")
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 

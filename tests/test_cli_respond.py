@@ -122,6 +122,32 @@ def test_respond_holds_the_respondent_to_max_selected_and_the_range(runner, live
         assert refused.exit_code == 2 and said in refused.output, refused.output
 
 
+def test_respond_says_what_is_sent_in_plain_words_and_exactly_with_details(runner, live_server,
+                                                                         client, auth):
+    """On a survey of every question type: each report in everyday words (as the web form,
+    test_form_every_type.py::test_the_page_words_each_report_as_the_python_client_does);
+    --details adds each exactly, as the server reads it."""
+    from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS, TECHNICAL
+
+    survey_id = published(client, auth, EVERY_TYPE)
+    answers = ",".join(f"{qid}={v if isinstance(v, str) else ';'.join(v)}"
+                       for qid, v in EVERY_TYPE_ANSWERS.items())
+    plain = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
+                                 "--answers", answers, "--yes"])
+    assert plain.exit_code == 0, plain.output
+    sent = plain.output.split("exactly what will be sent")[1].split("Some answers may")[0]
+    assert sent.count("\n  [") == len(EVERY_TYPE["questions"])
+    assert not [word for word in TECHNICAL if word in sent], sent
+    assert "[bread] a code that fits several answers" in sent and "[age] 40 years (as given)" in sent
+    detailed = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
+                                    "--yes", "--details"])
+    assert detailed.exit_code == 0, detailed.output
+    exact = detailed.output.split("As the server reads it:")[1].split("The request body")[0]
+    assert exact.count("\n  [") == len(EVERY_TYPE["questions"])
+    for word in ("marks ", "seed ", "hash value", "randomized cell"):
+        assert word in exact, word
+
+
 def test_true_answers_are_reviewed_and_can_be_changed_before_randomizing(runner, live_server,
                                                                          health_id, tmp_path):
     """A mis-typed answer is corrected at the review, before anything is randomized: the

@@ -21,7 +21,7 @@ from test_browser import (  # noqa: F401 (database_url: the browser tests' SQLit
 
 from ldpsurvey.shared import disclosed, multi_select, numeric, parse_manifest, schemes
 
-from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS
+from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS, TECHNICAL
 
 TARGET_PX = 24  # WCAG 2.2's 2.5.8 Target Size (Minimum)
 
@@ -249,11 +249,6 @@ def test_a_tick_past_max_selected_is_an_error_at_its_question(page, live_server,
     assert f"{three[0]}; {three[1]}" in page.locator("#true-list").inner_text()
 
 
-# What the server reads, kept for "How your answers are protected" (web/*.js `shown`).
-TECHNICAL = ("marks ", "seed ", "hash value", "randomized cell", "randomized bit",
-             "placeholder, ")
-
-
 def test_the_confirm_step_says_what_is_sent_in_plain_words(page, live_server, client, auth):
     """Each report in words (the options marked, a code, the high or low end...), and the
     exact report, as the server reads it, inside the collapsed section, one line a question;
@@ -278,6 +273,34 @@ def test_the_confirm_step_says_what_is_sent_in_plain_words(page, live_server, cl
             page.wait_for_selector("#thanks:not([hidden])")
             page.reload()
             page.wait_for_selector("#confirm:not([hidden])")
+
+
+def test_the_page_words_each_report_as_the_python_client_does(page, live_server, client,
+                                                               auth):
+    """Each scheme's report in plain words (web/*.js `plain`, else `shown`) and exactly
+    (`shown`), against Python's plain_report and shown_report (what `respond` prints), over
+    the longest report and twenty randomizations of each question's answer."""
+    from ldpsurvey.shared.randomizer import secure_draw
+
+    survey_id = create(client, auth, EVERY_TYPE)
+    raw = json.loads(client.get(f"/api/surveys/{survey_id}").data)
+    survey = parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
+    open_form(page, live_server, survey_id)
+    cases = []
+    for question, fields in zip(survey.questions, raw["questions"], strict=True):
+        answer = EVERY_TYPE_ANSWERS[question.id]
+        truth = question.scheme.parse_text(answer if isinstance(answer, str) else
+                                           ";".join(answer))
+        reports = [question.scheme.largest_report()] + [
+            question.scheme.randomize(truth, secure_draw) for _ in range(20)]
+        cases += [[fields, report, question.scheme.plain_report(report),
+                   question.scheme.shown_report(report)] for report in reports]
+    got = page.evaluate("""async (cases) => {
+        const s = await import('/web/schemes.js');
+        return cases.map(([question, report]) => { const scheme = s.schemeOf(question);
+            return [(scheme.plain ?? scheme.shown)(report), scheme.shown(report)]; }); }""",
+                        cases)
+    assert got == [[plain, shown] for _, _, plain, shown in cases]
 
 
 # --- the two docs bullets of issue 39 -------------------------------------------------------
