@@ -228,6 +228,9 @@ def dashboard_action(survey_id: str, action: str):
     caller = _researcher()
     if caller is None:
         return redirect(url_for("pages.dashboard"))
+    if action == "close" and request.form.get("confirm") != "yes":  # final: asked first
+        flash(f"{survey_id}: not closed. Closing is final: confirm it under Close for good.")
+        return redirect(url_for("pages.dashboard"), 303)
     service, done = ACTIONS[action]
     service(get_db(), caller, survey_id)
     flash(f"{survey_id}: {done}")

@@ -318,11 +318,14 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
     survey = verified.survey
     click.echo("\nThis is exactly what will be sent, after the coin flips on this device:")
     for qid, report in submission.answers.items():
-        click.echo(clean(f"  [{qid}] {survey.question(qid).scheme.shown_report(report)}"))
+        click.echo(clean(f"  [{qid}] {survey.question(qid).scheme.plain_report(report)}"))
     click.echo(WHY_IT_MAY_DIFFER)
     click.echo(release_summary(survey.release_batch,
                                bool(survey.opened)))
     if details:
+        click.echo("As the server reads it:")
+        for qid, report in submission.answers.items():
+            click.echo(clean(f"  [{qid}] {survey.question(qid).scheme.shown_report(report)}"))
         click.echo(clean(f"The request body: {json.dumps(submission.body())}"))
         click.echo(release_note(survey.release_batch))
     if not assume_yes and not click.confirm("Send it?", default=True):

@@ -489,6 +489,8 @@ class CheatingDetection(OneOption):
     def shown_report(self, report: Report) -> str:
         return f"group {report[0] + 1}: {self.options[report[1]]}"
 
+    plain_report = shown_report  # a group and an option are plain words already
+
     def note(self) -> tuple[str, str]:
         parts = []
         for g, m in enumerate(self.groups):

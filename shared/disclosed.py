@@ -65,7 +65,9 @@ class Open:
         return None
 
     def shown_report(self, report: Report) -> str:
-        return self.shown(report)
+        return f"{self.shown(report)} (as given)"
+
+    plain_report = shown_report  # the answer as given
 
     def simulate(self, truths: Any, rng: Any) -> list[Report]:
         """The answers as they are (what the device sends)."""

@@ -156,6 +156,8 @@ class ForcedResponse(OneOption, RandomizerEpsilon):
     def shown_report(self, report: Report) -> str:
         return self.options[report]
 
+    plain_report = shown_report  # an option is plain words already
+
     def note(self) -> tuple[str, str]:
         m = self.reported
         if self.type == "yes_no":

@@ -1,7 +1,9 @@
 """Check-all-that-apply questions (type = "multi_select"), with two mechanisms and the
 JavaScript twin web/multi_select.js. The true answer is a set S of option indices; with
-max_selected = m declared, a respondent selects at most m (the device refuses more under
-`bits`; `padding` accepts more, biased, see below).
+max_selected = m declared, a respondent selects at most m (the device refuses more: under
+`bits` the epsilon holds only for m; under `padding` it holds for any set, but more than m
+biases the shares low, see below, and intake cannot tell: the report has one size whatever the
+set).
 
 bits (per-option randomized response; Warner 1965, one yes/no forced response per option). Each
 option's membership bit is randomized by the yes/no randomizer (randomizer.py, alpha and
@@ -26,7 +28,8 @@ padding (padding and sampling; Wang, Li and Jha, "Locally differentially private
 itemset mining", IEEE S&P 2018, section 4; Qin et al., LDPMiner, CCS 2016). S is padded with
 dummy items k, k+1, ... to l = m items, one item is sampled uniformly (U1 against the
 cumulative thresholds of a uniform beta over the l slots, or over |S| items when S has more
-than l, which then drops items: the estimates are biased low for such respondents), and the
+than l, which then drops items: the estimates are biased low for such respondents, whom this
+release's devices refuse but an earlier release's took), and the
 item is reported by forced response over d = k + l values (alpha, uniform beta; U2, U3). Three
 draws always.
   Exact epsilon. P(y | S) = (T/N) pi_S(y) + ((N - T)/N)(w_y/N), pi_S(y) the chance the sampled
@@ -84,7 +87,7 @@ def check_set(truth: Any, options: Sequence[str], limit: int | None) -> list[int
             set(truth)) != len(truth):
         raise ValueError("the answer must be a list of distinct options of the question")
     if limit is not None and len(truth) > limit:
-        raise ValueError(f"select at most {limit} options")
+        raise ValueError(f"takes at most {limit} option{'s' * (limit != 1)} ({len(truth)} given)")
     return sorted(truth)
 
 
@@ -145,10 +148,9 @@ class SetAnswer:
 
     def draw_answers(self, truth: Sequence[float], n: int, rng: Any) -> Any:
         """An n x k array of membership bits, each option selected independently with its
-        probability. Where the device takes at most `limit` (bits with max_selected), a
-        simulated respondent who drew more keeps `limit` of them at random, so the shares
-        estimated fall below the scenario's; padding takes every selection, and its estimates
-        are biased instead (BIAS_WARNING)."""
+        probability. Where the device takes at most `limit` (max_selected), a simulated
+        respondent who drew more keeps `limit` of them at random, so the shares estimated fall
+        below the scenario's."""
         import numpy as np
 
         bits = rng.random((n, len(truth))) < np.asarray(truth)
@@ -321,7 +323,12 @@ class PaddingSampling(SetAnswer):
     def k(self) -> int:
         return len(self.options)
 
-    limit = None  # the device takes any number (sampling keeps the epsilon; see BIAS_WARNING)
+    @property
+    def limit(self) -> int:
+        """The device takes at most max_selected: more would bias the shares low
+        (BIAS_WARNING), though sampling keeps the epsilon for a set of any size (randomize
+        takes one, as a client of an earlier release may have sent)."""
+        return self.max_selected
 
     @property
     def d(self) -> int:
@@ -362,7 +369,7 @@ class PaddingSampling(SetAnswer):
         return {**shared_parts(self), "alpha": self.alpha}
 
     def randomize(self, truth: Any, draw: Draw) -> Report:
-        chosen = self.check_truth(truth)
+        chosen = check_set(truth, self.options, None)
         padded = chosen + list(range(self.k, self.k + self.max_selected - len(chosen)))
         pick = draw()
         item = padded[next(i for i, c in enumerate(self.slots(len(padded))) if pick < c)]
@@ -458,6 +465,9 @@ class PaddingSampling(SetAnswer):
 
     def shown_report(self, report: Report) -> str:
         return self.options[report] if report < self.k else f"(a placeholder, {report})"
+
+    def plain_report(self, report: Report) -> str:
+        return self.options[report] if report < self.k else "a placeholder"
 
     def note(self) -> tuple[str, str]:
         return (f"The server receives one item: one of your selections (or a placeholder if "

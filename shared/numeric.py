@@ -87,10 +87,19 @@ class NumberAnswer:
         return min(self.high, max(self.low, float(truth)))
 
     def parse_text(self, text: str) -> float:
+        """A typed answer in [min, max]: one outside is refused, never clamped, so the
+        respondent knows the answer given is the one randomized (check_truth clamps for
+        callers of the library and simulations)."""
+        expected = f"takes a number from {self.low:g} to {self.high:g}"
         try:
-            return self.check_truth(float(text.strip()))
+            value = float(text.strip())
         except ValueError:
-            raise ValueError(f"takes a number from {self.low:g} to {self.high:g}") from None
+            raise ValueError(expected) from None
+        if not math.isfinite(value):
+            raise ValueError(expected)
+        if not self.low <= value <= self.high:
+            raise ValueError(f"{expected}; {text.strip()} is outside")
+        return self.check_truth(value)
 
     def rounding_threshold(self, truth: float) -> int:
         """R = floor(r 2^53), r = (x - min) / (max - min) in double arithmetic."""
@@ -242,6 +251,10 @@ class StochasticRounding(NumberAnswer, RandomizerEpsilon):
 
     def shown_report(self, report: Report) -> str:
         return f"a randomized bit {report} ({'toward max' if report else 'toward min'})"
+
+    def plain_report(self, report: Report) -> str:
+        """The end of the range the bit points to, in the answer's units."""
+        return f"the {'high' if report else 'low'} end ({self.shown(self.high if report else self.low)})"
 
     def note(self) -> tuple[str, str]:
         keep = self.alpha + (1 - self.alpha) / 2

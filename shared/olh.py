@@ -175,6 +175,9 @@ class LocalHashing(OneOption, RandomizerEpsilon, support.OneOfK):
     def shown_report(self, report: Report) -> str:
         return f"seed {report[0]}, hash value {report[1]}"
 
+    def plain_report(self, report: Report) -> str:
+        return "a code that fits several answers"
+
     def note(self) -> tuple[str, str]:
         return (f"The server receives a random seed and a number from 0 to {self.g - 1}: your "
                 f"answer hashed with that seed, kept with {percent(self.p_star)} probability, "

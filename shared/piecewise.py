@@ -396,6 +396,9 @@ class Piecewise(DecodedNumber):
     def shown_report(self, report: Report) -> str:
         return f"a randomized cell {report} of 0 to {self.outputs - 1}"
 
+    def plain_report(self, report: Report) -> str:
+        return "a coded number"
+
     def note(self) -> tuple[str, str]:
         return (f"The server receives one number from 0 to {self.outputs - 1}: with "
                 f"{percent(self.window_chance)} probability one of the {self.window} near your "
@@ -566,6 +569,12 @@ class Hybrid(DecodedNumber):
         if report < outputs:
             return self.piecewise.shown_report(report)
         return self.duchi.shown_report(report - outputs)
+
+    def plain_report(self, report: Report) -> str:
+        outputs = self.piecewise.outputs
+        if report < outputs:
+            return self.piecewise.plain_report(report)
+        return self.duchi.plain_report(report - outputs)
 
     def note(self) -> tuple[str, str]:
         pm, duchi = self.piecewise.note()[0], self.duchi.note()[0]

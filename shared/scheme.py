@@ -126,7 +126,11 @@ class Scheme(Protocol):
         """A true answer in words, for the respondent's review."""
 
     def shown_report(self, report: Report) -> str:
-        """A report in words, beside what is sent."""
+        """A report exactly, as the server reads it (`respond --details`; the form's "How
+        your answers are protected")."""
+
+    def plain_report(self, report: Report) -> str:
+        """A report in everyday words, beside what is sent (web/*.js `plain`, word for word)."""
 
     def note(self) -> tuple[str, str]:
         """What the server receives, in words, and what an observer would guess ("you would
@@ -275,7 +279,12 @@ class BitReport:
         return [str(bit) for bit in report]
 
     def shown_report(self, report: Report) -> str:
-        return "marks " + "".join(map(str, report))
+        return "marks " + "".join(map(str, report)) + " (one per option)"
+
+    def plain_report(self, report: Report) -> str:
+        """The options marked (web/multi_select.js `marked`)."""
+        names = [o for o, bit in zip(self.options, report, strict=True) if bit == 1]
+        return f"marked: {'; '.join(names)}" if names else "nothing marked"
 
 
 def is_bits(value: Any, k: int) -> bool:

@@ -96,7 +96,9 @@ def test_the_form_answers_every_mechanism_and_sends_reports_of_their_shape(
     country, product = payload["answers"]["country"], payload["answers"]["product"]
     assert len(country) == 12 and set(country) <= {0, 1}
     assert 0 <= product[0] < 2**32 and 0 <= product[1] < 4
-    assert "marks " in page.locator("#sent-list").inner_text()
+    assert "marked: " in page.locator("#sent-list").inner_text() or "nothing marked" in (
+        page.locator("#sent-list").inner_text())
+    assert "marks " in protection(page).locator("#sent-codes").inner_text()
     page.click("#send")
     page.wait_for_selector("#thanks:not([hidden])")
     release_due(client.application)
@@ -125,8 +127,9 @@ def test_the_form_asks_check_all_that_apply_within_max_selected(page, live_serve
     assert "at most 2" in sports.locator(".hint").inner_text()
     for option in ("Running", "Swimming", "Cycling"):
         sports.locator("label", has_text=option).click()
-    assert sports.locator("input:checked").count() == 2  # the third is refused
-    assert "You can select at most 2" in sports.locator(".hint").inner_text()
+    assert sports.locator("input:checked").count() == 3  # kept, and refused at the question
+    assert "Please select at most 2" in sports.locator("p.error").inner_text()
+    sports.locator("label", has_text="Cycling").click()
     page.locator('fieldset[data-question="drugs"] label', has_text="Tobacco").click()
     reviewed, payload = review_and_randomize(page)
     assert "Running; Swimming" in reviewed
@@ -154,8 +157,12 @@ def test_the_form_asks_a_number_and_sends_one_bit(page, live_server, client, aut
     assert page.locator('fieldset[data-question="drinks"]').get_attribute("aria-invalid") == (
         "true")  # no number yet
     page.fill("#q-drinks-value", "45")
+    page.click("#review")  # never clamped: refused at the question
+    assert page.locator("#q-drinks-error").inner_text() == (
+        "Too high: enter a number from 0 to 30.")
+    page.fill("#q-drinks-value", "30")
     reviewed, payload = review_and_randomize(page)
-    assert "30 drinks" in reviewed  # clamped before anything
+    assert "30 drinks" in reviewed
     assert payload["answers"]["drinks"] in (0, 1)
     page.click("#send")
     page.wait_for_selector("#thanks:not([hidden])")
@@ -274,8 +281,12 @@ def test_the_form_answers_piecewise_and_hybrid_questions(page, live_server, clie
     assert "one of the 621 near your number" in shown
     page.fill("#q-income-value", "250")
     page.fill("#q-hours-value", "2.5")
+    page.click("#review")  # never clamped: refused at the question
+    assert page.locator("#q-income-error").inner_text() == (
+        "Too high: enter a number from 0 to 200.")
+    page.fill("#q-income-value", "200")
     reviewed, payload = review_and_randomize(page)
-    assert "200" in reviewed  # clamped before anything
+    assert "200" in reviewed
     income, hours = (survey.question(q).scheme for q in ("income", "hours"))
     assert income.check_report(payload["answers"]["income"]) is None
     assert hours.check_report(payload["answers"]["hours"]) is None
@@ -320,13 +331,14 @@ def test_an_open_question_is_marked_takes_whole_numbers_and_is_sent_as_given(
     age = page.locator('fieldset[data-question="age"]')
     page.click("#q-sex-1")
     page.locator('fieldset[data-question="smoked"] label', has_text="Yes").click()
-    for wrong in ("", "17", "100", "42.5"):
+    for wrong, said in (("", "Please enter"), ("17", "Too low: enter"),
+                        ("100", "Too high: enter"), ("42.5", "Please enter")):
         page.fill("#q-age-value", wrong)
         page.click("#review")
         assert page.locator("#true-review").is_hidden(), wrong
         assert age.get_attribute("aria-invalid") == "true", wrong
         assert page.locator("#q-age-error").inner_text() == (
-            "Please enter a whole number from 18 to 99."), wrong
+            f"{said} a whole number from 18 to 99."), wrong
         assert page.locator("#review-error").inner_text() == "Please check one question.", wrong
     screenshot(page, "open-questions-errors")
     page.fill("#q-age-value", "42")

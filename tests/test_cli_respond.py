@@ -13,7 +13,7 @@ from ldpsurvey.client import INTRO, bound_note, release_summary
 from ldpsurvey.client.notes import OPEN_NOT_MIXED
 from ldpsurvey.shared import read_definition
 
-from helpers import OPEN_AND_HIDDEN, released_n, sent_body
+from helpers import OPEN_AND_HIDDEN, published, released_n, sent_body
 
 
 @pytest.fixture
@@ -82,6 +82,70 @@ def test_interactive(runner, live_server, client, auth, health_id):
     assert result.exit_code == 0, result.output
     assert "takes yes or no" in result.output and "option number from 0 to 2" in result.output
     assert responses(client, auth, health_id) == 1
+
+
+HELD = {"title": "Held", "release_batch": 1, "questions": [
+    {"id": "drinks", "text": "Which did you drink?", "type": "multi_select",
+     "options": ["Beer", "Wine", "Cider", "Spirits"], "mechanism": "padding", "max_selected": 2,
+     "epsilon": 1.0},
+    {"id": "sports", "text": "Which did you do?", "type": "multi_select",
+     "options": ["Run", "Swim", "Bike"], "mechanism": "bits", "max_selected": 1, "epsilon": 1.0},
+    {"id": "glasses", "text": "Glasses of water a day?", "type": "numeric", "min": 0,
+     "max": 20, "epsilon": 1.0}]}
+
+
+def test_respond_holds_the_respondent_to_max_selected_and_the_range(runner, live_server,
+                                                                    client, auth):
+    """A tick past max_selected (padding and bits alike) and a number outside [min, max] are
+    one line each and the question asked again, never dropped or clamped; the answers given
+    next are the ones reviewed and sent. From --answers, the same line and exit 2."""
+    survey_id = published(client, auth, HELD)
+    result = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id],
+                           input="Beer;Wine;Cider\nBeer;Cider\nRun;Swim\nSwim\n500\n-1\n"
+                                 "6\n\ny\n")
+    assert result.exit_code == 0, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert errors == [
+        "Error: question 'drinks' takes at most 2 options (3 given)",
+        "Error: question 'sports' takes at most 1 option (2 given)",
+        "Error: question 'glasses' takes a number from 0 to 20; 500 is outside",
+        "Error: question 'glasses' takes a number from 0 to 20; -1 is outside"]
+    assert "[drinks] Beer; Cider" in result.output and "[glasses] 6\n" in result.output
+    assert responses(client, auth, survey_id) == 1
+    for answers, said in (("drinks=Beer;Wine;Cider,sports=none,glasses=6",
+                           "question 'drinks' takes at most 2 options (3 given)"),
+                          ("drinks=none,sports=none,glasses=500",
+                           "question 'glasses' takes a number from 0 to 20; 500 is outside")):
+        refused = runner.invoke(main, ["respond", "--url", live_server, "--survey",
+                                       published(client, auth, HELD), "--answers", answers,
+                                       "--yes"])
+        assert refused.exit_code == 2 and said in refused.output, refused.output
+
+
+def test_respond_says_what_is_sent_in_plain_words_and_exactly_with_details(runner, live_server,
+                                                                         client, auth):
+    """On a survey of every question type: each report in everyday words (as the web form,
+    test_form_every_type.py::test_the_page_words_each_report_as_the_python_client_does);
+    --details adds each exactly, as the server reads it."""
+    from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS, TECHNICAL
+
+    survey_id = published(client, auth, EVERY_TYPE)
+    answers = ",".join(f"{qid}={v if isinstance(v, str) else ';'.join(v)}"
+                       for qid, v in EVERY_TYPE_ANSWERS.items())
+    plain = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
+                                 "--answers", answers, "--yes"])
+    assert plain.exit_code == 0, plain.output
+    sent = plain.output.split("exactly what will be sent")[1].split("Some answers may")[0]
+    assert sent.count("\n  [") == len(EVERY_TYPE["questions"])
+    assert not [word for word in TECHNICAL if word in sent], sent
+    assert "[bread] a code that fits several answers" in sent and "[age] 40 years (as given)" in sent
+    detailed = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
+                                    "--yes", "--details"])
+    assert detailed.exit_code == 0, detailed.output
+    exact = detailed.output.split("As the server reads it:")[1].split("The request body")[0]
+    assert exact.count("\n  [") == len(EVERY_TYPE["questions"])
+    for word in ("marks ", "seed ", "hash value", "randomized cell"):
+        assert word in exact, word
 
 
 def test_true_answers_are_reviewed_and_can_be_changed_before_randomizing(runner, live_server,

@@ -152,8 +152,11 @@ def test_a_survey_from_upload_to_archive_on_the_dashboard(browser, live_server, 
     assert client.get(f"/api/surveys/{survey_id}/shares", headers=auth).json[
         "shared_with"] == ["bob"]
 
+    card(page, title).locator("summary", has_text="Close for good").click()  # asks, only
+    assert card(page, title).locator(".status").inner_text() == "Open"
+    found["asked to close"] = axe_violations(page)
     with page.expect_navigation():
-        card(page, title).get_by_role("button", name=f"Close for good {title}").click()
+        card(page, title).get_by_role("button", name=f"Yes, close {title} for good").click()
     found["closed"] = axe_violations(page)
     assert card(page, title).locator(".status").inner_text() == "Closed"
     csv = page.request.get(f"{live_server}/api/surveys/{survey_id}/export.csv",
@@ -202,6 +205,48 @@ def test_dashboard_actions_need_the_form_token_and_a_session(client, auth, resea
     assert twice.status_code == 409 and b"published" in twice.data
     counts = client.get("/researcher/counts").json
     assert counts == {draft: {"status": "open", "n": 0}}  # never a pending count
+
+
+def test_close_for_good_asks_first_without_a_script(browser, live_server, client, auth,
+                                                   researcher_key):
+    """As the CLI asks before closing (--yes skips it): one click on "Close for good" only
+    opens the question, in HTML alone (scripts off), and closes nothing; the confirmed button
+    closes it. The server closes only a request carrying the confirmation."""
+    survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
+    title = SURVEY["title"]
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    log_in(page, live_server, researcher_key)
+    ask = card(page, title).locator("summary", has_text="Close for good")
+    confirm = card(page, title).get_by_role("button", name=f"Yes, close {title} for good")
+    assert ask.is_visible() and not confirm.is_visible()
+    ask.click()
+    assert confirm.is_visible()
+    assert client.get(f"/api/surveys/{survey_id}/status").json["status"] == "open"
+    with page.expect_navigation():
+        confirm.click()
+    assert client.get(f"/api/surveys/{survey_id}/status").json["status"] == "closed"
+    assert "Closed: it takes no more answers." in page.locator("#dashboard-status").inner_text()
+    context.close()
+
+    other = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
+    client.get("/researcher")
+    with client.session_transaction() as session:
+        token = session["csrf"]
+    client.post("/researcher/login", data={"csrf": token, "key": researcher_key})
+    client.get("/researcher")
+    with client.session_transaction() as session:
+        token = session["csrf"]
+    for confirmation in ({}, {"confirm": "no"}):
+        unasked = client.post(f"/researcher/surveys/{other}/close",
+                              data={"csrf": token, **confirmation})
+        assert unasked.status_code == 303
+        assert client.get(f"/api/surveys/{other}/status").json["status"] == "open"
+    assert b"not closed" in client.get("/researcher").data
+    asked = client.post(f"/researcher/surveys/{other}/close",
+                        data={"csrf": token, "confirm": "yes"})
+    assert asked.status_code == 303
+    assert client.get(f"/api/surveys/{other}/status").json["status"] == "closed"
 
 
 def test_the_qr_code_from_the_api_holds_the_signed_respondent_link(client, auth, app,

@@ -19,6 +19,8 @@ EXPORTS = {"labels.csv": "export.csv", "codes.csv": "export.csv?codes=true",
            "rr.csv": "export.csv?format=rr", "export.jsonl": "export.jsonl"}
 FILES = {**EXPORTS, "codebook.json": "codebook.json", "codebook.md": "codebook.md"}
 IDS = [q["id"] for q in EVERY_TYPE["questions"]]
+MARGINS = {"region": dict.fromkeys(["North", "South", "East", "West"], 0.25)}
+NUMBERS = {q["id"] for q in EVERY_TYPE["questions"] if q["type"] == "numeric"}
 
 
 @pytest.fixture
@@ -109,8 +111,8 @@ def test_the_codebook_explains_every_cell(answered, tmp_path):
                                   for o in question["options"]}, (name, column)
             else:  # bits, seeds, hash values, groups, numbers
                 assert all(float(value) == float(value) for value in values), column
-    padding = questions["sports_padding"]["options"]
-    assert [o["label"] for o in padding[6:]] == ["(placeholder 1)", "(placeholder 2)"]
+    padding = questions["drinks"]["options"]
+    assert [o["label"] for o in padding[4:]] == ["(placeholder 1)", "(placeholder 2)"]
 
 
 @pytest.mark.parametrize("export", list(EXPORTS))
@@ -126,16 +128,16 @@ def test_read_export_reads_every_export(answered, tmp_path, export):
                                     codes=export == "codes.csv")
     assert len(frame) == 240
     usable = {name for name, m in mechanisms.items() if isinstance(m, Mechanism)}
-    assert usable == {"smoked", "voted", "sleep", "country_auto"}
+    assert usable == {"smoked", "ever", "sleep", "travel"}
     refused = {m.question for m in mechanisms.values() if isinstance(m, Unsupported)}
-    assert refused == {"country_oue", "country_olh", "sports_bits", "sports_padding",
-                       "sports_auto", "drinks_duchi", "drinks_piecewise", "drinks_hybrid",
-                       "drinks_auto", "supplies"}
-    assert frame["age"].dtype.kind == "i" and frame["drinks_piecewise"].dtype.kind in "if"
-    assert list(frame["sex"].cat.categories) == ["Female", "Male"]
+    assert refused == {"fruit", "bread", "sports", "drinks",
+                       "games", "glasses", "steps", "screen",
+                       "commute", "shoplifted"}
+    assert frame["age"].dtype.kind == "i" and frame["steps"].dtype.kind in "if"
+    assert list(frame["region"].cat.categories) == ["North", "South", "East", "West"]
     labels, _ = read_export(tmp_path / "labels.csv", tmp_path / "codebook.json")
     for column in labels.columns:  # the same frame, but where codes hold a randomized number's
-        if not column.startswith("drinks_"):  # report and labels its unbiased value
+        if column not in NUMBERS:  # report and labels its unbiased value
             assert list(frame[column].astype(str)) == list(labels[column].astype(str)), column
 
 
@@ -166,13 +168,13 @@ def test_weights_say_which_questions_they_leave_out_and_why(answered, tmp_path):
     from ldpsurvey.analysis import read_export, weighted_results
 
     frame, mechanisms = read_export(tmp_path / "labels.csv", tmp_path / "codebook.json")
-    body = weighted_results(frame, mechanisms, {"sex": {"Female": 0.5, "Male": 0.5}})
+    body = weighted_results(frame, mechanisms, MARGINS)
     weighted = {q["id"] for q in body["questions"]}
-    assert weighted == {"smoked", "voted", "sleep", "country_auto", "sex", "member"}
+    assert weighted == {"smoked", "ever", "sleep", "travel", "region", "member"}
     left_out = {entry["id"]: entry["reason"] for entry in body["left_out"]}
     assert set(left_out) == set(IDS) - weighted - {"age"}
-    assert "cheating detection" in left_out["supplies"]
-    assert "(OUE)" in left_out["country_oue"]
+    assert "cheating detection" in left_out["shoplifted"]
+    assert "(OUE)" in left_out["fruit"]
 
 
 def test_the_cli_says_what_weights_leave_out_and_why_shuffling_does_not_help(
@@ -187,14 +189,14 @@ def test_the_cli_says_what_weights_leave_out_and_why_shuffling_does_not_help(
 
     survey_id = every_type_answered(client, auth)
     monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
-    (tmp_path / "m.json").write_text(json.dumps({"sex": {"Female": 0.5, "Male": 0.5}}))
+    (tmp_path / "m.json").write_text(json.dumps(MARGINS))
     args = ["results", "--url", live_server, "--survey", survey_id]
     weighted = CliRunner().invoke(main, [*args, "--weights", str(tmp_path / "m.json")])
     assert weighted.exit_code == 0, weighted.output
     lines = [line for line in weighted.stdout.splitlines() if line.startswith("Not weighted: ")]
     assert [line.split("'")[1] for line in lines] == [
-        "country_oue", "country_olh", "sports_bits", "sports_padding", "sports_auto",
-        "drinks_duchi", "drinks_piecewise", "drinks_hybrid", "drinks_auto", "supplies"]
+        "fruit", "bread", "sports", "drinks", "games",
+        "glasses", "steps", "screen", "commute", "shoplifted"]
     assert "cheating detection" in lines[-1] and "(OUE)" in lines[0]
     document = json.loads(CliRunner().invoke(
         main, [*args, "--weights", str(tmp_path / "m.json"), "--json"]).stdout)

@@ -25,8 +25,9 @@ from test_browser import (  # noqa: F401 (database_url: the browser tests' SQLit
     protection,
     randomize,
 )
+from test_form_every_type import answer_every_type
 
-from helpers import OPEN_AND_HIDDEN
+from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS, OPEN_AND_HIDDEN
 
 QUESTIONS = len(HEALTH["questions"])
 
@@ -180,6 +181,41 @@ def new_question_types(page, live_server, client, auth):
     return 2
 
 
+def every_type(page, live_server, client, auth):
+    """One survey of every question type (helpers.EVERY_TYPE): its questions."""
+    open_form(page, live_server, create(client, auth, EVERY_TYPE))
+    return len(EVERY_TYPE["questions"])
+
+
+def every_type_errors(page, live_server, client, auth):
+    """Every type, reviewed with a number out of range and a tick past max_selected."""
+    every_type(page, live_server, client, auth)
+    answer_every_type(page, {**EVERY_TYPE_ANSWERS, "glasses": "500",
+                             "drinks": ["Beer", "Wine", "Cider"]})
+    page.click("#review")
+    return len(EVERY_TYPE["questions"])
+
+
+def every_type_confirm(page, live_server, client, auth):
+    """Every type answered and randomized: each report in plain words."""
+    every_type(page, live_server, client, auth)
+    answer_every_type(page)
+    randomize(page)
+    return len(EVERY_TYPE["questions"])
+
+
+def every_type_sent(page, live_server, client, auth):
+    every_type_confirm(page, live_server, client, auth)
+    then(page, "send", "#thanks:not([hidden])")
+    return len(EVERY_TYPE["questions"])
+
+
+def every_type_already_sent(page, live_server, client, auth):
+    every_type_sent(page, live_server, client, auth)
+    then(page, "reload", "#confirm:not([hidden])")
+    return len(EVERY_TYPE["questions"])
+
+
 OPEN = OPEN_AND_HIDDEN
 
 
@@ -204,7 +240,9 @@ def open_sent(page, live_server, client, auth):
     return 3
 
 
-STATES = [open_questions, open_sent, new_question_types, questions, missing_answers, review,
+STATES = [every_type, every_type_errors, every_type_confirm, every_type_sent,
+          every_type_already_sent,
+          open_questions, open_sent, new_question_types, questions, missing_answers, review,
           confirm, thanks, already_sent, unreachable,
           sent_again_after_failure, kept_but_not_sent, invitation_refused, too_much_at_once,
           too_much_together, too_much_in_all, invitation_only_without_link,

@@ -17,7 +17,7 @@ from ldpsurvey.client import LocalState, fetch_survey, prepare
 from ldpsurvey.client.ceilings import Ceilings
 from ldpsurvey.shared import SurveyError, parse_definition, parse_manifest
 from ldpsurvey.shared.multi_select import BIAS_WARNING
-from ldpsurvey.shared.randomizer import N
+from ldpsurvey.shared.randomizer import N, secure_draw
 from ldpsurvey.shared.scheme import Settings
 
 from helpers import published, release_due, respond, run_mock, sent_and_released, tally
@@ -67,7 +67,8 @@ def test_bits_epsilon_is_exact_for_the_declared_constraint(k, m, beta):
 
 @pytest.mark.parametrize("k, ell", [(3, 1), (3, 2), (3, 3), (4, 2)])
 def test_padding_epsilon_is_exact_over_every_pair_of_sets(k, ell):
-    """Every set (of any size: the device accepts more than max_selected) and every reported
+    """Every set (of any size: randomize takes more than max_selected, as earlier releases'
+    devices sent, though this release's refuse it) and every reported
     item: the exact largest log-ratio, from the integer slot and forced-response weights, is the
     stated epsilon, below the forced response's own when l > 1 (sampling amplifies)."""
     s = question(k, mechanism="padding", max_selected=ell, epsilon=1.2).scheme
@@ -249,15 +250,34 @@ def test_end_to_end_counters_estimates_exports(client, auth, sports_id):
         "padding")
 
 
-def test_the_device_refuses_more_than_max_selected_under_bits(live_server, sports_id, tmp_path,
+def test_the_device_refuses_more_than_max_selected_under_bits_and_padding(live_server, sports_id, tmp_path,
                                                               client, auth):
     state = LocalState(tmp_path / "client" / "state.json")
     verified = fetch_survey(live_server, sports_id, state, Ceilings(per_question=2, total=4))
-    with pytest.raises(ValueError, match="select at most 3 options"):
+    with pytest.raises(ValueError, match=r"takes at most 3 options \(4 given\)"):
         prepare(verified, {"sports": [0, 1, 2, 3], "drugs": []}, state)
-    submission = prepare(verified, {"sports": [0, 2], "drugs": [0, 1, 2, 3]}, state)
+    with pytest.raises(ValueError, match=r"takes at most 2 options \(4 given\)"):
+        prepare(verified, {"sports": [0, 2], "drugs": [0, 1, 2, 3]}, state)
+    submission = prepare(verified, {"sports": [0, 2], "drugs": [1, 3]}, state)
     assert len(submission.answers["sports"]) == 6 and 0 <= submission.answers["drugs"] < 7
     assert sent_and_released(client, auth, verified, submission, state)[0] == 1
+
+
+def test_intake_cannot_tell_a_set_past_max_selected():
+    """Why only the device holds respondents to max_selected: under padding a set past it
+    (which randomize takes, as an earlier release's device did) yields one item as any set
+    does, which intake accepts; under bits every pattern of k bits is a report intake accepts;
+    and every report has a positive chance from every set (each forced-response weight is
+    positive), so no report proves a set too large."""
+    padding = question(4, mechanism="padding", max_selected=2, epsilon=1.0).scheme
+    bits = question(4, mechanism="bits", max_selected=2, epsilon=1.0).scheme
+    reports = [padding.randomize([0, 1, 2, 3], secure_draw) for _ in range(50)]
+    assert all(padding.check_report(report) is None for report in reports)
+    assert all(bits.check_report(list(p)) is None for p in itertools.product((0, 1), repeat=4))
+    assert min(padding.thresholds.option_weights + bits.thresholds.option_weights) > 0
+    for scheme in (padding, bits):
+        with pytest.raises(ValueError, match=r"takes at most 2 options \(4 given\)"):
+            scheme.check_truth([0, 1, 2, 3])
 
 
 def test_respond_takes_options_separated_by_semicolons(live_server, sports_id, tmp_path):

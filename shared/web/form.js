@@ -372,8 +372,8 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
         "You answered this before: that answer is used again." :
         "Nothing to answer: you answered this in an earlier survey, and that answer is used."));
     } else if (schemeOf(question).answer === "number") {
+      // A group takes no aria-required (axe: aria-allowed-attr): the field itself does.
       fieldset.setAttribute("role", "group");
-      fieldset.setAttribute("aria-required", "true");
       fieldset.append(element("p", { class: "error", id: `q-${question.id}-error` }));
       const unit = question.unit ? ` (${question.unit})` : "";
       const whole = schemeOf(question).whole === true;
@@ -381,12 +381,14 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
         `A ${whole ? "whole number" : "number"} from ${question.min} to ${question.max}${unit}`);
       const input = element("input", { type: "number", id: `q-${question.id}-value`,
         min: String(question.min), max: String(question.max), step: whole ? "1" : "any",
-        inputmode: whole ? "numeric" : "decimal", "data-number": "" });
+        inputmode: whole ? "numeric" : "decimal", "aria-required": "true", "data-number": "" });
       fieldset.append(label, input);
     } else if (schemeOf(question).answer === "many") {
       fieldset.setAttribute("role", "group");
       const limit = schemeOf(question).limit;
-      fieldset.append(element("p", { class: "error", id: `q-${question.id}-error` }));
+      // Shown, and read out, as a tick goes past the limit (see tooMany).
+      fieldset.append(element("p", { class: "error", id: `q-${question.id}-error`,
+        "aria-live": "polite" }));
       fieldset.append(element("p", { class: "hint", id: `q-${question.id}-hint` },
         limit === null ? "Select all that apply (or none)." :
           `Select all that apply, at most ${limit} (or none).`));
@@ -415,7 +417,9 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
   }
   renderNotes(manifest, epsilons, total, statuses);
   // Radio buttons without a name: keep one choice per question, and arrow keys, by hand.
-  // Checkboxes: at most the question's max_selected, which its epsilon is computed for.
+  // Checkboxes: at most the question's max_selected (the epsilon of `bits` is computed for it,
+  // and more biases the shares of `padding` low): a tick past it stays, marked as an error at
+  // the question until one is cleared, and Review refuses it meanwhile.
   // A number's error clears as it is typed, not on leaving the field: cleared on "change", the
   // message would vanish under a press of the Review button, moving it from under the pointer.
   container.addEventListener("input", (event) => {
@@ -426,12 +430,9 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
     if (event.target.type === "number") return;
     if (event.target.type === "checkbox") {
       const question = manifest.questions.find((q) => q.id === group.dataset.question);
-      const limit = schemeOf(question).limit;
-      if (limit !== null && group.querySelectorAll("input:checked").length > limit) {
-        event.target.checked = false;
-        setText(group.querySelector(".hint"), `You can select at most ${limit}: clear one ` +
-          "first.");
-      }
+      const problem = tooMany(question, group.querySelectorAll("input:checked").length);
+      if (problem) markProblems([[question, problem]], { focus: false });
+      else markAnswered(group);
       return;
     }
     for (const input of group.querySelectorAll("input")) {
@@ -467,34 +468,59 @@ function renderNotes(manifest, epsilons, total, statuses) {
   }
 }
 
-// Errors at the question: each unanswered question gets its message beside it, tied to it
-// with aria-describedby and aria-invalid; focus goes to the first, scrolled into view.
-function markMissing(missing) {
-  for (const question of missing) {
+// Errors at the question: each [question, message] gets its message beside the question, tied
+// to it (and to a number's field) with aria-describedby and aria-invalid; with `focus`, focus
+// goes to the first, scrolled into view.
+function markProblems(problems, { focus = true } = {}) {
+  for (const [question, message] of problems) {
     const group = fieldsetOf(question);
-    group.setAttribute("aria-invalid", "true");
-    group.setAttribute("aria-describedby", `q-${question.id}-error`);
-    const number = schemeOf(question).whole ? "a whole number" : "a number";
-    $(`q-${question.id}-error`).textContent = schemeOf(question).answer === "number" ?
-      `Please enter ${number} from ${question.min} to ${question.max}.` : ERROR_AT_QUESTION;
+    const field = group.querySelector("input[data-number]");
+    for (const node of field ? [group, field] : [group]) {
+      node.setAttribute("aria-invalid", "true");
+      node.setAttribute("aria-describedby", `q-${question.id}-error`);
+    }
+    $(`q-${question.id}-error`).textContent = message;
   }
-  const first = fieldsetOf(missing[0]);
-  first.querySelector("input").focus({ preventScroll: true });
-  first.scrollIntoView({ block: "start" });
+  if (focus) {
+    const first = fieldsetOf(problems[0][0]);
+    first.querySelector("input").focus({ preventScroll: true });
+    first.scrollIntoView({ block: "start" });
+  }
   stillMissing();
 }
 
 function markAnswered(group) {
-  group.removeAttribute("aria-invalid");
-  group.removeAttribute("aria-describedby");
+  for (const node of [group, group.querySelector("input[data-number]")]) {
+    node?.removeAttribute("aria-invalid");
+    node?.removeAttribute("aria-describedby");
+  }
   group.querySelector("p.error").textContent = "";
   stillMissing();
+}
+
+// What is wrong with `count` ticks of a check-all-that-apply question, or null.
+function tooMany(question, count) {
+  const limit = schemeOf(question).limit;
+  return limit !== null && count > limit ?
+    `Please select at most ${limit}: you selected ${count}. Clear one to go on.` : null;
+}
+
+// What is wrong with a number field's text, or null (the scheme takes it).
+function numberProblem(question, text) {
+  const scheme = schemeOf(question);
+  const value = text.trim() === "" ? NaN : Number(text);
+  const range = `${scheme.whole ? "a whole number" : "a number"} from ${question.min} to ` +
+    `${question.max}`;
+  if (Number.isFinite(value) && (value < question.min || value > question.max)) {
+    return `Too ${value < question.min ? "low" : "high"}: enter ${range}.`;
+  }
+  return Number.isFinite(value) && scheme.accepts(value) ? null : `Please enter ${range}.`;
 }
 
 // Beside the Review button: how many questions still need an answer or a fix, if any (an
 // empty one, or a number out of range).
 function stillMissing() {
-  const left = document.querySelectorAll("#question-list [aria-invalid]").length;
+  const left = document.querySelectorAll("#question-list fieldset[aria-invalid]").length;
   $("review-error").textContent = !left ? "" : left === 1 ? "Please check one question." :
     `Please check ${left} questions.`;
 }
@@ -503,27 +529,29 @@ function fieldsetOf(question) {
   return document.querySelector(`fieldset[data-question="${CSS.escape(question.id)}"]`);
 }
 
-// The true answers to the questions that need one (an object without a prototype), or the
-// questions still unanswered.
+// The true answers to the questions that need one (an object without a prototype), and what
+// is wrong with the others, as [question, message] pairs: unanswered, a number outside [min,
+// max] (never clamped unseen), more ticks than max_selected.
 function chosenAnswers(questions) {
   const answers = Object.create(null);
-  const missing = [];
+  const problems = [];
   for (const question of questions) {
     const checked = [...fieldsetOf(question).querySelectorAll("input:checked")]
       .map((input) => Number(input.dataset.option));
     const kind = schemeOf(question).answer;
+    let problem = null;
     if (kind === "number") {
-      const field = fieldsetOf(question).querySelector("input[data-number]");
-      const value = field.value.trim() === "" ? NaN : Number(field.value);
-      // A randomized number is clamped to [min, max]; an open one must be one it takes.
-      const accepts = schemeOf(question).accepts ?? (() => true);
-      if (Number.isFinite(value) && accepts(value)) answers[question.id] = value;
-      else missing.push(question);
-    } else if (kind === "many") answers[question.id] = checked;
-    else if (checked.length) answers[question.id] = checked[0];
-    else missing.push(question);
+      const text = fieldsetOf(question).querySelector("input[data-number]").value;
+      problem = numberProblem(question, text);
+      if (!problem) answers[question.id] = Number(text);
+    } else if (kind === "many") {
+      problem = tooMany(question, checked.length);
+      answers[question.id] = checked;
+    } else if (checked.length) answers[question.id] = checked[0];
+    else problem = ERROR_AT_QUESTION;
+    if (problem) problems.push([question, problem]);
   }
-  return { answers, missing };
+  return { answers, problems };
 }
 
 // The true answers, read back on this device before anything is randomized, each with a
@@ -578,12 +606,18 @@ function againNote(record) {
 function showConfirm(manifest, record, total, again, focus = true) {
   const payload = { answers: {} };
   const list = $("sent-list");
+  const codes = $("sent-codes");
   list.replaceChildren();
+  codes.replaceChildren();
   for (const question of manifest.questions) {
     const report = record.answers[question.id];
+    const scheme = schemeOf(question);
     payload.answers[question.id] = report;
-    list.append(element("li", {}, `${question.text} → ${schemeOf(question).shown(report)}`));
+    // In plain words here; exactly, as the server reads it, in #protection.
+    list.append(element("li", {}, `${question.text} → ${(scheme.plain ?? scheme.shown)(report)}`));
+    codes.append(element("li", {}, `${question.text} → ${scheme.shown(report)}`));
   }
+  $("sent-details").hidden = false;
   $("payload").textContent = JSON.stringify(payload);
   $("body-details").hidden = false;
   $("why-differ").textContent = WHY_IT_MAY_DIFFER;
@@ -838,8 +872,8 @@ async function main() {
     statuses[q.id] !== "reused");
   let chosen = null; // the true answers, on this page only, until they are randomized
   $("review").addEventListener("click", () => {
-    const { answers, missing } = chosenAnswers(needed);
-    if (missing.length) return markMissing(missing);
+    const { answers, problems } = chosenAnswers(needed);
+    if (problems.length) return markProblems(problems);
     $("review-error").textContent = "";
     chosen = answers;
     showReview(needed, answers);

@@ -8,11 +8,17 @@
 
 import { N, randomize, secureDraw, thresholds, uniformBeta } from "./randomizer.js";
 
+// A report of one mark per option, in plain words: the options marked.
+export function marked(question, report) {
+  const names = question.options.filter((_, j) => report[j] === 1);
+  return names.length ? `marked: ${names.join("; ")}` : "nothing marked";
+}
+
 function checkSet(truth, k, limit) {
   const ok = Array.isArray(truth) && truth.every((j) => Number.isInteger(j) && j >= 0 && j < k) &&
     new Set(truth).size === truth.length;
   if (!ok) throw new Error("the answer must be a list of distinct options of the question");
-  if (limit !== null && truth.length > limit) throw new Error(`select at most ${limit} options`);
+  if (limit !== null && truth.length > limit) throw new Error(`takes at most ${limit} option${limit === 1 ? "" : "s"} (${truth.length} given)`);
   return [...truth].sort((a, b) => a - b);
 }
 
@@ -41,6 +47,7 @@ function optionBits(question) {
     },
     largest: () => Array(k).fill(1),
     shown: (report) => `marks ${report.join("")} (one per option)`,
+    plain: (report) => marked(question, report),
     parameters: () => [question.mechanism, question.max_selected ?? null, question.alpha,
       question.beta],
     note: (percent) => "The server receives one yes/no mark per option: each option you " +
@@ -64,7 +71,9 @@ function paddingSampling(question) {
   return {
     epsilon: Math.max(Math.log1p((t.keep / (N - t.keep)) * (largest / Math.min(...t.weights))),
       Math.log1p((a * d) / ((1 - a) * m))),
-    limit: null,
+    // At most m on this page (more would bias the shares low, and intake cannot tell);
+    // randomize takes a set of any size, for which the epsilon holds (as multi_select.py).
+    limit: m,
     randomize(truth, draw = secureDraw) {
       const chosen = checkSet(truth, k, null);
       const padded = [...chosen];
@@ -75,6 +84,7 @@ function paddingSampling(question) {
     },
     largest: () => d - 1,
     shown: (report) => (report < k ? question.options[report] : `(a placeholder, ${report})`),
+    plain: (report) => (report < k ? question.options[report] : "a placeholder"),
     parameters: () => [question.mechanism, m, question.alpha],
     note: () => "The server receives one item: one of your selections (or a placeholder if " +
       `you select fewer than ${m}), picked at random, then randomized among the options and ` +

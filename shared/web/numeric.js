@@ -17,6 +17,9 @@ export function numberAnswer(question) {
   return {
     answer: "number",
     limit: null,
+    // The page takes only an answer in [min, max]: one outside is an error at the question,
+    // never clamped unseen (randomize still clamps, as numeric.py's check_truth).
+    accepts: (x) => x >= low && x <= high,
     clamp,
     // R = floor(r 2^53), as NumberAnswer.rounding_threshold
     rounded: (x) => Math.floor(((clamp(x) - low) / (high - low)) * N),
@@ -28,6 +31,7 @@ export function numberAnswer(question) {
 export function numeric(question) {
   const low = question.min;
   const high = question.max;
+  const unit = question.unit ? ` ${question.unit}` : "";
   const t = thresholds(question.alpha, [0.5, 0.5]);
   const keep = question.alpha + (1 - question.alpha) / 2;
   const { rounded, ...answer } = numberAnswer(question);
@@ -40,6 +44,7 @@ export function numeric(question) {
     },
     largest: () => 1,
     shown: (report) => `a randomized bit ${report} (${report ? "toward max" : "toward min"})`,
+    plain: (report) => `the ${report ? "high" : "low"} end (${report ? high : low}${unit})`,
     parameters: () => [question.mechanism, low, high, question.alpha, question.unit ?? null],
     note: (percent) => `The server receives one yes/no bit: your number is rounded at random ` +
       `to ${high} or ${low} (to ${high} the more often the higher it is), and that is kept ` +

@@ -50,6 +50,7 @@ export function localHashing(question) {
     },
     largest: () => [2 ** 32 - 1, g - 1],
     shown: (report) => `seed ${report[0]}, hash value ${report[1]}`,
+    plain: () => "a code that fits several answers",
     parameters: () => [question.mechanism, g, alpha],
     note: (percent) => `The server receives a random seed and a number from 0 to ${g - 1}: ` +
       `your answer hashed with that seed, kept with ${percent(pStar)} probability, so many ` +

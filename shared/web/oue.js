@@ -5,6 +5,7 @@
 // Python client's exact ratio to about 1e-15, far inside EPSILON_TOLERANCE.
 
 import { N, secureDraw } from "./randomizer.js";
+import { marked } from "./multi_select.js";
 
 export function unaryEncoding(question) {
   const keep = Math.floor(question.p * N);
@@ -21,6 +22,7 @@ export function unaryEncoding(question) {
     },
     largest: () => Array(k).fill(1),
     shown: (report) => `marks ${report.join("")} (one per option)`,
+    plain: (report) => marked(question, report),
     parameters: () => [question.mechanism, question.p, question.q],
     note: (percent) => `The server receives one yes/no mark per option: your own option is ` +
       `marked with ${percent(question.p)} probability and each other option with ` +

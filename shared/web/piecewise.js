@@ -41,6 +41,7 @@ export function piecewise(question) {
     },
     largest: () => outputs - 1,
     shown: (report) => `a randomized cell ${report} of 0 to ${outputs - 1}`,
+    plain: () => "a coded number",
     parameters: () => [question.mechanism, question.min, question.max, grid, window,
       question.alpha, question.unit ?? null],
     note: (percent) => `The server receives one number from 0 to ${outputs - 1}: with ` +
@@ -69,6 +70,7 @@ export function hybrid(question) {
     },
     largest: () => pm.outputs + 1,
     shown: (report) => (report < pm.outputs ? pm.shown(report) : duchi.shown(report - pm.outputs)),
+    plain: (report) => (report < pm.outputs ? pm.plain(report) : duchi.plain(report - pm.outputs)),
     parameters: () => [...pm.parameters(), question.duchi_alpha, question.piecewise_share],
     note: (percent) => {
       const other = duchi.note(percent);

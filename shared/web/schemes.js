@@ -1,6 +1,7 @@
 // The JavaScript twins of ldpsurvey/shared's schemes (scheme.py), one per manifest `mechanism`:
 // each gives the epsilon its integer randomizer realizes (recomputed here, never read from the
-// manifest), randomize(truth, draw), the longest report (for padding), a report in words, the
+// manifest), randomize(truth, draw), the longest report (for padding), a report exactly
+// (`shown`) and in everyday words (`plain`, where `shown` is not: as scheme.plain_report), the
 // parameters the page remembers a survey by, and its privacy note (null: forced response's,
 // written in form.js).
 
