@@ -78,9 +78,11 @@ N^2 its forced P(1), so both parts' values have mean P/N.
 
 Estimates (both). Counters: reports of the PM part, their sum of j and of j^2 (and for HM the
 Duchi reports of 0 and of 1). The mean is the mean of the decoded values (unbiased), its SE
-the sample standard deviation over sqrt(n) (the design's worst case when n = 1), the interval
-the normal one, mean -+ z SE, clipped to [0, 1] where the true mean lies (so never covering
-less), the constrained point the mean clipped to [0, 1]. fit_p_value tests whether a mean in
+sqrt(v / n) with v the sample variance floored at the least variance any population with that
+mean gives one report (variance_floor; the design's worst case when n = 1), the interval the
+normal one, mean -+ z SE, clipped to [0, 1] where the true mean lies (so never covering
+less), the constrained point the mean clipped to [0, 1]; the hybrid with no piecewise part
+(below eps*) is Duchi's mechanism, with its exact interval (numeric.py). fit_p_value tests whether a mean in
 [0, 1] explains the unbiased one: 1 inside, else the two-sided normal p-value of the distance.
 """
 
