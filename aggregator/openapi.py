@@ -220,8 +220,8 @@ def regression_schema() -> dict:
 def weighted_schema() -> dict:
     """ldpsurvey.analysis.weighted_results' document (written out, as regression_schema)."""
     text = {"type": "string"}
-    option = _numbers("effective_n epsilon reported_rate p_hat standard_error confidence ci_low "
-                      "ci_high", option=text, n={"type": "integer"})
+    option = _numbers("effective_n epsilon reported_rate p_hat p_hat_clipped standard_error "
+                      "confidence ci_low ci_high", option=text, n={"type": "integer"})
     weights = _numbers("effective_n min_weight max_weight", n={"type": "integer"},
                        iterations={"type": "integer"},
                        margins={"type": "array", "items": text})

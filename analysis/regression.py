@@ -49,6 +49,7 @@ from scipy.optimize import minimize
 from scipy.special import expit
 
 from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism
+from ldpsurvey.shared.distributions import reported_p
 from ldpsurvey.shared.intervals import z_value
 
 from .cells import check_cells
@@ -70,7 +71,7 @@ FITTED_FLOOR = 1e-6  # a fitted P(yes) nearer 0 or 1: the MLE is at infinity (R'
 @dataclass(frozen=True)
 class Coefficient:
     """One coefficient b_j: its estimate, standard error, Wald interval estimate -+ z se, the
-    Wald statistic z = estimate / se and its two-sided p-value."""
+    Wald statistic z = estimate / se and its two-sided p-value (never 0: reported_p)."""
 
     name: str
     estimate: float
@@ -219,7 +220,7 @@ def rr_logistic(formula: str, data: pd.DataFrame,
     se = np.sqrt(np.diag(cov_b))
     coefficients = tuple(
         Coefficient(name, float(b), float(s), float(b - z * s), float(b + z * s),
-                    float(b / s), 2.0 * NormalDist().cdf(-abs(float(b / s))))
+                    float(b / s), reported_p(2.0 * NormalDist().cdf(-abs(float(b / s)))))
         for name, b, s in zip(model.columns, fit.b, se, strict=True))
     predicted = tuple(model.prevalence(fit, covariance, variable, level, z)
                       for variable, level in [(None, None), *model.groups()])

@@ -65,14 +65,16 @@ class Weights:
 @dataclass(frozen=True)
 class WeightedEstimate:
     """One option's weighted estimate: reported_rate = sum w [report = j] / sum w, p_hat the
-    unbiased (reported_rate - (1 - alpha) beta_j) / alpha (it may leave [0, 1]), its
-    linearization standard error, and the Wald interval p_hat -+ z se clipped to [0, 1]."""
+    unbiased (reported_rate - (1 - alpha) beta_j) / alpha (it may leave [0, 1]), p_hat_clipped
+    (p_hat clipped to [0, 1]: the point shown, inside the interval), its linearization
+    standard error, and the Wald interval p_hat -+ z se clipped to [0, 1]."""
 
     n: int
     effective_n: float
     epsilon: float
     reported_rate: float
     p_hat: float
+    p_hat_clipped: float
     standard_error: float
     confidence: float
     ci_low: float
@@ -258,7 +260,7 @@ def weighted_estimates(reports: pd.Series, mechanism: Mechanism | None, weights:
         se = math.sqrt(var) / alpha
         estimates.append(WeightedEstimate(
             n=int(count.sum()), effective_n=weights.effective_n, reported_rate=float(rate),
-            p_hat=p_hat, standard_error=se, ci_low=clip_unit(p_hat - z * se),
+            p_hat=p_hat, p_hat_clipped=clip_unit(p_hat), standard_error=se, ci_low=clip_unit(p_hat - z * se),
             ci_high=clip_unit(p_hat + z * se), confidence=confidence,
             epsilon=0.0 if mechanism is None else mechanism.epsilon))
     return tuple(estimates)

@@ -599,8 +599,8 @@ def print_report(result: MockResult) -> None:
                            f"{c['p_hat']:.4f} ± {c['standard_error']:.4f}", interval(c),
                            d["true_proportion"], d["p_hat"], interval(d))
                           for c, d in zip(crosstab["cells"], crosstab["conditional"], strict=True)],
-                         ["row", "col", "truth", "joint ± SE", "CI", "truth", "conditional",
-                          "CI"]))
+                         ["row", "col", "truth", "unbiased joint ± SE", "CI", "truth",
+                          "unbiased conditional", "CI"]))
     coefficients = result.regression_rows()
     if coefficients:
         click.echo(f"\nLogistic regression {result.truth.regression.formula} (n = "
@@ -623,7 +623,7 @@ def print_report(result: MockResult) -> None:
         click.echo(table([(r["option"], r["estimate"], r["true_proportion"],
                            f"{r['p_hat']:.4f} ± {r['standard_error']:.4f}", interval(r),
                            COVERED[r["covered"]]) for r in weighted],
-                         ["option", "estimate", "truth", "estimate ± SE",
+                         ["option", "estimate", "truth", "unbiased ± SE",
                           f"{body['confidence']:.0%} CI", "covers"]))
     for line in release_lines(body):
         click.echo(line)

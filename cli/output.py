@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ldpsurvey.shared.distributions import P_FLOOR
 from ldpsurvey.shared.protocol import schedule_words
 
 from .terminal import clean
@@ -53,6 +54,17 @@ def emit(record: Mapping[str, Any], as_json: bool) -> None:
         click.echo(table(list(record.items())))
 
 
+def p_text(p: float) -> str:
+    """A p-value to two significant figures, as the bound '< 1e-300' at the floor
+    (distributions.reported_p): never 0, which a fixed number of decimals would print."""
+    return f"< {P_FLOOR:.0e}" if p <= P_FLOOR else f"{p:.2g}"
+
+
+def p_phrase(p: float) -> str:
+    """'p = 0.0012', or 'p < 1e-300' at the floor."""
+    return f"p < {P_FLOOR:.0e}" if p <= P_FLOOR else f"p = {p:.2g}"
+
+
 def interval(entry: dict) -> str:
     """An estimate's confidence interval, '-' before the first answer."""
     if entry.get("ci_low") is None:
@@ -65,7 +77,7 @@ def note(option: dict) -> str:
     numbers, so that small samples are read with care."""
     notes = [option["warning"]] if option.get("warning") else []
     if option.get("design_consistent") is False:
-        notes.append(f"the data do not fit the design (p = {option['fit_p_value']:.2g})")
+        notes.append(f"the data do not fit the design ({p_phrase(option['fit_p_value'])})")
     return "; ".join(notes)
 
 

@@ -19,7 +19,7 @@ from ldpsurvey.shared.protocol import EXPORT_FORMATS, MAX_TOKENS_PER_REQUEST
 from . import check, lifecycle, preview
 from .api import Api, can_prompt, pass_api, url_option
 from .options import confidence_option, json_option, method_option
-from .output import emit_json, interval, note, release_lines, table
+from .output import emit_json, interval, note, p_text, release_lines, table
 from .terminal import clean_pieces
 
 
@@ -465,9 +465,9 @@ def _weighted(api: Api, survey_id: str, margins_file: str, formula: str | None,
                f"{w['max_weight']:.3g}; {body['confidence']:.0%} Wald CIs, SEs by "
                "linearization.")
     click.echo(table([(q["id"] + (" (open)" if q["disclosed"] else ""), o["option"],
-                       o["p_hat"], o["standard_error"], interval(o))
+                       o["p_hat_clipped"], interval(o), o["p_hat"], o["standard_error"])
                       for q in body["questions"] for o in q["options"]],
-                     ["question", "option", "weighted estimate", "SE", "CI"]))
+                     ["question", "option", "weighted estimate", "CI", "unbiased", "SE"]))
     for question in body["left_out"]:
         click.echo(f"Not weighted: {question['reason']}.")
     if "regression" in body:
@@ -482,7 +482,7 @@ def _print_regression(fit: dict) -> None:
                f"SEs from the {fit['variance']}; randomized covariates (their true options "
                f"summed over): {covariates}.")
     click.echo(table([(c["name"], c["estimate"], c["standard_error"], interval(c),
-                       c["p_value"]) for c in fit["coefficients"]],
+                       p_text(c["p_value"])) for c in fit["coefficients"]],
                      ["coefficient", "estimate", "SE", "CI", "p"]))
     click.echo("Predicted prevalence of a true yes (n estimated for a randomized covariate):")
     click.echo(table([(g["variable"] or "everyone", g["level"] or "", g["n"], g["prevalence"],

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .distributions import chi_square_sf
+from .distributions import chi_square_sf, reported_p
 from .estimate import (
     DEFAULT_CONFIDENCE,
     FIT_LEVEL,
@@ -295,11 +295,11 @@ def fit_p_value(yes: Sequence[int], n: Sequence[int], fitted: float) -> float:
     two binomials at the observed rates. G is 0 whenever `solve` lands in the simplex; under
     the design it is asymptotically chi-bar-squared (a mixture of chi^2_0, chi^2_1, chi^2_2:
     Self and Liang 1987), whose tail never exceeds chi^2_2's, which this p-value uses
-    (conservative), as likelihood.fit_p_value does for choice questions."""
+    (conservative), as likelihood.fit_p_value does for choice questions; never 0 (reported_p)."""
     saturated = 0.0
     for c, size in zip(yes, n, strict=True):
         saturated += math.fsum(count * math.log(count / size) for count in (c, size - c) if count)
-    return chi_square_sf(max(0.0, 2.0 * (saturated - fitted)), 2)
+    return reported_p(chi_square_sf(max(0.0, 2.0 * (saturated - fitted)), 2))
 
 
 @dataclass(frozen=True)

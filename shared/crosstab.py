@@ -125,6 +125,44 @@ def sandwich(mechanism: Mechanism, x: Sequence[float]) -> list[list[float]]:
              for j in range(k)] for i in range(k)]
 
 
+def second_moments(mechanism: Mechanism, a: int) -> tuple[float, ...]:
+    """g_i = E[Q[a, r]^2 | true option i] = sum_c Q[a, c]^2 P[i, c] for every i, the second
+    moment of one report's weight in row a of Q = (P^T)^-1: Q[a, c] = ([a = c] - f_a)/alpha,
+    P[i, c] = alpha [i = c] + f_c (forced response, module docstring)."""
+    f, alpha = floors(mechanism), mechanism.alpha
+    return tuple(math.fsum((((a == c) - f[a]) / alpha) ** 2 * (alpha * (i == c) + f[c])
+                           for c in range(mechanism.k)) for i in range(mechanism.k))
+
+
+def cell_interval(rows: Mechanism, cols: Mechanism, a: int, b: int, p_hat: float, n: int,
+                  z: float) -> tuple[float, float]:
+    """A continuity-corrected score interval for the cell pi_ab (Wilson 1927's construction,
+    the values p that a normal test with the variance at p does not reject, with Newcombe
+    1998's continuity correction, "Two-sided confidence intervals for the single proportion",
+    Statistics in Medicine 17, method 4) with the worst variance given p. pi_hat_ab is the
+    mean over respondents of s = Q_A[a, r_A] Q_B[b, r_B], so
+    n Var(pi_hat_ab) = E[s^2] - p^2 with E[s^2] = sum_ij pi_ij g_A(a)_i g_B(b)_j
+    (second_moments) <= p m + (1 - p) M, m = g_A(a)_a g_B(b)_b and M the largest product over
+    the other cells. The interval is {p : (|p_hat - p| - d)^2 <= z^2/n (p m + (1 - p) M - p^2)}
+    with d = 1/(2 n alpha_A alpha_B), half the largest step one report moving into the cell
+    makes, each end a root of a quadratic, clipped to [0, 1]; without randomization (m = 1,
+    M = 0, alpha 1) Newcombe's interval. Uncorrected, it covered 0.93 for a cell of 0.9 at
+    eps 5, n = 50 (the lattice of a nearly binomial count)."""
+    g_rows, g_cols = second_moments(rows, a), second_moments(cols, b)
+    m = g_rows[a] * g_cols[b]
+    other = max(g_rows[i] * g_cols[j] for i in range(rows.k) for j in range(cols.k)
+                if (i, j) != (a, b))
+    c, step = z * z / n, 1.0 / (2.0 * n * rows.alpha * cols.alpha)
+
+    def roots(centre: float) -> tuple[float, float]:
+        """The roots of (centre - p)^2 = c (p m + (1 - p) M - p^2)."""
+        quad, lin = 1.0 + c, -(2.0 * centre + c * (m - other))
+        root = math.sqrt(max(lin * lin - 4.0 * quad * (centre * centre - c * other), 0.0))
+        return (-lin - root) / (2.0 * quad), (-lin + root) / (2.0 * quad)
+
+    return clip_unit(roots(p_hat - step)[0]), clip_unit(roots(p_hat + step)[1])
+
+
 def joint_covariance(rows: Mechanism, cols: Mechanism, rates: Matrix, pi: Sequence[float],
                      n: int) -> Matrix:
     """Covariance of the row-major flattening of Pi_hat at reported joint rates lam, given
@@ -151,14 +189,16 @@ def crosstab(rows: Mechanism, cols: Mechanism, joint_counts: Sequence[Sequence[i
     joint: Pi_hat = Q_A Lam_hat Q_B^T, unbiased (entries may leave [0, 1]). covariance: at the
     feasible plug-in lam~ = P_A^T Pi~ P_B, Pi~ the Euclidean projection of Pi_hat onto the
     simplex, so never 0 (and the observed rates wherever Pi_hat is a distribution). Cells:
-    Wald intervals p_hat -+ z se clipped to [0, 1]. Conditional: r = pi_ab / pi_a. with the
-    delta-method (Agresti 2013, Categorical Data Analysis, 3rd ed., 16.1) variance
-    g^T Sigma_a g over row a's cells, g_b' = ([b' = b] - r) / pi_a., and r -+ z se clipped
-    to [0, 1].
+    continuity-corrected score intervals with the worst variance given the cell
+    (cell_interval; the Wald interval p_hat -+ z se covered 0.86 to 0.90 at eps 3 to 5,
+    n = 50, for cells of 0.1).
+    Conditional: r = pi_ab / pi_a. with the delta-method (Agresti 2013, Categorical Data
+    Analysis, 3rd ed., 16.1) variance g^T Sigma_a g over row a's cells,
+    g_b' = ([b' = b] - r) / pi_a., and r -+ z se clipped to [0, 1].
 
     The constrained points (p_constrained) come from Pi~: its cells, and its rows' ratios
     Pi~_ab / Pi~_a.. The projection moves every cell by the same theta before clipping at 0,
-    so a cell with a small se can leave its Wald interval; each interval is then widened to
+    so a cell with a small se can leave its interval; each interval is then widened to
     the nearest one that contains its constrained point (`cover`).
     """
     n = _check_joint(rows, cols, joint_counts)
@@ -173,7 +213,7 @@ def crosstab(rows: Mechanism, cols: Mechanism, joint_counts: Sequence[Sequence[i
         for b in range(kb):
             p, se, point = joint[a][b], math.sqrt(cov[a * kb + b][a * kb + b]), projected[a * kb + b]
             cells.append(Cell(a, b, p, point, se,
-                              *cover(clip_unit(p - z * se), clip_unit(p + z * se), point)))
+                              *cover(*cell_interval(rows, cols, a, b, p, n, z), point)))
     shares = [math.fsum(row) for row in joint]
     conditional = [_conditional(joint, cov, shares[a], projected[a * kb:(a + 1) * kb], a, b, z)
                    for a in range(ka) for b in range(kb)]

@@ -64,6 +64,17 @@ def beta_quantile(q: float, a: float, b: float) -> float:
     return x
 
 
+# The smallest p-value reported: tails below it underflow double precision or lie past the
+# accuracy of the approximations above, so a p-value there is the bound p < P_FLOOR.
+P_FLOOR = 1e-300
+
+
+def reported_p(p: float) -> float:
+    """A p-value as reported: max(p, P_FLOOR), never 0 (P_FLOOR reads as p < P_FLOOR; the CLI
+    and the results page print it so)."""
+    return max(p, P_FLOOR)
+
+
 def binomial_cdf(count: int, n: int, p: float) -> float:
     """P(X <= count) for X ~ Binomial(n, p): I_{1-p}(n - count, count + 1) (Abramowitz and
     Stegun 26.5.24), 1 for count >= n."""

@@ -9,7 +9,7 @@ from the others' floors).
 import math
 from collections.abc import Sequence
 
-from .distributions import binomial_cdf, chi_square_sf
+from .distributions import binomial_cdf, chi_square_sf, reported_p
 from .mechanism import Mechanism
 
 
@@ -44,9 +44,11 @@ def feasible_rates(mechanism: Mechanism, counts: Sequence[int]) -> tuple[float, 
 def maximum_likelihood(mechanism: Mechanism, counts: Sequence[int]) -> tuple[float, ...]:
     """pi_mle = (lam~ - f) / alpha: the maximum-likelihood true proportions over the probability
     simplex (what R package rr, Blair, Imai and Zhou 2015, reports for the forced design with
-    known parameters). It equals the unbiased estimate wherever that lies in the simplex."""
+    known parameters). It equals the unbiased estimate wherever that lies in the simplex;
+    clipped to [0, 1], where rounding in (lam - f) / alpha could otherwise carry it past 1
+    by a few ulps (1 + 2e-16 at an all-yes count)."""
     alpha = mechanism.alpha
-    return tuple(max(0.0, (lam - f) / alpha)
+    return tuple(min(1.0, max(0.0, (lam - f) / alpha))
                  for lam, f in zip(feasible_rates(mechanism, counts), floors(mechanism), strict=True))
 
 
@@ -61,11 +63,12 @@ def fit_p_value(mechanism: Mechanism, counts: Sequence[int]) -> float:
     asymptotically chi-bar-squared, a mixture of chi^2_0 ... chi^2_{k-1} whose weights depend on
     the unknown true proportions (Self and Liang 1987; Silvapulle and Sen 2005, ch. 3); its tail
     never exceeds chi^2_{k-1}'s, which this p-value uses, so the test is conservative.
+    Never 0: distributions.reported_p.
     """
     n = sum(counts)
     if len(counts) == 2:
-        return min(binomial_cdf(c, n, f) if c / n < f else 1.0
-                   for c, f in zip(counts, floors(mechanism), strict=True))
+        return reported_p(min(binomial_cdf(c, n, f) if c / n < f else 1.0
+                              for c, f in zip(counts, floors(mechanism), strict=True)))
     fitted = feasible_rates(mechanism, counts)
     g = 2.0 * math.fsum(c * math.log(c / (n * lam)) for c, lam in zip(counts, fitted, strict=True) if c)
-    return chi_square_sf(g, len(counts) - 1)
+    return reported_p(chi_square_sf(g, len(counts) - 1))

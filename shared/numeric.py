@@ -122,7 +122,8 @@ class NumberAnswer:
                  settings: Settings) -> dict[str, Any]:
         """The mean's estimates document ("option": "mean") from an entry in shares of the
         range (estimate.Estimate's keys), mapped to the answer's units: points and interval
-        ends by min + (max - min) s, the SE scaled by max - min; the covariance is the mean's
+        ends by min + (max - min) s (all but the unbiased p_hat kept in [min, max]), the SE
+        scaled by max - min; the covariance is the mean's
         variance (1 x 1). No entry: nothing released yet."""
         document = {**self.fields(), "epsilon": self.epsilon, "n": n,  # type: ignore[attr-defined]
                     "scale": {"min": self.low, "max": self.high, "unit": self.unit}}
@@ -131,8 +132,9 @@ class NumberAnswer:
             return {**document, "covariance": None,
                     "options": [{"index": 0, "option": "mean", **entry}]}
         entry = dict(entry)
-        for key in ("p_hat", "p_hat_clipped", "p_mle", "ci_low", "ci_high"):
-            entry[key] = self.to_units(entry[key])
+        entry["p_hat"] = self.to_units(entry["p_hat"])
+        for key in ("p_hat_clipped", "p_mle", "ci_low", "ci_high"):  # rounding can pass an end
+            entry[key] = min(self.high, max(self.low, self.to_units(entry[key])))
         entry["standard_error"] *= self.high - self.low
         entry["epsilon"] = self.epsilon  # type: ignore[attr-defined]
         return {**document, "covariance": [[entry["standard_error"] ** 2]],

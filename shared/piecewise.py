@@ -78,9 +78,11 @@ N^2 its forced P(1), so both parts' values have mean P/N.
 
 Estimates (both). Counters: reports of the PM part, their sum of j and of j^2 (and for HM the
 Duchi reports of 0 and of 1). The mean is the mean of the decoded values (unbiased), its SE
-the sample standard deviation over sqrt(n) (the design's worst case when n = 1), the interval
-the normal one, mean -+ z SE, clipped to [0, 1] where the true mean lies (so never covering
-less), the constrained point the mean clipped to [0, 1]. fit_p_value tests whether a mean in
+sqrt(v / n) with v the sample variance floored at the least variance any population with that
+mean gives one report (variance_floor; the design's worst case when n = 1), the interval the
+normal one, mean -+ z SE, clipped to [0, 1] where the true mean lies (so never covering
+less), the constrained point the mean clipped to [0, 1]; the hybrid with no piecewise part
+(below eps*) is Duchi's mechanism, with its exact interval (numeric.py). fit_p_value tests whether a mean in
 [0, 1] explains the unbiased one: 1 inside, else the two-sided normal p-value of the distance.
 """
 
@@ -92,7 +94,8 @@ from functools import cached_property
 from statistics import NormalDist
 from typing import Any
 
-from .estimate import FIT_LEVEL, SMALL_SAMPLE, clip_unit
+from .distributions import reported_p
+from .estimate import FIT_LEVEL, SMALL_SAMPLE, clip_unit, estimate
 from .intervals import check_confidence, z_value
 from .mechanism import alpha_for_epsilon
 from .numeric import NumberAnswer, StochasticRounding
@@ -105,7 +108,7 @@ MAX_GRID = 2**16
 # Wang et al.'s eps*, where the hybrid starts to beat Duchi's mechanism (section III-C).
 EPS_STAR = math.log((-5 + 2 * (6353 - 405 * math.sqrt(241)) ** (1 / 3)
                      + 2 * (6353 + 405 * math.sqrt(241)) ** (1 / 3)) / 27)
-CI_METHOD = "normal"
+CI_METHOD = "normal-floor"  # the normal interval, its variance floored (mean_entry)
 
 
 def window_for_epsilon(eps: float, grid: int) -> int:
@@ -143,17 +146,34 @@ def spread(moments: tuple[Fraction, Fraction]) -> Fraction:
     return square - mean * mean
 
 
+def quadratic(variance: Any) -> tuple[Fraction, Fraction, Fraction]:
+    """(a, b, c) of a quadratic a s^2 + b s + c in the share s, given exactly at s = 0, 1/2
+    and 1 (`variance(s)`)."""
+    v0, vh, v1 = variance(Fraction(0)), variance(Fraction(1, 2)), variance(Fraction(1))
+    a = 2 * v0 - 4 * vh + 2 * v1
+    return a, v1 - v0 - a, v0
+
+
 def worst_of(variance: Any) -> Fraction:
     """The largest of a quadratic in the mean share s over [0, 1], given exactly at s = 0, 1/2
     and 1 (`variance(s)`): the ends, and the vertex when it is a maximum inside."""
-    v0, vh, v1 = variance(Fraction(0)), variance(Fraction(1, 2)), variance(Fraction(1))
-    a = 2 * v0 - 4 * vh + 2 * v1
-    b = v1 - v0 - a
-    candidates = [v0, v1]
+    a, b, c = quadratic(variance)
+    candidates = [c, a + b + c]
     if a < 0 and 0 < -b / (2 * a) < 1:
         s = -b / (2 * a)
-        candidates.append(a * s * s + b * s + v0)
+        candidates.append(a * s * s + b * s + c)
     return max(candidates)
+
+
+def variance_floor(curve: tuple[float, float, float], mean: float) -> float:
+    """The least variance of one decoded report over all populations whose mean share is
+    `mean` (in [0, 1]), for a design whose report at a point mass s has variance
+    q(s) = a s^2 + b s + c (curve = (a, b, c)): Var(d) = E[q(s)] + Var(s) >= E[q(s)] (the law
+    of total variance), and E[q(s)] = a E[s^2] + b mean + c with E[s^2] in [mean^2, mean] for
+    s in [0, 1], so Var(d) >= q(mean) when a >= 0 (Jensen's inequality), a mean + b mean + c
+    (the chord) when a < 0. Attained by a point mass (a >= 0)."""
+    a, b, c = curve
+    return a * (mean * mean if a >= 0 else mean) + b * mean + c
 
 
 def duchi_moments(scheme: StochasticRounding, share: Fraction) -> tuple[Fraction, Fraction]:
@@ -185,20 +205,24 @@ def worst_variance(scheme: Any) -> Fraction:
     return scheme.worst_variance()
 
 
-def mean_entry(n: int, total: Fraction, squares: Fraction, worst: Fraction | None, eps: float,
-               settings: Settings) -> dict[str, Any]:
+def mean_entry(n: int, total: Fraction, squares: Fraction, curve: tuple[float, float, float],
+               worst: Fraction | None, eps: float, settings: Settings) -> dict[str, Any]:
     """estimate.Estimate's keys for a mean share from n decoded values with this sum and sum of
     squares (module docstring: the normal interval clipped to [0, 1], the clipped point, the
-    fit test); `worst` is the design's worst-case variance of one value, the SE when n = 1
-    (and only then needed: it is exact arithmetic over the grid)."""
+    fit test). The variance of one value is the sample variance floored at the design's least
+    variance at the clipped mean (variance_floor of `curve`, the variance at a point mass): at
+    high epsilon the rare reports outside the window carry most of the variance and are often
+    absent from a small sample, whose variance then falls far below the true one (issue 40:
+    coverage 0.13 at n = 20, epsilon 10). `worst`, the design's worst-case variance, is the
+    variance when n = 1 (and only then needed: it is exact arithmetic over the grid)."""
     check_confidence(settings.confidence)
     mean = total / n
-    spread = (squares - total * total / n) / (n - 1) if n > 1 else worst
-    se = math.sqrt(float(spread) / n)
-    z = z_value(settings.confidence)
     point = float(mean)
+    sample = float((squares - total * total / n) / (n - 1)) if n > 1 else float(worst)
+    se = math.sqrt(max(sample, variance_floor(curve, clip_unit(point))) / n)
+    z = z_value(settings.confidence)
     outside = max(0.0, -point, point - 1.0)
-    fit = 1.0 if outside == 0 else 2 * NormalDist().cdf(-outside / se) if se > 0 else 0.0
+    fit = 1.0 if outside == 0 else reported_p(2 * NormalDist().cdf(-outside / se))
     warning = f"small sample: n = {n} < {SMALL_SAMPLE}" if n < SMALL_SAMPLE else None
     return {"n": n, "reported_count": n, "reported_rate": point, "p_hat": point,
             "p_hat_clipped": clip_unit(point), "p_mle": clip_unit(point), "standard_error": se,
@@ -209,7 +233,18 @@ def mean_entry(n: int, total: Fraction, squares: Fraction, worst: Fraction | Non
 
 class DecodedNumber(NumberAnswer):
     """What the piecewise and hybrid mechanisms share: reports decoded to unbiased values
-    (decode), a design's exact worst-case variance (worst_variance)."""
+    (decode), the variance of one at a point mass (point_variance, each class's), the design's
+    exact worst-case variance (worst_variance) and the curve of the former (variance_curve)."""
+
+    def worst_variance(self) -> Fraction:
+        """n Var of the mean as a share of the range, worst case over the answer (worst_of)."""
+        return worst_of(self.point_variance)
+
+    @cached_property
+    def variance_curve(self) -> tuple[float, float, float]:
+        """(a, b, c) of point_variance(s) = a s^2 + b s + c (mean_entry's floor)."""
+        a, b, c = quadratic(self.point_variance)
+        return float(a), float(b), float(c)
 
     def expected_margin(self, n: int, confidence: float = 0.95) -> float:
         """As a share of the range: z sqrt(worst_variance / n)."""
@@ -325,10 +360,10 @@ class Piecewise(DecodedNumber):
                   + self.anywhere * Fraction(cells * (cells * cells - 1), 12)) / N
         return Fraction(1, 2) + s * mean, Fraction(1, 4) + s * mean + s * s * square
 
-    def worst_variance(self) -> Fraction:
-        """n Var of the mean as a share of the range, worst case over grid positions (the
-        ends: Var(d | i) is convex in i); between positions the rounding adds <= 1/(4K^2)."""
-        return worst_of(lambda s: spread(self.moments(s)))
+    def point_variance(self, share: Fraction) -> Fraction:
+        """Var(d) at a grid position i = share K (convex in i, so the worst case is at the
+        ends); between positions the rounding adds <= 1/(4K^2)."""
+        return spread(self.moments(share))
 
     def check_report(self, value: Any) -> str | None:
         if type(value) is not int or not 0 <= value < self.outputs:
@@ -353,8 +388,8 @@ class Piecewise(DecodedNumber):
         """The mean from the counters (module docstring), in the answer's units."""
         n = counts[0]
         entry = None if n == 0 else mean_entry(
-            n, *self.sums(counts), self.worst_variance() if n == 1 else None, self.epsilon,
-            settings)
+            n, *self.sums(counts), self.variance_curve,
+            self.worst_variance() if n == 1 else None, self.epsilon, settings)
         return self.document(n, entry, settings)
 
     def simulate_many(self, truths: Any, rng: Any) -> Any:
@@ -502,16 +537,12 @@ class Hybrid(DecodedNumber):
         keep, c = duchi_decoding(self.duchi)
         return (report - self.piecewise.outputs - c) / keep
 
-    def worst_variance(self) -> Fraction:
-        """beta E_PM[d^2] + (1 - beta) E_Duchi[d^2] - s^2, worst over the mean share s (a
-        quadratic, nearly flat: beta cancels the s^2 terms up to the grid)."""
+    def point_variance(self, share: Fraction) -> Fraction:
+        """beta E_PM[d^2] + (1 - beta) E_Duchi[d^2] - s^2 at the share s (a quadratic, nearly
+        flat: beta cancels the s^2 terms up to the grid)."""
         beta = Fraction(self.share, N)
-
-        def variance(s: Fraction) -> Fraction:
-            square = self.piecewise.moments(s)[1] if beta else 0
-            return beta * square + (1 - beta) * duchi_moments(self.duchi, s)[1] - s * s
-
-        return worst_of(variance)
+        square = self.piecewise.moments(share)[1] if beta else 0
+        return beta * square + (1 - beta) * duchi_moments(self.duchi, share)[1] - share * share
 
     def check_report(self, value: Any) -> str | None:
         first = 0 if self.share else self.piecewise.outputs
@@ -527,16 +558,21 @@ class Hybrid(DecodedNumber):
         return self.piecewise.tally(report) if report < outputs else ((report - outputs + 3, 1),)
 
     def summary(self, counts: Sequence[int], settings: Settings) -> dict[str, Any]:
-        """The mean of both parts' decoded values (module docstring), in the answer's units."""
+        """The mean of both parts' decoded values (module docstring), in the answer's units;
+        below eps* (no piecewise part) Duchi's estimate and exact interval."""
         n = counts[0] + counts[3] + counts[4]
         if n == 0:
             return self.document(0, None, settings)
+        if not self.share:  # Duchi's mechanism alone: its exact interval (numeric.py)
+            return self.document(n, estimate(self.duchi.mechanism, counts[3:5],
+                                             confidence=settings.confidence,
+                                             method=settings.method)[1].as_dict(), settings)
         total, squares = self.piecewise.sums(counts)
         for y in (0, 1):
             value = self.decode(self.piecewise.outputs + y)
             total += counts[3 + y] * value
             squares += counts[3 + y] * value * value
-        return self.document(n, mean_entry(n, total, squares,
+        return self.document(n, mean_entry(n, total, squares, self.variance_curve,
                                            self.worst_variance() if n == 1 else None,
                                            self.epsilon, settings), settings)
 

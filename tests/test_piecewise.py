@@ -228,7 +228,7 @@ def test_estimates_are_unbiased_with_honest_se_and_coverage(mechanism, eps):
                                                         for e in entries]), rel=0.2)
     for e in entries:
         assert 0 <= e["ci_low"] <= e["p_mle"] <= e["ci_high"] <= 30
-        assert e["ci_method"] == "normal" and e["design_consistent"]
+        assert e["ci_method"] == "normal-floor" and e["design_consistent"]
 
 
 def test_the_device_distribution_is_the_simulated_one():

@@ -1,0 +1,141 @@
+"""Coverage and mean width of the intervals of number questions' means (issue 40, item 3):
+every mechanism (Duchi's, piecewise, hybrid, auto) x epsilon x n x population, each cell from
+`--repeats` simulated surveys on [0, 1] through the product's own code: the device's exact
+report distribution (each scheme's vectorised `simulate`), the aggregator's counters, and the
+scheme's `summary` (the interval the product prints). Then the cells of a cross-tab of two
+yes/no questions (beta 1/2) at eps 1, 3, 5 and n = 50, 200 over four joints: the lowest
+coverage over the four cells and their mean width, for crosstab's interval and for the Wald
+interval p_hat -+ z SE (covered to the projected point) it replaced.
+
+Populations, as shares of the range: everyone at 0, at 0.25, at 0.5, at 1 (point masses, the
+ends included), and half at 0 and half at 1 ("ends").
+
+    python bench/coverage.py [--repeats 1000] [--seed 40]   # writes a Markdown table
+
+The fast test (tests/test_coverage.py) samples this grid and holds each cell within binomial
+limits of the 0.94 floor.
+"""
+
+import argparse
+import math
+
+import numpy as np
+
+from ldpsurvey.shared import Mechanism, crosstab, parse_definition
+from ldpsurvey.shared.estimate import clip_unit, cover
+from ldpsurvey.shared.intervals import z_value
+from ldpsurvey.shared.mechanism import alpha_for_epsilon
+from ldpsurvey.shared.scheme import Settings
+
+MECHANISMS = ("duchi", "piecewise", "hybrid", "auto")
+EPSILONS = (0.5, 1.0, 2.0, 5.0, 8.0, 10.0)
+SIZES = (20, 50, 200)
+POPULATIONS = {"0": (0.0, 0.0), "0.25": (0.25, 0.25), "0.5": (0.5, 0.5), "1": (1.0, 1.0),
+               "ends": (0.0, 1.0)}  # each respondent alternately at the first and the second
+SETTINGS = Settings(0.95, "clopper-pearson")
+
+
+def number_scheme(mechanism: str, eps: float):
+    return parse_definition({"title": "t", "questions": [
+        {"id": "q", "text": "Q?", "type": "numeric", "min": 0, "max": 1, "epsilon": eps,
+         "mechanism": mechanism}]}).questions[0].scheme
+
+
+def counters(scheme, reports: np.ndarray) -> np.ndarray:
+    """The aggregator's counters (scheme.tally summed) of each row of reports, vectorised:
+    Duchi's [#0, #1]; piecewise [n, sum j, sum j^2]; hybrid the piecewise three over its
+    reports below M, then Duchi's #0, #1 (reports M, M + 1)."""
+    reports = reports.astype(np.int64)
+    if scheme.counters == 2:
+        ones = reports.sum(axis=1)
+        return np.column_stack([reports.shape[1] - ones, ones])
+    if scheme.counters == 3:
+        return np.column_stack([np.full(len(reports), reports.shape[1]), reports.sum(axis=1),
+                                (reports * reports).sum(axis=1)])
+    outputs = scheme.piecewise.outputs
+    pm = reports < outputs
+    j = np.where(pm, reports, 0)
+    return np.column_stack([pm.sum(axis=1), j.sum(axis=1), (j * j).sum(axis=1),
+                            (reports == outputs).sum(axis=1),
+                            (reports == outputs + 1).sum(axis=1)])
+
+
+def cell(mechanism: str, eps: float, n: int, population: str, repeats: int,
+         rng: np.random.Generator) -> tuple[float, float]:
+    """(coverage, mean width) of the printed 95 % interval of the mean over `repeats` surveys."""
+    scheme = number_scheme(mechanism, eps)
+    first, second = POPULATIONS[population]
+    truths = np.tile(np.where(np.arange(n) % 2, second, first), repeats)
+    true_mean = float(np.mean(truths[:n]))
+    reports = np.asarray(scheme.simulate(truths, rng)).reshape(repeats, n)
+    covered, width = 0, 0.0
+    for row in counters(scheme, reports):
+        entry = scheme.summary([int(c) for c in row], SETTINGS)["options"][0]
+        covered += entry["ci_low"] <= true_mean <= entry["ci_high"]
+        width += entry["ci_high"] - entry["ci_low"]
+    return covered / repeats, width / repeats
+
+
+JOINTS = ((1, 0, 0, 0), (0.25, 0.25, 0.25, 0.25), (0.7, 0.1, 0.1, 0.1), (0.9, 0.05, 0.05, 0))
+
+
+def crosstab_cell(eps: float, n: int, joint: tuple[float, ...], repeats: int,
+                  rng: np.random.Generator) -> tuple[float, float, float, float]:
+    """(lowest coverage, mean width) over the four cells of crosstab's intervals, then of the
+    Wald interval, from multinomial joint report counts at the exact report rates."""
+    design = Mechanism(alpha_for_epsilon(eps, 0.5), 0.5)
+    p = np.array([[design.alpha * (i == j) + (1 - design.alpha) * 0.5 for j in range(2)]
+                  for i in range(2)])
+    truth = np.array(joint, dtype=float).reshape(2, 2)
+    z = z_value(0.95)
+    covered, widths = np.zeros((2, 4)), np.zeros(2)
+    for draw in rng.multinomial(n, (p.T @ truth @ p).flatten(), size=repeats):
+        table = crosstab(design, design, [[int(x) for x in draw[:2]], [int(x) for x in draw[2:]]])
+        for i, c in enumerate(table.cells):
+            wald = cover(clip_unit(c.p_hat - z * c.standard_error),
+                         clip_unit(c.p_hat + z * c.standard_error), c.p_constrained)
+            for k, (low, high) in enumerate(((c.ci_low, c.ci_high), wald)):
+                covered[k, i] += low <= truth[c.row, c.col] <= high
+                widths[k] += high - low
+    return (covered[0].min() / repeats, widths[0] / (4 * repeats),
+            covered[1].min() / repeats, widths[1] / (4 * repeats))
+
+
+def binomial_floor(level: float, repeats: int, sds: float = 3.0) -> float:
+    """The lowest observed coverage consistent with a true coverage of `level`: level - sds
+    binomial standard deviations."""
+    return level - sds * math.sqrt(level * (1 - level) / repeats)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=40)
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    print(f"Coverage / mean width (share of the range) of the 95 % interval of the mean, "
+          f"{args.repeats} surveys a cell (below {binomial_floor(0.94, args.repeats):.3f}: "
+          f"under 0.94 beyond 3 binomial SDs).\n")
+    print("| mechanism | epsilon | n | " + " | ".join(POPULATIONS) + " | lowest |")
+    print("|---|---|---|" + "---|" * (len(POPULATIONS) + 1))
+    for mechanism in MECHANISMS:
+        for eps in EPSILONS:
+            for n in SIZES:
+                results = [cell(mechanism, eps, n, p, args.repeats, rng) for p in POPULATIONS]
+                print(f"| {mechanism} | {eps:g} | {n} | "
+                      + " | ".join(f"{c:.3f} / {w:.3f}" for c, w in results)
+                      + f" | {min(c for c, _ in results):.3f} |", flush=True)
+    print("\nCross-tab cells of two yes/no questions: lowest coverage over the cells / mean "
+          "width.\n")
+    print("| epsilon | n | joint | crosstab's interval | Wald (before) |")
+    print("|---|---|---|---|---|")
+    for eps in (1.0, 3.0, 5.0):
+        for n in (50, 200):
+            for joint in JOINTS:
+                c, w, wald_c, wald_w = crosstab_cell(eps, n, joint, args.repeats, rng)
+                print(f"| {eps:g} | {n} | {', '.join(map(str, joint))} | {c:.3f} / {w:.3f} | "
+                      f"{wald_c:.3f} / {wald_w:.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
