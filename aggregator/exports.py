@@ -158,7 +158,7 @@ def codebook_markdown(book: Mapping) -> str:
     options = [(q["id"], o["code"], _markdown(o["label"]), _markdown(o["csv_value"]),
                 _beta(q, o["code"])) for q in book["questions"] for o in q["options"]]
     return "\n".join([
-        f"# Codebook: {_markdown(book['title'])}", "", _markdown(book["values"]), "",
+        f"# Codebook: {_markdown(book['title'])}", "", book["values"], "",
         *_markdown_table(["field", "value"], fields), "", "## Questions", "",
         *_markdown_table(["id", "text", "type", "mechanism", "alpha", "epsilon", "concept",
                           "irr_alpha", "CSV columns"], questions), "", "## Cells", "",

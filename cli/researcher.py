@@ -342,7 +342,7 @@ def _export(api: Api, survey_id: str, export: str, output: str | None,
         for piece in pieces:
             file.write(piece)
             bar.update(piece.count(b"\n"))
-    click.echo(f"{released} responses written to {output}", err=True)
+    click.echo(f"{released} response{'' if released == 1 else 's'} written to {output}", err=True)
 
 
 def _print_estimates(body: dict) -> None:

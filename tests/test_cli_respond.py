@@ -533,3 +533,18 @@ def test_with_open_answers_the_release_words_do_not_promise_they_are_hidden(runn
     shown = runner.invoke(main, ["respond", "--url", live_server, "--survey", survey_id,
                                  "--answers", "age=42,sex=Male,smoked=yes"])  # declined
     assert release_summary(50, True) in shown.stdout and OPEN_NOT_MIXED in shown.stdout
+
+
+@pytest.mark.parametrize(("qid", "typed", "truth"), [
+    ("smoked", "yes", 1), ("smoked", "No", 0), ("sleep", "2", 2), ("sleep", "over 8 HOURS", 2),
+    ("fruit", "0", 0), ("sports", "0;Cycling", [0, 2]), ("sports", "none", []),
+    ("glasses", "6.5", 6.5), ("age", "40", 40), ("region", "East", 2)])
+def test_answers_name_an_option_by_its_number_from_0_or_its_text(qid, typed, truth):
+    """docs/respondents.md: `--answers` takes yes or no, an option by its number counted from 0
+    (as the prompt lists them) or its text, a check-all question's options separated by ';'
+    (or none), and a number as typed."""
+    from ldpsurvey.shared import parse_definition
+
+    from helpers import EVERY_TYPE
+
+    assert parse_definition(EVERY_TYPE).question(qid).scheme.parse_text(typed) == truth

@@ -16,6 +16,8 @@ import pytest
 from click.testing import CliRunner
 from test_accounts import log_in
 
+from ldpsurvey.aggregator import exports
+
 from helpers import doc_blocks, doc_text, release_due, require
 
 # Labels a naive writer or reader gets wrong: a comma, quotes, a newline, a spreadsheet formula,
@@ -163,6 +165,7 @@ def test_the_markdown_codebook_keeps_hostile_labels_inside_their_cells(client, a
     text = response.get_data(as_text=True)
     assert "<b>" not in text and "<i>" not in text and "\\<b\\>x\\</b\\> \\| y" in text
     assert "line one<br>line two" in text and "Which?<br>Pick \\| one" in text
+    assert f"\n\n{exports.VALUES}\n\n" in text  # the codebook's own words: their code spans kept
     tables, width = [], None
     for line in text.splitlines():
         cells = len(re.findall(r"(?<!\\)\|", line))
