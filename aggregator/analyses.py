@@ -47,12 +47,13 @@ def regression(db: Connection, survey: Survey, formula: str, confidence: float,
     analysis = _analysis()
     used = _formula_questions(analysis, survey, formula)
     _affordable(analysis, db, survey, formula, used, (), budget)
-    tallied = _tally(survey, db, used)
-    if tallied is None:
-        return None
-    frame, mechanisms = tallied
-    return runner.run(budget, fit_regression, formula, frame, mechanisms, confidence,
-                      _min_cell(survey, min_cell), budget.iterations)
+    with runner.slot(budget):
+        tallied = _tally(survey, db, used)
+        if tallied is None:
+            return None
+        frame, mechanisms = tallied
+        return runner.run(budget, fit_regression, formula, frame, mechanisms, confidence,
+                          _min_cell(survey, min_cell), budget.iterations)
 
 
 def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
@@ -74,14 +75,15 @@ def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
                if q.id in used or q.id in margins or (q.options and q.scheme.name in _TALLIED)]
     if formula is not None:
         _affordable(analysis, db, survey, formula, columns, margins, budget)
-    tallied = _tally(survey, db, columns)
-    if tallied is None:
-        return None
-    frame, mechanisms = tallied
-    mechanisms |= {q.id: analysis.data.unsupported(q.id, q.scheme.name)  # said left out
-                   for q in survey.questions if q.scheme.name not in _TALLIED}
-    return runner.run(budget, fit_weighted, frame, mechanisms, margins, formula, confidence,
-                      _min_cell(survey, min_cell), budget.iterations)
+    with runner.slot(budget):
+        tallied = _tally(survey, db, columns)
+        if tallied is None:
+            return None
+        frame, mechanisms = tallied
+        mechanisms |= {q.id: analysis.data.unsupported(q.id, q.scheme.name)  # said left out
+                       for q in survey.questions if q.scheme.name not in _TALLIED}
+        return runner.run(budget, fit_weighted, frame, mechanisms, margins, formula,
+                          confidence, _min_cell(survey, min_cell), budget.iterations)
 
 
 def fit_regression(formula: str, frame, mechanisms: dict, confidence: float,

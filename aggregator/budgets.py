@@ -17,7 +17,7 @@ import re
 import resource
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,27 +61,41 @@ def budget_from(config, public: bool) -> Budget:
 
 
 class Runner:
-    """Runs analyses for one service process: at most `at_once` at a time."""
+    """Runs analyses for one service process: at most `at_once` at a time, the public's at most
+    `at_once` - 1 of them (one at least), so that the public cannot hold every slot and keep a
+    survey's researchers out."""
 
     def __init__(self, researcher: Budget, public: Budget, at_once: int):
         self.researcher, self.public = researcher, public
         self._slots = threading.BoundedSemaphore(at_once)
+        self._public_slots = threading.BoundedSemaphore(max(1, at_once - 1))
         self.processes: set = set()  # of the analyses started and not yet ended
 
     def budget(self, researcher: bool) -> Budget:
         return self.researcher if researcher else self.public
 
-    def run(self, budget: Budget, function: Callable[..., Any], *args: Any) -> Any:
-        """function(*args) in a process of its own within `budget` (module docstring): its
-        result, or the DomainError it raised. AnalysisBusy when `at_once` already run;
-        AnalysisStopped when it overran its seconds or memory."""
-        if not self._slots.acquire(blocking=False):
-            raise AnalysisBusy("the server is running as many analyses as it allows at once: "
-                               "try again in a minute")
+    @contextlib.contextmanager
+    def slot(self, budget: Budget) -> Iterator[None]:
+        """One of the slots for a caller with this budget, held from before the responses are
+        tallied until the analysis ends; AnalysisBusy at once when none is free."""
+        gates = [self._slots] if budget.setting != PUBLIC else [self._public_slots, self._slots]
+        taken = []
         try:
-            return self._run(budget, function, args)
+            for gate in gates:
+                if not gate.acquire(blocking=False):
+                    raise AnalysisBusy("the server is running as many analyses as it allows "
+                                       "at once: try again in a minute")
+                taken.append(gate)
+            yield
         finally:
-            self._slots.release()
+            for gate in reversed(taken):
+                gate.release()
+
+    def run(self, budget: Budget, function: Callable[..., Any], *args: Any) -> Any:
+        """function(*args) in a process of its own within `budget` (module docstring), inside
+        one of the caller's slots (slot): its result, or the DomainError it raised.
+        AnalysisStopped when it overran its seconds or memory."""
+        return self._run(budget, function, args)
 
     def _run(self, budget: Budget, function: Callable[..., Any], args: tuple) -> Any:
         context = multiprocessing.get_context("forkserver")

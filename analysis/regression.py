@@ -65,6 +65,7 @@ MAX_LATENT_CELLS = 256  # combinations of the randomized covariates' options, as
 GRADIENT_TOLERANCE = 1e-8  # largest |d mean log-likelihood / d parameter| accepted as converged
 MAX_ITERATIONS = 1000
 EXACT_COLUMNS = 2**16  # a model matrix up to this wide is counted by formulaic (Size)
+TERMS_EXPANDED = 2**10  # a formula with more terms than this is not expanded by formulaic (Size)
 FITTED_FLOOR = 1e-6  # a fitted P(yes) nearer 0 or 1: the MLE is at infinity (R's glm warns so)
 
 
@@ -171,8 +172,30 @@ def size(formula: str, levels: Mapping[str, Sequence[str] | None], randomized: C
                 units * latent)
 
 
+def least_terms(formula: str) -> int:
+    """A lower bound on the distinct terms of `formula`'s right side, from its text alone: a
+    +-separated part holding m pieces joined by * whose names are pairwise disjoint expands to
+    the 2^m - 1 products of their non-empty subsets, each a term of its own."""
+    least = 0
+    for part in formula.split("~", 1)[1].split("+"):
+        used: set[str] = set()
+        disjoint = 0
+        for piece in part.split("*"):
+            names = set(re.findall(NAME, piece))
+            if names and not names & used:
+                used |= names
+                disjoint += 1
+        least = max(least, 2**disjoint - 1)
+    return least
+
+
 def _coefficients(formula: str, levels: Mapping[str, Sequence[str] | None]) -> int:
-    """The model matrix's columns for covariates with these categories (None: numeric)."""
+    """The model matrix's columns for covariates with these categories (None: numeric); past
+    TERMS_EXPANDED terms, that lower bound (least_terms), without formulaic, whose expansion of
+    k names joined by * makes 2^k - 1 terms before anything could be refused."""
+    least = least_terms(formula)
+    if least > TERMS_EXPANDED:
+        return least
     terms = Formula(formula).rhs
     bound = sum(math.prod(len(levels[str(f)] or ()) or 1 for f in term.factors
                           if str(f) != "1") for term in terms)

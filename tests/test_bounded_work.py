@@ -305,3 +305,46 @@ def test_the_size_is_what_the_fit_builds(formula):
     counted = size(formula, levels, list(mechanisms), len(frame))
     assert counted.parameters == model.p + model.cells * (model.T - 1)
     assert counted.latent_rows >= len(model.y) * model.T
+
+
+@pytest.mark.parametrize("formula, least", [
+    ("q0 ~ " + "*".join(f"q{i}" for i in range(1, 31)), 2**30 - 1),
+    ("q0 ~ q1 + " + "*".join(f"q{i}" for i in range(2, 14)), 2**12 - 1),
+    ("q0 ~ q1*q2*q3*q4*q5*q6*q7*q8*q9*q10*q1:q2", 2**10 - 1),  # the overlapping piece not counted
+])
+def test_a_formula_too_wide_to_expand_is_counted_from_its_text(monkeypatch, formula, least):
+    """The attack: `q0 ~ q1*...*q20` (anonymous, on a public-results survey) held the request
+    thread 75 s in formulaic's expansion of 2^20 terms before the 422 (24 names: minutes and
+    gigabytes). Past TERMS_EXPANDED terms the count is a lower bound read from the text, and
+    formulaic is never asked."""
+    from ldpsurvey.analysis import regression
+
+    def refused(*_args, **_kwargs):
+        raise AssertionError("formulaic asked to expand the formula")
+
+    levels = {f"q{i}": ["No", "Yes"] for i in range(31)}
+    if least > regression.TERMS_EXPANDED:
+        monkeypatch.setattr(regression, "Formula", refused)
+    counted = regression.size(formula, levels, list(levels), 3000)
+    assert counted.parameters >= least
+
+
+def test_the_public_cannot_hold_every_analysis_slot():
+    """The attack: two anonymous six-way fits on a public-results survey (each running to its
+    10 s budget) held both slots, and the survey's researcher got 503 analyses_busy. The public
+    holds at most ANALYSES_AT_ONCE - 1; a researcher takes the last; then everyone waits."""
+    from ldpsurvey.aggregator.budgets import Runner, budget_from
+    from ldpsurvey.aggregator.exceptions import AnalysisBusy
+    from ldpsurvey.aggregator.settings import DEFAULTS
+
+    runner = Runner(budget_from(DEFAULTS, public=False), budget_from(DEFAULTS, public=True), 2)
+    with runner.slot(runner.public):
+        with pytest.raises(AnalysisBusy), runner.slot(runner.public):
+            pass
+        with runner.slot(runner.researcher):
+            for caller in (runner.public, runner.researcher):
+                with pytest.raises(AnalysisBusy), runner.slot(caller):
+                    pass
+    with (runner.slot(runner.researcher), runner.slot(runner.researcher),
+          pytest.raises(AnalysisBusy), runner.slot(runner.public)):
+        pass
