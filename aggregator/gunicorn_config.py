@@ -119,7 +119,7 @@ class Worker(ThreadWorker):
         if status is None:
             super().handle_error(req, client, addr, exc)
             return
-        self.log.warning("Invalid request: %s", exc)
+        self.log.warning("Invalid request: %s", type(exc).__name__)  # its text may quote the line
         try:
             util.write_nonblock(client, refusal(status, self.wsgi.config,
                                                 self.cfg.limit_request_line))

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Response, current_app, request
+from gunicorn.http.errors import ParseException
 
 from ldpsurvey.shared import strict_json
 from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY, REPLAYED_HEADER
@@ -19,6 +20,10 @@ from .exceptions import (
 )
 from .intake import Accepted
 
+# A body the server cannot read as sent: gunicorn's bad chunking (ParseException) or its end
+# before the length sent (NoMoreData, an OSError).
+UNREADABLE = (OSError, ParseException)
+
 
 def json_body(limit_config: str | None = None) -> Any:
     """The request's JSON body, as parse_json_body, under the size limit the setting
@@ -31,13 +36,16 @@ def json_body(limit_config: str | None = None) -> Any:
 def parse_json_body(mimetype: str, content_length: int | None, read: Callable[[], bytes],
                     limit: int | None) -> Any:
     """A body read by `read`: UnsupportedMediaType unless application/json, BodyTooLarge over
-    `limit` bytes (declared or read), MalformedJson unless strict JSON (no duplicate keys, NaN
-    or Infinity), InvalidUnicode for a string with a lone surrogate."""
+    `limit` bytes (declared or read), MalformedJson unless it can be read and is strict JSON (no
+    duplicate keys, NaN or Infinity), InvalidUnicode for a string with a lone surrogate."""
     if mimetype != "application/json":
         raise UnsupportedMediaType()
     if limit is not None and (content_length or 0) > limit:
         raise BodyTooLarge(limit)
-    raw = read()
+    try:
+        raw = read()
+    except UNREADABLE as exc:
+        raise MalformedJson(f"the body could not be read as sent ({type(exc).__name__})") from None
     if limit is not None and len(raw) > limit:
         raise BodyTooLarge(limit)
     try:

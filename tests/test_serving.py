@@ -99,15 +99,25 @@ def test_gunicorn_answers_in_json_and_logs_no_client(tmp_path, database_url):
     port = free_port()
     log = tmp_path / "gunicorn.log"
     server = start_gunicorn(env, port, log, workers=1)
+    chunked = (b"POST /api/surveys/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\nabc\r\n0\r\n\r\n")
     try:
         ports = requests_and_ports(port, limit_request_line)
+        # A body gunicorn cannot read as sent (bad chunking) was a 500 with a traceback; a
+        # malformed line's text (a token in its query, say) reached the log.
+        for path in (b"nope/responses",):
+            assert_refused(exchange(port, chunked.replace(b"%s", path)),
+                           400, "invalid_json")
+        assert_refused(exchange(port, b"GET /s/x?t=SECRET-TOKEN HTTP/1.1 and more\r\n\r\n"),
+                       400, "malformed_request")
     finally:
         kill(server)
         from ldpsurvey.aggregator import close_app
 
         close_app(app)
     text = log.read_text()
-    assert text.count("Invalid request") == 4, text
+    assert text.count("Invalid request") == 5, text
+    assert "SECRET-TOKEN" not in text and "Traceback" not in text, text
     assert_private(text, ports, f"Listening at: http://127.0.0.1:{port}")
 
 
