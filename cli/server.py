@@ -2,6 +2,7 @@
 
 import logging
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -52,8 +53,9 @@ def record_database(database: str | None, instance: str) -> None:
     if not database:
         return
     folder = Path(instance)
-    temporary = folder / f".{DATABASE_FILE}.new"
-    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+    # a new file of a fresh name (O_EXCL, 0600): never one planted there, nor a link's target
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{DATABASE_FILE}.")
+    with open(descriptor, "w") as file:
         file.write(database + "\n")
     os.replace(temporary, folder / DATABASE_FILE)
 

@@ -396,3 +396,25 @@ def test_admin_commands_use_the_database_serve_was_given(tmp_path, database_url,
         kill(server)
     assert statuses == [200, 401]
     assert not (instance / "ldp-survey.sqlite3").exists()
+
+
+def test_the_recorded_database_never_writes_through_a_planted_link(tmp_path):
+    """The attack: in an instance folder others can write, a link planted at the name `serve`
+    wrote through made it copy the database URL (and its password) into the link's target,
+    keeping that file's mode. The URL goes to a file of a fresh name, 0600, renamed into place."""
+    import stat
+
+    from ldpsurvey.cli.server import DATABASE_FILE, record_database
+
+    instance, victim = tmp_path / "instance", tmp_path / "victim"
+    instance.mkdir()
+    victim.write_text("")
+    victim.chmod(0o644)
+    for name in (f".{DATABASE_FILE}.new", DATABASE_FILE):
+        (instance / name).unlink(missing_ok=True)
+        (instance / name).symlink_to(victim)
+        record_database("postgresql://u:SECRET@h/db", str(instance))
+        assert victim.read_text() == ""
+        recorded = instance / DATABASE_FILE
+        assert not recorded.is_symlink() and "SECRET" in recorded.read_text()
+        assert stat.S_IMODE(recorded.stat().st_mode) == 0o600
