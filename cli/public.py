@@ -36,6 +36,10 @@ TLS_MODES = ("acme", "internal")
 HSTS = "max-age=31536000; includeSubDomains"
 START_SECONDS = 60  # for gunicorn to answer /healthz and for Caddy to listen
 STOP_SECONDS = 30  # for each to stop gracefully before it is killed
+# Caddy's limits on reading a request's headers and whole body (a 16 MiB batch upload needs
+# about 4.5 Mbit/s to fit in 30 s); a slower client's connection is closed.
+READ_HEADER_SECONDS = 10
+READ_BODY_SECONDS = 30
 FIRST_CERTIFICATE_SECONDS = 10  # Caddy's own CA signs in milliseconds: see start_caddy
 # Names no public CA certifies (nor IP addresses, nor names of one label): only Caddy's own CA
 # (--tls internal) can serve them.
@@ -129,6 +133,14 @@ def caddyfile(site: Site, upstream: Path, storage: Path, max_body: int) -> str:
 \thttps_port {site.https_port}
 {bind}\t# Caddy's redirect would drop a port other than 443 and keep the query: ours is below.
 \tauto_https disable_redirects
+\t# A client that stalls its headers or body holds one of the app's few threads (gunicorn
+\t# reads the body Caddy streams it) this long at most: then its connection is closed.
+\tservers {{
+\t\ttimeouts {{
+\t\t\tread_header {READ_HEADER_SECONDS}s
+\t\t\tread_body {READ_BODY_SECONDS}s
+\t\t}}
+\t}}
 \tlog {{
 \t\t# A failed request's line names the client's address and the full URI.
 \t\texclude http.log.error

@@ -328,6 +328,33 @@ def test_a_body_above_the_apps_limit_is_cut_off_by_caddy(public, researcher_key)
     connection.close()
 
 
+def test_a_stalled_body_is_cut_off_and_frees_the_apps_threads(public):
+    """The attack: four connections each sending one byte of a 1,000-byte body held all four
+    of the app's threads (Caddy streamed the body on and gunicorn waited for the rest without
+    a limit): /healthz answered nothing until the attacker let go. Caddy now closes a body
+    unread after READ_BODY_SECONDS, and the app answers /healthz then (this waits for that,
+    with a client timeout far above it; it measures no speed)."""
+    from ldpsurvey.cli.public import READ_BODY_SECONDS
+
+    address = urlsplit(public.base)
+    stalled = []
+    for _ in range(5):  # more than the app's threads (serve --public: 4)
+        sock = public.context().wrap_socket(
+            socket.create_connection(("127.0.0.1", address.port), timeout=4 * READ_BODY_SECONDS),
+            server_hostname="localhost")
+        sock.sendall(b"POST /api/surveys/nope/responses HTTP/1.1\r\nHost: localhost\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+        stalled.append(sock)
+    try:
+        for sock in stalled:  # each is answered or closed; a timeout here fails the test
+            sock.recv(1024)
+        status, _, _ = fetch(public, "GET", "/healthz")
+        assert status == 200
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
 def test_an_over_long_request_line_is_refused_in_json_through_caddy(public):
     """A request line over gunicorn's bound (limit_request_line) reaches gunicorn through
     Caddy and is refused in the app's JSON with its headers (serving.refusal), not gunicorn's
