@@ -5,7 +5,9 @@ report distribution (each scheme's vectorised `simulate`), the aggregator's coun
 scheme's `summary` (the interval the product prints). Then the cells of a cross-tab of two
 yes/no questions (beta 1/2) at eps 1, 3, 5 and n = 50, 200 over four joints: the lowest
 coverage over the four cells and their mean width, for crosstab's interval and for the Wald
-interval p_hat -+ z SE (covered to the projected point) it replaced.
+interval p_hat -+ z SE (covered to the projected point) it replaced. Then cheating
+detection's three shares (default design) at eps 0.5 to 5 and n = 50, 200 over six truths, the
+simplex's vertices among them: the profile-likelihood intervals against the Wald ones.
 
 Populations, as shares of the range: everyone at 0, at 0.25, at 0.5, at 1 (point masses, the
 ends included), and half at 0 and half at 1 ("ends").
@@ -22,6 +24,7 @@ import math
 import numpy as np
 
 from ldpsurvey.shared import Mechanism, crosstab, parse_definition
+from ldpsurvey.shared.cheating import CheatingDesign, estimate_cheating
 from ldpsurvey.shared.estimate import clip_unit, cover
 from ldpsurvey.shared.intervals import z_value
 from ldpsurvey.shared.mechanism import alpha_for_epsilon
@@ -101,6 +104,41 @@ def crosstab_cell(eps: float, n: int, joint: tuple[float, ...], repeats: int,
             covered[1].min() / repeats, widths[1] / (4 * repeats))
 
 
+CHEATING_TRUTHS = {"all honest no": (0.0, 0.0), "all honest yes": (1.0, 0.0),
+                   "all non-compliant": (0.0, 1.0), "0.3, 0.1": (0.3, 0.1), "0.5, 0": (0.5, 0.0),
+                   "0, 0.2": (0.0, 0.2)}  # (honest yes, non-compliant)
+CHEATING_EPSILONS = (0.5, 1.0, 2.0, 5.0)
+
+
+def cheating_cell(eps: float, n: int, truth: str, repeats: int,
+                  rng: np.random.Generator) -> tuple[float, float, float, float]:
+    """(lowest coverage over the three shares, their mean width) of estimate_cheating's
+    intervals, then of the Wald interval p_hat -+ z SE (clipped, covered to p_mle) they
+    replaced, under the default design at eps: each of n respondents in group 1 or 2 with
+    probability 1/2, then a binomial count of yes at the group's exact report rate."""
+    design = CheatingDesign.from_epsilon(eps)
+    pi, gamma = CHEATING_TRUTHS[truth]
+    shares = (pi, 1.0 - pi - gamma, gamma)
+    rates = design.report_rates(pi, gamma)
+    z = z_value(0.95)
+    covered, widths = np.zeros((2, 3)), np.zeros(2)
+    for _ in range(repeats):
+        first = int(rng.binomial(n, 0.5))
+        sizes = [first, n - first]
+        if min(sizes) < 2:  # the product shows no shares then
+            continue
+        yes = [int(rng.binomial(size, rate)) for size, rate in zip(sizes, rates, strict=True)]
+        fit = estimate_cheating(design, yes, sizes)
+        for j, share in enumerate(fit.shares):
+            wald = cover(clip_unit(share.p_hat - z * share.standard_error),
+                         clip_unit(share.p_hat + z * share.standard_error), share.p_mle)
+            for k, (low, high) in enumerate(((share.ci_low, share.ci_high), wald)):
+                covered[k, j] += low <= shares[j] <= high
+                widths[k] += high - low
+    return (covered[0].min() / repeats, widths[0] / (3 * repeats),
+            covered[1].min() / repeats, widths[1] / (3 * repeats))
+
+
 def binomial_floor(level: float, repeats: int, sds: float = 3.0) -> float:
     """The lowest observed coverage consistent with a true coverage of `level`: level - sds
     binomial standard deviations."""
@@ -134,6 +172,16 @@ def main() -> None:
             for joint in JOINTS:
                 c, w, wald_c, wald_w = crosstab_cell(eps, n, joint, args.repeats, rng)
                 print(f"| {eps:g} | {n} | {', '.join(map(str, joint))} | {c:.3f} / {w:.3f} | "
+                      f"{wald_c:.3f} / {wald_w:.3f} |", flush=True)
+    print("\nCheating detection's three shares (default design): lowest coverage over the "
+          "shares / mean width.\n")
+    print("| epsilon | n | honest yes, non-compliant | profile likelihood | Wald (before) |")
+    print("|---|---|---|---|---|")
+    for eps in CHEATING_EPSILONS:
+        for n in (50, 200):
+            for truth in CHEATING_TRUTHS:
+                c, w, wald_c, wald_w = cheating_cell(eps, n, truth, args.repeats, rng)
+                print(f"| {eps:g} | {n} | {truth} | {c:.3f} / {w:.3f} | "
                       f"{wald_c:.3f} / {wald_w:.3f} |", flush=True)
 
 

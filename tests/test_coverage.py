@@ -1,7 +1,8 @@
-"""The intervals of number questions' means cover (issue 40, items 1 and 3): cells of
-bench/coverage.py's grid (mechanism x epsilon x n x population, point masses at the ends
-included), each held at or above 0.94 within 3 binomial standard deviations, measured through
-the product's own simulate, counters and summary."""
+"""The intervals of number questions' means and of cheating detection's shares cover (issue
+40, items 1 and 3): cells of bench/coverage.py's grids (mechanism x epsilon x n x population,
+point masses at the ends included; epsilon x n x shares, the simplex's vertices included),
+each held at or above 0.94 within 3 binomial standard deviations, measured through the
+product's own code."""
 
 import importlib.util
 from pathlib import Path
@@ -42,3 +43,19 @@ def test_the_bench_counts_as_the_aggregator_does(mechanism):
     reports = np.asarray(scheme.simulate(rng.random(4 * 30), rng)).reshape(4, 30)
     for row, counted in zip(reports, bench.counters(scheme, reports), strict=True):
         assert [int(c) for c in counted] == tally(scheme, [int(r) for r in row])
+
+
+CHEATING_REPEATS = 400
+# The vertex where the chi^2_1 cut under-covered, the Wald interval's worst cells, then others.
+CHEATING = [(1.0, 50, "all honest no"), (0.5, 200, "all honest no"), (1.0, 50, "0.5, 0"),
+            (0.5, 200, "0.5, 0"), (5.0, 50, "0, 0.2"), (2.0, 200, "all honest yes")]
+
+
+@pytest.mark.parametrize("eps, n, truth", CHEATING)
+def test_the_cheating_shares_cover(eps, n, truth):
+    """Each of the three shares' profile-likelihood interval covers at 0.94 within binomial
+    limits, the simplex's vertices and edges included (bench.cheating_cell)."""
+    rng = np.random.default_rng([round(10 * eps), n, len(truth)])
+    coverage, width, _, _ = bench.cheating_cell(eps, n, truth, CHEATING_REPEATS, rng)
+    assert coverage >= bench.binomial_floor(0.94, CHEATING_REPEATS), (coverage, width)
+    assert 0 < width <= 1
