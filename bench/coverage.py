@@ -104,6 +104,34 @@ def crosstab_cell(eps: float, n: int, joint: tuple[float, ...], repeats: int,
             covered[1].min() / repeats, widths[1] / (4 * repeats))
 
 
+def conditional_cell(eps: float, n: int, joint: tuple[float, ...], repeats: int,
+                     rng: np.random.Generator) -> tuple[float, float, float, float]:
+    """As crosstab_cell for the conditionals P(B | A) of the rows with a positive share
+    (a conditional of an empty row is undefined): crosstab's, then the delta-method Wald
+    interval r -+ z SE (clipped, covered to the constrained point; [0, 1] when the unbiased
+    row share is not positive) they replaced."""
+    design = Mechanism(alpha_for_epsilon(eps, 0.5), 0.5)
+    p = np.array([[design.alpha * (i == j) + (1 - design.alpha) * 0.5 for j in range(2)]
+                  for i in range(2)])
+    truth = np.array(joint, dtype=float).reshape(2, 2)
+    defined = [(a, b) for a in range(2) for b in range(2) if truth[a].sum() > 0]
+    z = z_value(0.95)
+    covered, widths = np.zeros((2, len(defined))), np.zeros(2)
+    for draw in rng.multinomial(n, (p.T @ truth @ p).flatten(), size=repeats):
+        table = crosstab(design, design, [[int(x) for x in draw[:2]], [int(x) for x in draw[2:]]])
+        for i, (a, b) in enumerate(defined):
+            c = table.conditional[2 * a + b]
+            wald = ((0.0, 1.0) if c.p_hat is None else
+                    cover(clip_unit(c.p_hat - z * c.standard_error),
+                          clip_unit(c.p_hat + z * c.standard_error), c.p_constrained))
+            for k, (low, high) in enumerate(((c.ci_low, c.ci_high), wald)):
+                covered[k, i] += low <= truth[a, b] / truth[a].sum() <= high
+                widths[k] += high - low
+    cells = len(defined) * repeats
+    return (covered[0].min() / repeats, widths[0] / cells,
+            covered[1].min() / repeats, widths[1] / cells)
+
+
 CHEATING_TRUTHS = {"all honest no": (0.0, 0.0), "all honest yes": (1.0, 0.0),
                    "all non-compliant": (0.0, 1.0), "0.3, 0.1": (0.3, 0.1), "0.5, 0": (0.5, 0.0),
                    "0, 0.2": (0.0, 0.2)}  # (honest yes, non-compliant)
@@ -163,27 +191,29 @@ def main() -> None:
                 print(f"| {mechanism} | {eps:g} | {n} | "
                       + " | ".join(f"{c:.3f} / {w:.3f}" for c, w in results)
                       + f" | {min(c for c, _ in results):.3f} |", flush=True)
-    print("\nCross-tab cells of two yes/no questions: lowest coverage over the cells / mean "
-          "width.\n")
-    print("| epsilon | n | joint | crosstab's interval | Wald (before) |")
-    print("|---|---|---|---|---|")
-    for eps in (1.0, 3.0, 5.0):
-        for n in (50, 200):
-            for joint in JOINTS:
-                c, w, wald_c, wald_w = crosstab_cell(eps, n, joint, args.repeats, rng)
-                print(f"| {eps:g} | {n} | {', '.join(map(str, joint))} | {c:.3f} / {w:.3f} | "
-                      f"{wald_c:.3f} / {wald_w:.3f} |", flush=True)
-    print("\nCheating detection's three shares (default design): lowest coverage over the "
-          "shares / mean width.\n")
-    print("| epsilon | n | honest yes, non-compliant | profile likelihood | Wald (before) |")
-    print("|---|---|---|---|---|")
-    for eps in CHEATING_EPSILONS:
-        for n in (50, 200):
-            for truth in CHEATING_TRUTHS:
-                c, w, wald_c, wald_w = cheating_cell(eps, n, truth, args.repeats, rng)
-                print(f"| {eps:g} | {n} | {truth} | {c:.3f} / {w:.3f} | "
-                      f"{wald_c:.3f} / {wald_w:.3f} |", flush=True)
-
+    comparisons = (
+        ("Cross-tab cells of two yes/no questions: lowest coverage over the cells",
+         ("joint", "crosstab's interval", "Wald (before)"), crosstab_cell, (1.0, 3.0, 5.0),
+         {", ".join(map(str, joint)): joint for joint in JOINTS}),
+        ("Cross-tab conditionals P(B | A) of the same tables (rows of positive share): lowest "
+         "coverage", ("joint", "crosstab's interval", "delta-method Wald (before)"),
+         conditional_cell, (1.0, 3.0, 5.0),
+         {", ".join(map(str, joint)): joint for joint in JOINTS}),
+        ("Cheating detection's three shares (default design): lowest coverage over the shares",
+         ("honest yes, non-compliant", "profile likelihood", "Wald (before)"), cheating_cell,
+         CHEATING_EPSILONS, {truth: truth for truth in CHEATING_TRUTHS}))
+    for title, columns, measure, epsilons, truths in comparisons:
+        if measure is not crosstab_cell:  # each later table from its own generator at --seed
+            rng = np.random.default_rng(args.seed)
+        print(f"\n{title} / mean width.\n")
+        print("| epsilon | n | " + " | ".join(columns) + " |")
+        print("|---|---|---|---|---|")
+        for eps in epsilons:
+            for n in (50, 200):
+                for name, truth in truths.items():
+                    c, w, old_c, old_w = measure(eps, n, truth, args.repeats, rng)
+                    print(f"| {eps:g} | {n} | {name} | {c:.3f} / {w:.3f} | "
+                          f"{old_c:.3f} / {old_w:.3f} |", flush=True)
 
 if __name__ == "__main__":
     main()

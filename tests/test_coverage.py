@@ -59,3 +59,19 @@ def test_the_cheating_shares_cover(eps, n, truth):
     coverage, width, _, _ = bench.cheating_cell(eps, n, truth, CHEATING_REPEATS, rng)
     assert coverage >= bench.binomial_floor(0.94, CHEATING_REPEATS), (coverage, width)
     assert 0 < width <= 1
+
+
+# The cross-tab conditionals where the delta-method Wald interval covered 0.90 to 0.92.
+CONDITIONALS = [(5.0, 50, (0.7, 0.1, 0.1, 0.1)), (5.0, 50, (0.9, 0.05, 0.05, 0)),
+                (3.0, 50, (0.25, 0.25, 0.25, 0.25)), (5.0, 200, (0.9, 0.05, 0.05, 0)),
+                (1.0, 50, (1, 0, 0, 0))]
+
+
+@pytest.mark.parametrize("eps, n, joint", CONDITIONALS)
+def test_the_crosstab_conditionals_cover(eps, n, joint):
+    """Every defined conditional P(B | A) of a 2 x 2 cross-tab covers at 0.94 within binomial
+    limits (bench.conditional_cell)."""
+    rng = np.random.default_rng([round(10 * eps), n, round(100 * joint[0])])
+    coverage, width, _, _ = bench.conditional_cell(eps, n, joint, REPEATS, rng)
+    assert coverage >= bench.binomial_floor(0.94, REPEATS), (coverage, width)
+    assert 0 < width <= 1
