@@ -22,7 +22,9 @@ import argparse
 import math
 
 import numpy as np
+import pandas as pd
 
+from ldpsurvey.analysis.weights import rake, weighted_estimates
 from ldpsurvey.shared import Mechanism, crosstab, parse_definition
 from ldpsurvey.shared.cheating import CheatingDesign, estimate_cheating
 from ldpsurvey.shared.estimate import clip_unit, cover
@@ -167,6 +169,39 @@ def cheating_cell(eps: float, n: int, truth: str, repeats: int,
             covered[1].min() / repeats, widths[1] / (3 * repeats))
 
 
+WEIGHTED_TRUTHS = {"0 / 0": (0.0, 0.0), "1 / 1": (1.0, 1.0), "0.6 / 0.2": (0.6, 0.2),
+                   "0 / 0.5": (0.0, 0.5), "0.05 / 0.01": (0.05, 0.01)}  # P(yes): men / women
+
+
+def weighted_cell(eps: float, n: int, truth: str, repeats: int,
+                  rng: np.random.Generator) -> tuple[float, float, float, float]:
+    """(coverage, mean width) of the weighted share of yes (analysis.weights), then of the
+    Wald interval p_hat -+ z SE (clipped) it replaced: a sample of n with 20 % men raked to a
+    population of half men, P(yes) per sex from WEIGHTED_TRUTHS, a yes/no question at eps
+    (beta 1/2); samples with fewer than 2 of either sex are drawn again."""
+    mechanism = Mechanism(alpha_for_epsilon(eps, 0.5), 0.5)
+    men, women = WEIGHTED_TRUTHS[truth]
+    target, z = (men + women) / 2.0, z_value(0.95)
+    covered, widths, done = np.zeros(2), np.zeros(2), 0
+    while done < repeats:
+        male = rng.random(n) < 0.2
+        if min(male.sum(), n - male.sum()) < 2:
+            continue
+        answers = rng.random(n) < np.where(male, men, women)
+        reports = np.where(rng.random(n) < mechanism.alpha, answers,
+                           rng.random(n) < mechanism.beta[1])
+        frame = pd.DataFrame({"sex": np.where(male, "m", "f"),
+                              "q": pd.Categorical.from_codes(reports.astype(int), ["no", "yes"])})
+        _, yes = weighted_estimates(frame["q"], mechanism, rake(frame, {"sex": {"f": 0.5, "m": 0.5}}))
+        wald = (clip_unit(yes.p_hat - z * yes.standard_error),
+                clip_unit(yes.p_hat + z * yes.standard_error))
+        for k, (low, high) in enumerate(((yes.ci_low, yes.ci_high), wald)):
+            covered[k] += low <= target <= high
+            widths[k] += high - low
+        done += 1
+    return covered[0] / repeats, widths[0] / repeats, covered[1] / repeats, widths[1] / repeats
+
+
 def binomial_floor(level: float, repeats: int, sds: float = 3.0) -> float:
     """The lowest observed coverage consistent with a true coverage of `level`: level - sds
     binomial standard deviations."""
@@ -201,7 +236,10 @@ def main() -> None:
          {", ".join(map(str, joint)): joint for joint in JOINTS}),
         ("Cheating detection's three shares (default design): lowest coverage over the shares",
          ("honest yes, non-compliant", "profile likelihood", "Wald (before)"), cheating_cell,
-         CHEATING_EPSILONS, {truth: truth for truth in CHEATING_TRUTHS}))
+         CHEATING_EPSILONS, {truth: truth for truth in CHEATING_TRUTHS}),
+        ("A weighted share of yes (20 % men in the sample raked to half; P(yes) men / women)",
+         ("P(yes) men / women", "Korn-Graubard", "Wald (before)"), weighted_cell,
+         CHEATING_EPSILONS, {truth: truth for truth in WEIGHTED_TRUTHS}))
     for title, columns, measure, epsilons, truths in comparisons:
         if measure is not crosstab_cell:  # each later table from its own generator at --seed
             rng = np.random.default_rng(args.seed)

@@ -75,3 +75,18 @@ def test_the_crosstab_conditionals_cover(eps, n, joint):
     coverage, width, _, _ = bench.conditional_cell(eps, n, joint, REPEATS, rng)
     assert coverage >= bench.binomial_floor(0.94, REPEATS), (coverage, width)
     assert 0 < width <= 1
+
+
+# Where the Wald interval of a weighted share covered 0.66 to 0.92.
+WEIGHTED = [(5.0, 50, "0.05 / 0.01"), (5.0, 50, "0.6 / 0.2"), (2.0, 50, "0 / 0.5"),
+            (0.5, 50, "0.6 / 0.2"), (5.0, 200, "0.6 / 0.2")]
+
+
+@pytest.mark.parametrize("eps, n, truth", WEIGHTED)
+def test_a_weighted_share_covers(eps, n, truth):
+    """A raked sample's weighted share of yes covers at 0.94 within binomial limits
+    (bench.weighted_cell)."""
+    rng = np.random.default_rng([round(10 * eps), n, len(truth)])
+    coverage, width, _, _ = bench.weighted_cell(eps, n, truth, CHEATING_REPEATS, rng)
+    assert coverage >= bench.binomial_floor(0.94, CHEATING_REPEATS), (coverage, width)
+    assert 0 < width <= 1
