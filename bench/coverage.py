@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ldpsurvey.analysis.weights import rake, weighted_estimates
-from ldpsurvey.shared import Mechanism, crosstab, parse_definition
+from ldpsurvey.shared import Mechanism, crosstab, difference, parse_definition, uniform_beta
 from ldpsurvey.shared.cheating import CheatingDesign, estimate_cheating
 from ldpsurvey.shared.estimate import clip_unit, cover
 from ldpsurvey.shared.intervals import z_value
@@ -202,6 +202,30 @@ def weighted_cell(eps: float, n: int, truth: str, repeats: int,
     return covered[0] / repeats, widths[0] / repeats, covered[1] / repeats, widths[1] / repeats
 
 
+DIFFERENCE_TRUTHS = {"1, 0, 0": (1.0, 0.0, 0.0), "0, 0, 1": (0.0, 0.0, 1.0),
+                     "0.5, 0.5, 0": (0.5, 0.5, 0.0), "0.3, 0.1, 0.6": (0.3, 0.1, 0.6),
+                     "0.05, 0, 0.95": (0.05, 0.0, 0.95)}
+
+
+def difference_cell(eps: float, n: int, truth: str, repeats: int,
+                    rng: np.random.Generator) -> tuple[float, float, float, float]:
+    """(coverage, mean width) of the interval of pi_0 - pi_1 (shared.difference), twice (the
+    comparison is with the code before: Agresti and Min's without the continuity correction),
+    for a three-option question at eps with uniform beta, from multinomial counts at the
+    exact report rates."""
+    beta = uniform_beta(3)
+    mechanism = Mechanism(alpha_for_epsilon(eps, beta), beta)
+    shares = DIFFERENCE_TRUTHS[truth]
+    rates = [mechanism.alpha * p + (1 - mechanism.alpha) * b for p, b in zip(shares, beta,
+                                                                             strict=True)]
+    covered, width = 0, 0.0
+    for counts in rng.multinomial(n, rates, size=repeats):
+        d = difference(mechanism, [int(c) for c in counts], 0, 1)
+        covered += d.ci_low <= shares[0] - shares[1] <= d.ci_high
+        width += d.ci_high - d.ci_low
+    return covered / repeats, width / repeats, covered / repeats, width / repeats
+
+
 def binomial_floor(level: float, repeats: int, sds: float = 3.0) -> float:
     """The lowest observed coverage consistent with a true coverage of `level`: level - sds
     binomial standard deviations."""
@@ -239,7 +263,10 @@ def main() -> None:
          CHEATING_EPSILONS, {truth: truth for truth in CHEATING_TRUTHS}),
         ("A weighted share of yes (20 % men in the sample raked to half; P(yes) men / women)",
          ("P(yes) men / women", "Korn-Graubard", "Wald (before)"), weighted_cell,
-         CHEATING_EPSILONS, {truth: truth for truth in WEIGHTED_TRUTHS}))
+         CHEATING_EPSILONS, {truth: truth for truth in WEIGHTED_TRUTHS}),
+        ("The difference pi_0 - pi_1 of a three-option question (beta uniform): coverage",
+         ("shares", "difference's interval", "the same"), difference_cell, CHEATING_EPSILONS,
+         {truth: truth for truth in DIFFERENCE_TRUTHS}))
     for title, columns, measure, epsilons, truths in comparisons:
         if measure is not crosstab_cell:  # each later table from its own generator at --seed
             rng = np.random.default_rng(args.seed)
@@ -247,7 +274,7 @@ def main() -> None:
         print("| epsilon | n | " + " | ".join(columns) + " |")
         print("|---|---|---|---|---|")
         for eps in epsilons:
-            for n in (50, 200):
+            for n in (20, 50, 200) if measure is difference_cell else (50, 200):
                 for name, truth in truths.items():
                     c, w, old_c, old_w = measure(eps, n, truth, args.repeats, rng)
                     print(f"| {eps:g} | {n} | {name} | {c:.3f} / {w:.3f} | "

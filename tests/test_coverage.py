@@ -45,48 +45,33 @@ def test_the_bench_counts_as_the_aggregator_does(mechanism):
         assert [int(c) for c in counted] == tally(scheme, [int(r) for r in row])
 
 
-CHEATING_REPEATS = 400
-# The vertex where the chi^2_1 cut under-covered, the Wald interval's worst cells, then others.
-CHEATING = [(1.0, 50, "all honest no"), (0.5, 200, "all honest no"), (1.0, 50, "0.5, 0"),
-            (0.5, 200, "0.5, 0"), (5.0, 50, "0, 0.2"), (2.0, 200, "all honest yes")]
+# Cells of bench/coverage.py's later grids (measure, epsilon, n, truth): each where the
+# interval it replaced covered least (cheating detection's, Wald: the vertices and a half of
+# honest yes; the conditionals', delta-method Wald: 0.90 to 0.92; the weighted share's, Wald:
+# 0.66 to 0.92; the difference's, Agresti-Min uncorrected: 0.922 to 0.939), then others.
+COMPARISONS = [
+    *[("cheating_cell", *c) for c in [(1.0, 50, "all honest no"), (0.5, 200, "all honest no"),
+                                      (1.0, 50, "0.5, 0"), (0.5, 200, "0.5, 0"),
+                                      (5.0, 50, "0, 0.2"), (2.0, 200, "all honest yes")]],
+    *[("conditional_cell", *c) for c in [(5.0, 50, (0.7, 0.1, 0.1, 0.1)),
+                                         (5.0, 50, (0.9, 0.05, 0.05, 0)),
+                                         (3.0, 50, (0.25, 0.25, 0.25, 0.25)),
+                                         (5.0, 200, (0.9, 0.05, 0.05, 0)), (1.0, 50, (1, 0, 0, 0))]],
+    *[("weighted_cell", *c) for c in [(5.0, 50, "0.05 / 0.01"), (5.0, 50, "0.6 / 0.2"),
+                                      (2.0, 50, "0 / 0.5"), (0.5, 50, "0.6 / 0.2"),
+                                      (5.0, 200, "0.05 / 0.01")]],
+    *[("difference_cell", *c) for c in [(2.0, 20, "0.5, 0.5, 0"), (0.5, 20, "0.3, 0.1, 0.6"),
+                                        (1.0, 200, "0.5, 0.5, 0"), (5.0, 50, "0.05, 0, 0.95"),
+                                        (0.5, 200, "0.3, 0.1, 0.6")]]]
+COMPARISON_REPEATS = 400
 
 
-@pytest.mark.parametrize("eps, n, truth", CHEATING)
-def test_the_cheating_shares_cover(eps, n, truth):
-    """Each of the three shares' profile-likelihood interval covers at 0.94 within binomial
-    limits, the simplex's vertices and edges included (bench.cheating_cell)."""
-    rng = np.random.default_rng([round(10 * eps), n, len(truth)])
-    coverage, width, _, _ = bench.cheating_cell(eps, n, truth, CHEATING_REPEATS, rng)
-    assert coverage >= bench.binomial_floor(0.94, CHEATING_REPEATS), (coverage, width)
-    assert 0 < width <= 1
-
-
-# The cross-tab conditionals where the delta-method Wald interval covered 0.90 to 0.92.
-CONDITIONALS = [(5.0, 50, (0.7, 0.1, 0.1, 0.1)), (5.0, 50, (0.9, 0.05, 0.05, 0)),
-                (3.0, 50, (0.25, 0.25, 0.25, 0.25)), (5.0, 200, (0.9, 0.05, 0.05, 0)),
-                (1.0, 50, (1, 0, 0, 0))]
-
-
-@pytest.mark.parametrize("eps, n, joint", CONDITIONALS)
-def test_the_crosstab_conditionals_cover(eps, n, joint):
-    """Every defined conditional P(B | A) of a 2 x 2 cross-tab covers at 0.94 within binomial
-    limits (bench.conditional_cell)."""
-    rng = np.random.default_rng([round(10 * eps), n, round(100 * joint[0])])
-    coverage, width, _, _ = bench.conditional_cell(eps, n, joint, REPEATS, rng)
-    assert coverage >= bench.binomial_floor(0.94, REPEATS), (coverage, width)
-    assert 0 < width <= 1
-
-
-# Where the Wald interval of a weighted share covered 0.66 to 0.92.
-WEIGHTED = [(5.0, 50, "0.05 / 0.01"), (5.0, 50, "0.6 / 0.2"), (2.0, 50, "0 / 0.5"),
-            (0.5, 50, "0.6 / 0.2"), (5.0, 200, "0.6 / 0.2")]
-
-
-@pytest.mark.parametrize("eps, n, truth", WEIGHTED)
-def test_a_weighted_share_covers(eps, n, truth):
-    """A raked sample's weighted share of yes covers at 0.94 within binomial limits
-    (bench.weighted_cell)."""
-    rng = np.random.default_rng([round(10 * eps), n, len(truth)])
-    coverage, width, _, _ = bench.weighted_cell(eps, n, truth, CHEATING_REPEATS, rng)
-    assert coverage >= bench.binomial_floor(0.94, CHEATING_REPEATS), (coverage, width)
-    assert 0 < width <= 1
+@pytest.mark.parametrize("measure, eps, n, truth", COMPARISONS)
+def test_a_cell_of_each_comparison_covers(measure, eps, n, truth):
+    """Cheating detection's three shares, every defined conditional of a 2 x 2 cross-tab, a
+    raked sample's weighted share and the difference of two options: each interval covers at
+    0.94 within binomial limits (the lowest over the cell's estimates)."""
+    rng = np.random.default_rng([ord(c) for c in f"{measure} {eps} {n} {truth}"])
+    coverage, width, _, _ = getattr(bench, measure)(eps, n, truth, COMPARISON_REPEATS, rng)
+    assert coverage >= bench.binomial_floor(0.94, COMPARISON_REPEATS), (coverage, width)
+    assert 0 < width <= 2
