@@ -7,7 +7,10 @@ yes/no questions (beta 1/2) at eps 1, 3, 5 and n = 50, 200 over four joints: the
 coverage over the four cells and their mean width, for crosstab's interval and for the Wald
 interval p_hat -+ z SE (covered to the projected point) it replaced. Then cheating
 detection's three shares (default design) at eps 0.5 to 5 and n = 50, 200 over six truths, the
-simplex's vertices among them: the profile-likelihood intervals against the Wald ones.
+simplex's vertices among them: the profile-likelihood intervals against the Wald ones; the
+conditionals of the cross-tabs above; a weighted share of a raked sample; the difference of
+two options of a three-option question. Each of these later tables draws from its own
+generator seeded --seed.
 
 Populations, as shares of the range: everyone at 0, at 0.25, at 0.5, at 1 (point masses, the
 ends included), and half at 0 and half at 1 ("ends").
