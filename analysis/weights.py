@@ -27,14 +27,16 @@ import numpy as np
 import pandas as pd
 
 from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism, unbiased_estimate
+from ldpsurvey.shared.distributions import beta_quantile
 from ldpsurvey.shared.estimate import clip_unit
-from ldpsurvey.shared.intervals import z_value
+from ldpsurvey.shared.intervals import check_confidence, clopper_pearson, z_value
 
 from .cells import check_cells
 from .errors import AnalysisError, ConvergenceError
 
 RAKING_TOLERANCE = 1e-10  # largest |weighted share / population share - 1| accepted
 MAX_RAKING_ITERATIONS = 1000  # full sweeps over the margins
+EDGE = 1e-12  # a weighted rate this near 0 or 1 is that end (rounding of sums of weights)
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ class WeightedEstimate:
     """One option's weighted estimate: reported_rate = sum w [report = j] / sum w, p_hat the
     unbiased (reported_rate - (1 - alpha) beta_j) / alpha (it may leave [0, 1]), p_hat_clipped
     (p_hat clipped to [0, 1]: the point shown, inside the interval), its linearization
-    standard error, and the Wald interval p_hat -+ z se clipped to [0, 1]."""
+    standard error, and the interval from Korn and Graubard's (weighted_estimates)."""
 
     n: int
     effective_n: float
@@ -231,16 +233,37 @@ def linearized_variance(influence: np.ndarray, weights: np.ndarray, calibration:
     return n / (n - 1.0) * np.einsum("u,ui,uj->ij", count, centred, centred)
 
 
+def t_quantile(confidence: float, df: float) -> float:
+    """The two-sided Student t quantile: t^2 / (df + t^2) is Beta(1/2, df/2) (Johnson, Kotz
+    and Balakrishnan 1995, Continuous Univariate Distributions 2, 28.2)."""
+    u = beta_quantile(confidence, 0.5, df / 2.0)
+    return math.sqrt(df * u / (1.0 - u))
+
+
 def weighted_estimates(reports: pd.Series, mechanism: Mechanism | None, weights: Weights, *,
                        confidence: float = DEFAULT_CONFIDENCE) -> tuple[WeightedEstimate, ...]:
     """Per option j of a question (reports: its categorical column, categories in code order;
     one row per row of the weights, each standing for weights.counts respondents), the
     weighted estimate (WeightedEstimate) with the linearization standard error of the weighted
     reported rate (a ratio: influence values [r_i = j] - rate_j), divided by alpha. mechanism
-    None: an openly answered question, whose rate is the estimate (alpha 1, epsilon 0)."""
+    None: an openly answered question, whose rate is the estimate (alpha 1, epsilon 0).
+
+    Interval: Korn and Graubard's (1998, "Confidence intervals for proportions with small
+    expected number of positive counts estimated from survey data", Survey Methodology 24):
+    the Clopper-Pearson interval of the reported rate at the effective sample size
+    n* = rate (1 - rate) / Var(rate), at most Kish's effective n (and that where the rate is
+    0 or 1: with few reports of an option Var(rate) rests on them and n* capped at n covered
+    0.90 at eps 5, n = 200 for a share of 0.03), times
+    (z / t_df)^2, df = (sum w_i^2)^2 / sum w_i^4, at most n - 1: Satterthwaite's (1946)
+    degrees of freedom of the variance sum_i w_i^2 e_i^2 (linearized_variance) when the e_i^2
+    are alike (Korn and Graubard take the design's n - 1; with a few heavy weights the
+    variance rests on fewer respondents); n* rate successes of n*, mapped through
+    (x - (1 - alpha) beta_j) / alpha, clipped to [0, 1] and widened to p_hat_clipped (the
+    Wald interval p_hat -+ z se it replaced covered 0.66 at eps 5, n = 50 for a share of 0.03,
+    bench/coverage.py)."""
     if len(reports) != len(weights.values):
         raise AnalysisError(f"{len(weights.values)} weights for {len(reports)} rows")
-    z = z_value(confidence)
+    check_confidence(confidence)
     count = np.ones(len(reports)) if weights.counts is None else weights.counts
     w = weights.values
     codes = reports.cat.codes.to_numpy()
@@ -252,15 +275,26 @@ def weighted_estimates(reports: pd.Series, mechanism: Mechanism | None, weights:
     rates = (count * w) @ onehot / total
     variance = np.diag(linearized_variance(onehot - rates, w, weights.calibration,
                                            count)) / total ** 2
+    df = min(count.sum() - 1.0, float((count @ w ** 2) ** 2 / (count @ w ** 4)))
+    z = z_value(confidence)
     alpha = 1.0 if mechanism is None else mechanism.alpha
+    forced = [0.0] * k if mechanism is None else [(1.0 - alpha) * b for b in mechanism.beta]
+    n = float(count.sum())
     estimates = []
     for j, (rate, var) in enumerate(zip(rates, variance, strict=True)):
         p_hat = float(rate) if mechanism is None else unbiased_estimate(
             float(rate), alpha, mechanism.beta[j])
         se = math.sqrt(var) / alpha
+        x = float(rate) if EDGE < rate < 1.0 - EDGE else float(round(rate))  # 1 - 1e-16: 1
+        n_star = (min(weights.effective_n, x * (1.0 - x) / var)
+                  * (z / t_quantile(confidence, df)) ** 2
+                  if var > 0.0 and 0.0 < x < 1.0 else weights.effective_n)
+        low, high = (clip_unit((end - forced[j]) / alpha)
+                     for end in clopper_pearson(n_star * x, n_star, confidence))
         estimates.append(WeightedEstimate(
-            n=int(count.sum()), effective_n=weights.effective_n, reported_rate=float(rate),
-            p_hat=p_hat, p_hat_clipped=clip_unit(p_hat), standard_error=se, ci_low=clip_unit(p_hat - z * se),
-            ci_high=clip_unit(p_hat + z * se), confidence=confidence,
+            n=int(n), effective_n=weights.effective_n, reported_rate=float(rate),
+            p_hat=p_hat, p_hat_clipped=clip_unit(p_hat), standard_error=se,
+            ci_low=min(low, clip_unit(p_hat)), ci_high=max(high, clip_unit(p_hat)),
+            confidence=confidence,
             epsilon=0.0 if mechanism is None else mechanism.epsilon))
     return tuple(estimates)

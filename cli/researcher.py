@@ -462,7 +462,7 @@ def _weighted(api: Api, survey_id: str, margins_file: str, formula: str | None,
     w = body["weights"]
     click.echo(f"Raked to the margins of {', '.join(w['margins'])}: n = {w['n']}, effective "
                f"sample size {w['effective_n']:.1f} (Kish), weights {w['min_weight']:.3g} to "
-               f"{w['max_weight']:.3g}; {body['confidence']:.0%} Wald CIs, SEs by "
+               f"{w['max_weight']:.3g}; {body['confidence']:.0%} Korn-Graubard CIs, SEs by "
                "linearization.")
     click.echo(table([(q["id"] + (" (open)" if q["disclosed"] else ""), o["option"],
                        o["p_hat_clipped"], interval(o), o["p_hat"], o["standard_error"])

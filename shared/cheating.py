@@ -48,8 +48,6 @@ from .estimate import (
     DEFAULT_CONFIDENCE,
     FIT_LEVEL,
     SMALL_SAMPLE,
-    clip_unit,
-    cover,
     project_to_simplex,
 )
 from .forced_response import NO, YES
@@ -164,8 +162,8 @@ class CheatingDesign:
 class Share:
     """One share (honest yes, honest no or non-compliant): p_hat from `solve` (it may leave
     [0, 1]) and its standard error; p_mle the maximum-likelihood share over the simplex (the
-    point shown to people); the Wald interval p_hat -+ z se clipped to [0, 1] and widened to
-    contain p_mle (estimate.cover)."""
+    point shown to people); the profile-likelihood interval (profile_interval), in [0, 1] and
+    around p_mle."""
 
     name: str
     p_hat: float
@@ -241,6 +239,66 @@ def _golden(f) -> float:
     return max((0.0, middle, 1.0), key=f)
 
 
+# The profile's points: each share fixed at psi leaves a segment of the simplex, t in [0, 1].
+SEGMENTS = (lambda psi, t: (psi, t * (1.0 - psi)),  # honest yes = psi
+            lambda psi, t: (t * (1.0 - psi), (1.0 - t) * (1.0 - psi)),  # honest no = psi
+            lambda psi, t: (t * (1.0 - psi), psi))  # non-compliant = psi
+BISECTIONS = 50  # halvings of [0, 1]: 2^-50, about 1e-15
+
+
+def profile(design: CheatingDesign, yes: Sequence[int], n: Sequence[int], share: int,
+            psi: float) -> float:
+    """max log_likelihood over the simplex's points whose share `share` (SHARES order) is psi:
+    the segment SEGMENTS[share](psi, t), along which the rates are affine in t, so the
+    log-likelihood is concave in t and its maximum is where the derivative
+    sum_g dlambda_g/dt (yes_g / lambda_g - (n_g - yes_g) / (1 - lambda_g)) changes sign
+    (bisection; the segment's ends where it never does)."""
+    segment = SEGMENTS[share]
+    start = design.report_rates(*segment(psi, 0.0))
+    slope = [b - a for a, b in zip(start, design.report_rates(*segment(psi, 1.0)), strict=True)]
+    low, high = 0.0, 1.0
+    for _ in range(BISECTIONS):
+        t = (low + high) / 2.0
+        rising = 0.0
+        for lam0, d, c, size in zip(start, slope, yes, n, strict=True):
+            if d:  # lambda in (0, 1) at every t in (0, 1) of a segment of more than a point
+                lam = lam0 + d * t
+                rising += d * (c / lam - (size - c) / (1.0 - lam))
+        low, high = (t, high) if rising > 0.0 else (low, t)
+    return max(log_likelihood(design, yes, n, *segment(psi, t)) for t in (0.0, low, 1.0))
+
+
+def profile_interval(design: CheatingDesign, yes: Sequence[int], n: Sequence[int], share: int,
+                     point: float, top: float, confidence: float) -> tuple[float, float]:
+    """The profile-likelihood interval of one share (Venzon and Moolgavkar 1988, "A method
+    for computing profile-likelihood-based confidence intervals", Applied Statistics 37;
+    Pawitan 2001, In All Likelihood, 3.4): {psi : 2 (top - profile(psi)) <= z^2}, top the
+    log-likelihood at the constrained fit, whose share is `point`. profile is concave in psi
+    (a concave function maximized over the rest of a convex set), so each end is one
+    crossing, found by bisection between the point and 0 or 1. At a share on the simplex's
+    edge the statistic's law is a mixture of chi^2_0 and chi^2_1 (Self and Liang 1987), so
+    the chi^2_1 cut z^2 is conservative there. A share of 1 fixes both parameters (a
+    vertex): a point hypothesis, its statistic at most chi^2_2 in the tail (Self and Liang
+    1987), so 1 is in the interval when 2 (top - profile(1)) <= -2 ln(1 - confidence),
+    chi^2_2's quantile (with the chi^2_1 cut the honest-no share of 1 covered 0.90 at eps 1,
+    n = 200)."""
+    z = z_value(confidence)
+    floor = top - z * z / 2.0
+
+    def end(outer: float) -> float:
+        cut = top + math.log(1.0 - confidence) if outer == 1.0 else floor
+        if profile(design, yes, n, share, outer) >= cut:
+            return outer
+        inside, outside = point, outer
+        for _ in range(BISECTIONS):
+            middle = (inside + outside) / 2.0
+            inside, outside = ((middle, outside) if profile(design, yes, n, share, middle) >= floor
+                               else (inside, middle))
+        return outside
+
+    return end(0.0), end(1.0)
+
+
 def estimate_cheating(design: CheatingDesign, yes: Sequence[int], n: Sequence[int], *,
                       confidence: float = DEFAULT_CONFIDENCE) -> CheatingEstimate:
     """The shares of honest yes, honest no and non-compliers from each group's yes count
@@ -248,7 +306,10 @@ def estimate_cheating(design: CheatingDesign, yes: Sequence[int], n: Sequence[in
     lambda_g (1 - lambda_g) / (n_g - 1), the unbiased estimate of a binomial proportion's
     variance, at the constrained fit's rates (the observed ones wherever `solve` lands in the
     simplex, where the estimates equal RRreg's CDMsym; never 0 or 1 unless the fit puts them
-    there), through `covariance`."""
+    there), through `covariance`. Intervals: each share's profile-likelihood interval
+    (profile_interval; the Wald interval p_hat -+ z se it replaced covered 0.92 at n = 50,
+    eps 1 and 2, and gave a share of 1 the width 0 whenever every report said No,
+    bench/coverage.py)."""
     if len(yes) != 2 or len(n) != 2:
         raise ValueError("give the yes count and the size of each of the two groups")
     for c, size in zip(yes, n, strict=True):
@@ -256,24 +317,24 @@ def estimate_cheating(design: CheatingDesign, yes: Sequence[int], n: Sequence[in
             raise ValueError("counts and sizes must be integers")
         if size < 2 or not 0 <= c <= size:
             raise ValueError("each group needs at least 2 reports and 0 <= yes <= its size")
-    z = z_value(confidence)
+    z_value(confidence)  # refuses a bad level before any work
     pi, gamma = design.solve([c / size for c, size in zip(yes, n, strict=True)])
     mle = maximum_likelihood(design, yes, n)
     cov = design.covariance([lam * (1.0 - lam) / (size - 1)
                              for lam, size in zip(design.report_rates(*mle), n, strict=True)])
     points = (pi, 1.0 - pi - gamma, gamma)
     mle_points = (mle[0], 1.0 - mle[0] - mle[1], mle[1])
+    top = log_likelihood(design, yes, n, *mle)
     shares = []
     for j, name in enumerate(SHARES):
         se = math.sqrt(max(cov[j][j], 0.0))
-        low, high = cover(clip_unit(points[j] - z * se), clip_unit(points[j] + z * se),
-                          mle_points[j])
+        low, high = profile_interval(design, yes, n, j, mle_points[j], top, confidence)
         shares.append(Share(name, points[j], mle_points[j], se, low, high))
     detected = shares[2].ci_low > 0.0
     return CheatingEstimate(
         n=tuple(n), yes=tuple(yes), confidence=confidence, epsilon=design.epsilon,
         shares=tuple(shares), covariance=tuple(tuple(row) for row in cov),
-        log_likelihood=log_likelihood(design, yes, n, *mle),
+        log_likelihood=top,
         noncompliance_detected=detected,
         warning=(f"some respondents answer No whatever they are told: the non-compliant "
                  f"share's {confidence:.0%} interval excludes 0, so a plain forced-response "
@@ -286,7 +347,7 @@ DESIGN = "cheating_detection"  # the question's `design`
 FIELDS = {"design", "epsilon", "groups"}  # a definition gives epsilon or groups
 LABELS = ("Yes (honest)", "No (honest)", "No regardless (non-compliant)")  # SHARES, in words
 HALF = N // 2  # group 1 iff U0 < HALF: probability exactly 1/2
-CI_METHOD = "wald"
+CI_METHOD = "profile-likelihood"
 
 
 def fit_p_value(yes: Sequence[int], n: Sequence[int], fitted: float) -> float:
@@ -369,7 +430,7 @@ class CheatingDetection(OneOption):
 
     def summary(self, counts: Sequence[int], settings: Settings) -> dict[str, Any]:
         """design, groups (each with alpha, beta, epsilon, n and yes), epsilon, n, per share
-        (SHARES, labelled LABELS) the estimate keys from estimate_cheating (Wald intervals,
+        (SHARES, labelled LABELS) the estimate keys from estimate_cheating (profile-likelihood intervals,
         whatever method is asked), the covariance of the three p_hat, the log-likelihood and
         noncompliance_detected with its `warning`. With fewer than 2 reports in a group the
         shares are null (their standard errors need n_g - 1 > 0)."""

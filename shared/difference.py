@@ -40,9 +40,12 @@ def difference(mechanism: Mechanism, counts: Sequence[int], first: int, second: 
     difference of two cells of one multinomial (Agresti and Min 2005, "Simple improved
     confidence intervals for comparing matched proportions", Statistics in Medicine 24: "Wald+2",
     half a report added to each of the two cells and one to the rest),
-    d~ = (c_i - c_j) / (n + 2) -+ z sqrt((c_i + c_j + 1) - (c_i - c_j)^2 / (n + 2)) / (n + 2),
-    mapped through (d - (f_i - f_j)) / alpha and clipped to [-1, 1], then widened to contain
-    estimate_mle if it does not (`cover`: the Wald+2 centre is not the MLE).
+    d~ = (c_i - c_j) / (n + 2) -+ (z sqrt((c_i + c_j + 1) - (c_i - c_j)^2 / (n + 2)) + 1/2)
+    / (n + 2), the 1/2 a continuity correction (half the step one report moving into or out of
+    option i makes, as Newcombe 1998's method 4 for one proportion; without it the interval
+    covered 0.92 to 0.93 at n = 20 to 200, eps 0.5 to 2, bench/coverage.py), mapped through
+    (d - (f_i - f_j)) / alpha and clipped to [-1, 1], then widened to contain estimate_mle if
+    it does not (`cover`: the Wald+2 centre is not the MLE).
     """
     n = check_counts(mechanism, counts)
     k = mechanism.k
@@ -54,7 +57,7 @@ def difference(mechanism: Mechanism, counts: Sequence[int], first: int, second: 
     cov = covariance(mechanism, counts)
     ci, cj = counts[first], counts[second]
     centre = (ci - cj) / (n + 2)
-    half = z_value(confidence) * math.sqrt((ci + cj + 1) - (ci - cj) ** 2 / (n + 2)) / (n + 2)
+    half = (z_value(confidence) * math.sqrt((ci + cj + 1) - (ci - cj) ** 2 / (n + 2)) + 0.5) / (n + 2)
     mle = maximum_likelihood(mechanism, counts)
     point = mle[first] - mle[second]
     low, high = cover(max(-1.0, (centre - half - offset) / alpha),

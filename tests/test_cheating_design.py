@@ -151,7 +151,7 @@ def test_the_summary_is_the_shared_estimator_on_the_groups_counts():
                 entry["ci_low"], entry["ci_high"]) == (share.name, share.p_hat, share.p_mle,
                                                        share.standard_error, share.ci_low,
                                                        share.ci_high)
-        assert entry["ci_method"] == "wald" and entry["epsilon"] == s.epsilon
+        assert entry["ci_method"] == "profile-likelihood" and entry["epsilon"] == s.epsilon
     assert body["covariance"] == [list(row) for row in fit.covariance]
     assert body["noncompliance_detected"] == fit.noncompliance_detected
     assert sum(e["p_hat_clipped"] for e in body["options"]) == pytest.approx(1.0)

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ldpsurvey.shared import Mechanism, crosstab
-from ldpsurvey.shared.crosstab import cell_interval
+from ldpsurvey.shared.crosstab import block_interval, cell_interval, conditional_interval
 from ldpsurvey.shared.intervals import z_value
 from ldpsurvey.shared.mechanism import alpha_for_epsilon
 
@@ -104,6 +104,25 @@ def test_small_cells_cover_at_n_50(eps, joint):
         for c in table.cells:
             covered[c.row, c.col] += c.ci_low <= truth[c.row, c.col] <= c.ci_high
     assert (covered / replications).min() >= 0.94 - 3 * math.sqrt(0.94 * 0.06 / replications)
+
+
+def test_a_conditional_interval_bounds_the_ratio_by_its_parts_simultaneous_intervals():
+    """P(B = b | A = a) = x / (x + y), x the cell and y the rest of its row: the interval is
+    [x1 / (x1 + y2), x2 / (x2 + y1)] from their score intervals at Bonferroni's level
+    (block_interval at 1 - 0.05 / 2 each), the rest's a block of two cells."""
+    rows, cols = Mechanism(0.6, 0.5), Mechanism(0.5, (0.2, 0.3, 0.5))
+    counts = [[40, 25, 60], [30, 20, 25]]
+    table = crosstab(rows, cols, counts)
+    z = z_value(0.975)
+    for c in table.conditional:
+        rest = [j for j in range(3) if j != c.col]
+        x1, x2 = block_interval(rows, cols, c.row, (c.col,), table.joint[c.row][c.col], 200, z)
+        y1, y2 = block_interval(rows, cols, c.row, rest,
+                                sum(table.joint[c.row][j] for j in rest), 200, z)
+        expected = (x1 / (x1 + y2) if x1 > 0 else 0.0, x2 / (x2 + y1))
+        assert conditional_interval(rows, cols, table.joint, c.row, c.col, 200, z) == expected
+        assert (c.ci_low, c.ci_high) == (min(expected[0], c.p_constrained),
+                                         max(expected[1], c.p_constrained))
 
 
 def test_an_empty_row_has_no_conditional_and_zero_cells_keep_an_error():

@@ -10,12 +10,13 @@ from ldpsurvey.shared.intervals import z_value
 def test_difference_by_hand():
     """alpha 1/2, beta (0.2, 0.3, 0.5), counts (20, 30, 50): pi_hat = (0.2, 0.3, 0.5), so
     pi_0 - pi_1 = -0.1 with SE sqrt(0.2 + 0.3 - 0.1^2) / (0.5 sqrt(100)) = 0.14; the interval is
-    Agresti-Min's for the reported rates, shifted by f_0 - f_1 = -0.05 and divided by alpha."""
+    Agresti-Min's for the reported rates with the continuity correction 1/(2 (n + 2)), shifted
+    by f_0 - f_1 = -0.05 and divided by alpha."""
     d = difference(Mechanism(0.5, (0.2, 0.3, 0.5)), [20, 30, 50], 0, 1)
     assert (d.first, d.second, d.confidence) == (0, 1, 0.95)
     assert d.estimate == pytest.approx(-0.1, rel=1e-12)
     assert d.standard_error == pytest.approx(0.14, rel=1e-12)
-    centre, half = -10 / 102, z_value(0.95) * math.sqrt(51 - 100 / 102) / 102
+    centre, half = -10 / 102, (z_value(0.95) * math.sqrt(51 - 100 / 102) + 0.5) / 102
     assert d.ci_low == pytest.approx((centre - half + 0.05) / 0.5, rel=1e-12)
     assert d.ci_high == pytest.approx((centre + half + 0.05) / 0.5, rel=1e-12)
     assert d.as_dict()["estimate"] == d.estimate

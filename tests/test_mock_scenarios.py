@@ -50,9 +50,9 @@ def test_the_cheating_scenario_prints_each_share_beside_its_truth():
         ("Yes (honest)", 0.3), ("No (honest)", 0.6), ("No regardless (non-compliant)", 0.1)]
     for row in rows:
         assert row["covered"] == (row["ci_low"] <= row["true_proportion"] <= row["ci_high"])
-        assert row["ci_method"] == "wald"
+        assert row["ci_method"] == "profile-likelihood"
     table = example("honesty", "--respondents", "3000", "--seed", "3").stdout
-    assert "No regardless (non-compliant)  0.1000" in table and "wald CI" in table
+    assert "No regardless (non-compliant)  0.1000" in table and "profile-likelihood CI" in table
 
 
 def test_the_cheating_scenario_covers_the_shares_over_many_seeds():

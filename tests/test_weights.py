@@ -18,7 +18,9 @@ from ldpsurvey.analysis import (
     rr_logistic,
     weighted_estimates,
 )
+from ldpsurvey.analysis.weights import t_quantile
 from ldpsurvey.shared import Mechanism
+from ldpsurvey.shared.intervals import clopper_pearson
 
 RAKING = json.loads((Path(__file__).parent / "reference_r" / "raking.json").read_text())
 YES_NO = ["No", "Yes"]
@@ -43,7 +45,16 @@ def test_a_hand_worked_post_stratification():
     variance = Fraction(5, 4) * Fraction(2150, 1728) / 25
     assert yes.standard_error == pytest.approx(math.sqrt(variance) / 0.5, rel=1e-12)
     assert no.standard_error == pytest.approx(yes.standard_error, rel=1e-12)
-    assert yes.ci_low == pytest.approx(max(0.0, yes.p_hat - 1.959963984540054 * yes.standard_error))
+    # Korn and Graubard's interval: Clopper-Pearson at n* = min(Kish's n, rate (1 - rate) /
+    # Var(rate)) times
+    # (z / t_df)^2, df = min(n - 1, (sum w^2)^2 / sum w^4) = min(4, 4.29).
+    assert (3 * (5 / 6) ** 2 + 2 * (5 / 4) ** 2) ** 2 / (3 * (5 / 6) ** 4 + 2 * (5 / 4) ** 4) > 4
+    df = 4
+    n_star = min(4.8, (7 / 12) * (5 / 12) / float(variance)) * (1.959963984540054
+                                                                / t_quantile(0.95, df)) ** 2
+    low, high = clopper_pearson(n_star * 7 / 12, n_star, 0.95)
+    assert (yes.ci_low, yes.ci_high) == pytest.approx((max(0.0, (low - 0.25) / 0.5),
+                                                       min(1.0, (high - 0.25) / 0.5)), rel=1e-12)
     assert (yes.n, yes.effective_n) == (5, weights.effective_n)
 
 
