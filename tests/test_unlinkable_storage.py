@@ -171,9 +171,9 @@ def test_the_wal_is_truncated_once_a_long_reader_finishes(app, client, auth):
     reader.execute("BEGIN")
     reader.execute("SELECT COUNT(*) FROM surveys").fetchone()
     try:
-        started = time.monotonic()
+        # intake goes on while the reader reads: every submission is a 201 (submit_in_order),
+        # none waits for the reader (the lock timeout would answer it 503)
         _, tokens = submit_in_order(client, auth)
-        assert time.monotonic() - started < 10  # intake went on while the reader read
         scrubber = app.extensions["ldp_database"].scrubber
         assert scrubber.pending()
         assert Path(f"{path}-wal").stat().st_size > 0
