@@ -95,9 +95,6 @@ class Runner:
         """function(*args) in a process of its own within `budget` (module docstring), inside
         one of the caller's slots (slot): its result, or the DomainError it raised.
         AnalysisStopped when it overran its seconds or memory."""
-        return self._run(budget, function, args)
-
-    def _run(self, budget: Budget, function: Callable[..., Any], args: tuple) -> Any:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(PRELOADED)
         receive, send = context.Pipe(duplex=False)

@@ -764,6 +764,18 @@ def test_results_pickers_downloads_and_timeline(page, live_server, client, auth)
 
 # --- accessibility: axe-core on every page and state, focus ring, forced colours (issue 16) ---
 
+def axe_checker(page):
+    """(found, check): check(state) records axe-core's violations on `page` in found[state]
+    and asserts that the page does not scroll sideways."""
+    found = {}
+
+    def check(state):
+        found[state] = axe_violations(page)
+        assert page.evaluate(NO_SIDEWAYS_SCROLL), state
+
+    return found, check
+
+
 def axe_violations(page) -> list:
     """axe-core (the copy bundled by the axe-playwright-python test dependency) run in the
     page; the violations found, as (rule, impact, first target) triples."""
@@ -785,11 +797,7 @@ def test_axe_finds_no_violations_on_any_page_or_state(browser, live_server, clie
         {"id": "q", "text": "Tell us everything?", "type": "yes_no", "alpha": 0.9}]})
     context = browser.new_context(viewport={"width": width, "height": 900})
     page = context.new_page()
-    found = {}
-
-    def check(state):
-        found[state] = axe_violations(page)
-        assert page.evaluate(NO_SIDEWAYS_SCROLL), state
+    found, check = axe_checker(page)
 
     page.goto(f"{live_server}/")
     check("landing")

@@ -9,8 +9,7 @@ import json
 
 import pytest
 from test_browser import (  # noqa: F401 (database_url: the browser tests' SQLite fixture)
-    NO_SIDEWAYS_SCROLL,
-    axe_violations,
+    axe_checker,
     create,
     database_url,
     protection,
@@ -74,11 +73,7 @@ def test_axe_finds_nothing_in_any_state_of_every_type(browser, live_server, clie
     survey_id = create(client, auth, EVERY_TYPE)
     context = browser.new_context(viewport={"width": width, "height": 900})
     page = context.new_page()
-    found = {}
-
-    def check(state):
-        found[state] = axe_violations(page)
-        assert page.evaluate(NO_SIDEWAYS_SCROLL), state
+    found, check = axe_checker(page)
 
     open_form(page, live_server, survey_id)
     check("questions")
