@@ -16,7 +16,7 @@ from ldpsurvey.shared import (
 )
 from ldpsurvey.shared.protocol import EXPORT_FORMATS, MAX_TOKENS_PER_REQUEST
 
-from . import check, lifecycle, preview
+from . import check, export_files, lifecycle, preview, written
 from .api import Api, can_prompt, pass_api, url_option
 from .options import confidence_option, json_option, method_option
 from .output import emit_json, interval, note, p_text, release_lines, table
@@ -244,7 +244,9 @@ def qr(api: Api, survey_id: str, output: str) -> None:
               help="The responses as JSON lines: a first line with the manifest, design "
                    "parameters and central epsilon, then one {\"answers\": {id: code}} each.")
 @click.option("--output", type=click.Path(dir_okay=False, writable=True),
-              help="Write the --csv or --jsonl export to this file, with a progress bar.")
+              help="Write the export to this file, with a progress bar; its ending chooses "
+                   "the format: .csv, .jsonl, .dta (Stata), .sav (SPSS), .xlsx (Excel) or .R "
+                   "(an R script and NAME-data.csv beside it).")
 @click.option("--codes", is_flag=True,
               help="With --csv: option codes (0, 1, ...) instead of option labels.")
 @click.option("--format", "layout", type=click.Choice(EXPORT_FORMATS), default="plain",
@@ -266,19 +268,25 @@ def results(api: Api, survey_id: str, confidence: float, method: str, simultaneo
                                         ("--crosstab", crosstab), ("--regress", regress),
                                         ("--weights", margins_file),
                                         ("--simultaneous", simultaneous)) if given]
+    export = _export_kind(export, output)
     if export:
         if ignored:
             raise click.UsageError(f"{ignored[0]} does not go with --{export}: the export is "
                                    "the responses themselves (--output writes them to a file)")
-        _export(api, survey_id, export + _export_query(export, codes, layout), output, codebook)
+        if export in export_files.SERVED:
+            _export(api, survey_id, export + _export_query(export, codes, layout), output,
+                    codebook)
+        else:
+            _export_query(export, codes, layout)
+            written.write(api, survey_id, export, output, codebook)
         return
-    if codes or layout != "plain" or output:
-        raise click.UsageError("--codes, --format and --output go with --csv or --jsonl")
+    if codes or layout != "plain":
+        raise click.UsageError("--codes and --format go with --csv or an --output FILE.csv")
     if codebook:
         if ignored:
             raise click.UsageError(f"{ignored[0]} does not go with --codebook alone: it writes "
                                    "the codebook only")
-        _write_codebook(api, survey_id, codebook)
+        written.write_codebook(api, survey_id, codebook)
         return
     if margins_file and (crosstab or difference):
         raise click.UsageError("--weights goes with the estimates or --regress, not with "
@@ -302,23 +310,33 @@ def results(api: Api, survey_id: str, confidence: float, method: str, simultaneo
         _print_estimates(body)
 
 
+def _export_kind(flag: str | None, output: str | None) -> str | None:
+    """The export asked for: by --csv or --jsonl, else by the --output name's ending
+    (export_files.kind_of), else none. A flag naming another format than a known ending
+    is refused."""
+    if output is None:
+        return flag
+    try:
+        kind = export_files.kind_of(output)
+    except ValueError as error:
+        if flag:
+            return flag  # --csv or --jsonl to a file of any other name, as before
+        raise click.BadParameter(str(error), param_hint="'--output'") from None
+    if flag and flag != kind:
+        raise click.UsageError(f"--{flag} does not go with {output}: its ending chooses "
+                               f"{kind} (drop --{flag})")
+    return kind
+
+
 def _export_query(kind: str, codes: bool, layout: str) -> str:
     """The export's query string for --codes and --format (checked: they fit the CSV only,
     and rr always holds codes)."""
     if kind != "csv" and (codes or layout != "plain"):
-        raise click.UsageError("--codes and --format go with --csv")
+        raise click.UsageError("--codes and --format go with --csv (.csv): the other formats "
+                               "hold codes with their labels")
     if codes and layout != "plain":
         raise click.UsageError("--codes goes with --format plain: rr always holds codes")
     return "?codes=true" if codes else "?format=rr" if layout == "rr" else ""
-
-
-def _write_codebook(api: Api, survey_id: str, codebook: str) -> None:
-    """The codebook's exact bytes to the file `codebook`: Markdown if it ends in .md, else
-    JSON."""
-    kind = "md" if codebook.endswith(".md") else "json"
-    with open(codebook, "wb") as file:
-        file.write(api.get(f"/api/surveys/{survey_id}/codebook.{kind}").body)
-    click.echo(f"codebook written to {codebook}", err=True)
 
 
 def _export(api: Api, survey_id: str, export: str, output: str | None,
@@ -328,7 +346,7 @@ def _export(api: Api, survey_id: str, export: str, output: str | None,
     is a terminal), or to `output` with a progress bar over the released responses (one line
     each), in constant memory at any size."""
     if codebook:
-        _write_codebook(api, survey_id, codebook)
+        written.write_codebook(api, survey_id, codebook)
     path = f"/api/surveys/{survey_id}/export.{export}"
     if output is None:
         with api.stream(path) as pieces:
@@ -336,7 +354,7 @@ def _export(api: Api, survey_id: str, export: str, output: str | None,
             for piece in clean_pieces(pieces) if sys.stdout.isatty() else pieces:
                 click.echo(piece, nl=False)
         return
-    released = api.get(f"/api/surveys/{survey_id}/estimates").json()["questions"][0]["n"]
+    released = written.released(api, survey_id)
     with (api.stream(path) as pieces, open(output, "wb") as file,
           click.progressbar(length=released, label="exporting", file=sys.stderr) as bar):
         for piece in pieces:

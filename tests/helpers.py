@@ -99,16 +99,17 @@ TECHNICAL = ("marks ", "seed ", "hash value", "randomized cell", "randomized bit
              "placeholder, ")
 
 
-def every_type_answered(client, auth, n: int = 240) -> str:
-    """EVERY_TYPE published with n responses released, each question's true answer drawn at
-    random and randomized by its own scheme on the device's draws; its survey id."""
+def every_type_answered(client, auth, n: int = 240, definition: dict = EVERY_TYPE) -> str:
+    """EVERY_TYPE (or another `definition`) published with n responses released, each
+    question's true answer drawn at random and randomized by its own scheme on the device's
+    draws; its survey id."""
     import random
 
     from ldpsurvey.shared import parse_definition
     from ldpsurvey.shared.randomizer import secure_draw
 
-    survey = parse_definition(EVERY_TYPE)
-    survey_id = published(client, auth, EVERY_TYPE)
+    survey = parse_definition(definition)
+    survey_id = published(client, auth, definition)
     rng = random.Random(39)
 
     def truth(question):

@@ -249,7 +249,9 @@ def test_the_codebook_alone_is_written_in_the_format_of_its_extension(
 
 
 @pytest.mark.parametrize("arguments", [
-    ["--codes"], ["--format", "rr"], ["--output", "x.csv"], ["--codebook", "x.md", "--json"],
+    ["--codes"], ["--format", "rr"], ["--output", "x.txt"], ["--csv", "--output", "x.dta"],
+    ["--output", "x.sav", "--codes"], ["--output", "x.xlsx", "--format", "rr"],
+    ["--output", "x.R", "--json"], ["--output", "x"], ["--codebook", "x.md", "--json"],
     ["--codebook", "x.md", "--regress", "a ~ b"], ["--jsonl", "--codes"],
     ["--jsonl", "--format", "rr"], ["--csv", "--format", "rr", "--codes"],
     ["--csv", "--format", "spss"], ["--csv", "--json"], ["--jsonl", "--json"],
