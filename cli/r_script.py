@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from .export_files import Column
+from ldpsurvey.cli.export_files import Column
 
 
 def data_path(script: str) -> Path:

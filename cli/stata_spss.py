@@ -22,7 +22,7 @@ import os
 import struct
 from collections.abc import Iterable
 
-from .export_files import Column, WriteError
+from ldpsurvey.cli.export_files import Column, WriteError
 
 ROWS_PER_CHUNK = 4096
 STATA_TYPES = {65528: "i", 65526: "d"}  # long, double: what pyreadstat writes int32, float64 as

@@ -11,7 +11,7 @@ formula."""
 
 from collections.abc import Iterable
 
-from .export_files import MAX_XLSX_ROWS, Column, WriteError
+from ldpsurvey.cli.export_files import MAX_XLSX_ROWS, Column, WriteError
 
 SURVEY_FIELDS = ("survey_id", "title", "key_id", "release_batch", "total_epsilon", "released",
                  "last_release", "values")

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Iterator
 
 import click
 
-from . import export_files, extras, r_script
-from .api import Api
+from ldpsurvey.cli import export_files, extras, r_script
+from ldpsurvey.cli.api import Api
 
 NEEDS = {"dta": "pyreadstat", "sav": "pyreadstat", "xlsx": "openpyxl", "R": None}
 
@@ -59,7 +59,7 @@ def write(api: Api, survey_id: str, kind: str, output: str, codebook: str | None
 
 def _writer(kind: str):
     """The function writing `kind`: (path, book, parameters, columns, rows) -> rows written."""
-    from . import stata_spss, workbook
+    from ldpsurvey.cli import stata_spss, workbook
 
     return {"dta": lambda path, book, _, columns, rows: stata_spss.write_dta(
                 path, columns, rows, book["title"]),
