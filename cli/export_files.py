@@ -88,17 +88,41 @@ def read_lines(lines: Iterable[bytes]) -> tuple[Survey, dict, Iterator[dict]]:
     return survey, head, (json.loads(line)["answers"] for line in lines)
 
 
+CACHED_REPORTS = 4096  # per question: the cells of this many distinct reports are kept
+
+
 def rows(survey: Survey, book_columns: list[Column],
          answers: Iterable[dict]) -> Iterator[list[int | float]]:
     """Each response's cells: an answer column's option code, every other column the number
     of the plain CSV (scheme.cells with codes for a question with an answer column: its other
-    columns, a group, read alike both ways)."""
+    columns, a group, read alike both ways). The cells of a question's first CACHED_REPORTS
+    distinct reports are kept: most schemes report from a small set (a piecewise cell is one
+    of about 1,900, whose unbiased value takes exact fractions to compute)."""
     coded = {c.question for c in book_columns if c.codes}
-    plan = [(q.id, q.scheme, q.id in coded) for q in survey.questions]
-    kinds = [int if c.codes else float for c in book_columns]
+    kinds = iter([int if c.codes else float for c in book_columns])
+    plan = []
+    for q in survey.questions:
+        convert = [next(kinds) for _ in q.scheme.columns(q.id)]
+        plan.append((q.id, _cells_of(q.scheme, q.id in coded, convert)))
     for answer in answers:
-        cells = [cell for qid, scheme, codes in plan for cell in scheme.cells(answer[qid], codes)]
-        yield [kind(cell) for kind, cell in zip(kinds, cells, strict=True)]
+        yield [cell for qid, cells in plan for cell in cells(answer[qid])]
+
+
+def _cells_of(scheme, codes: bool, convert: list[type]):
+    """A question's report -> its cells as numbers, remembered for CACHED_REPORTS reports."""
+    seen: dict = {}
+
+    def cells(report) -> list[int | float]:
+        key = tuple(report) if isinstance(report, list) else report
+        found = seen.get(key)
+        if found is None:
+            found = [kind(cell) for kind, cell in
+                     zip(convert, scheme.cells(report, codes), strict=True)]
+            if len(seen) < CACHED_REPORTS:
+                seen[key] = found
+        return found
+
+    return cells
 
 
 def agree(survey: Survey, book_columns: list[Column]) -> None:

@@ -42,22 +42,23 @@ def write_r(path: str, book: dict, parameters: dict, book_columns: list[Column],
             writer.writerow([_number(cell) for cell in row])
             count += 1
     with open(path, "w", encoding="ascii") as out:
-        out.write(script(book, parameters, book_columns, data.name, count))
+        out.write(script(book, parameters, book_columns, Path(path).name, count))
     return count
 
 
-def script(book: dict, parameters: dict, book_columns: list[Column], data: str,
+def script(book: dict, parameters: dict, book_columns: list[Column], name: str,
            count: int) -> str:
-    """The R script that reads `data` (its file name, beside the script)."""
+    """The R script called `name`, which reads data_path(name) beside it."""
+    here = _comment(name)
     lines = [
         f"# ldp-survey export of survey {book['survey_id']}, {_comment(book['title'])}:",
         f"# {count} responses, one row each, in random order. Every answer is a randomized",
         "# report, not the true answer (except questions answered openly): estimate with",
-        "# `design`. Run it where it lies: Rscript NAME.R, or source(\"NAME.R\", chdir = TRUE).",
-        f"responses <- read.csv({_string(data)})",
+        f"# `design`. Run it where it lies: Rscript {here}, or source({here}, chdir = TRUE).",
+        f"responses <- read.csv({_string(data_path(name).name)}, check.names = FALSE)",
     ]
     for column in book_columns:
-        target = f"responses${column.name}"
+        target = f"responses[[{_string(column.name)}]]"
         if column.codes:
             codes, labels = zip(*sorted(column.options.items()), strict=True)
             lines.append(f"{target} <- factor({target}, levels = {_vector(codes)}, "
@@ -71,8 +72,10 @@ def script(book: dict, parameters: dict, book_columns: list[Column], data: str,
         "#   design = design$QID$rr$design)",
         "# RRreg::RRuni(codes(responses$QID), model = \"FR\", p = design$QID$RRreg$p)",
         "design <- list(",
-        ",\n".join(f"  {q['id']} = {_r(_design(q, parameters[q['id']]))}"
-                   for q in book["questions"]),
+        ",\n".join(f"  {_name(q['id'])} = list(\n" + ",\n".join(
+            f"    {_name(key)} = {_r(value)}"
+            for key, value in _design(q, parameters[q["id"]]).items()) + ")"
+            for q in book["questions"]),
         ")", ""]
     return "\n".join(lines)
 
@@ -116,9 +119,14 @@ def _vector(values) -> str:
     return "c(" + ", ".join(_r(v) for v in values) + ")"
 
 
+R_RESERVED = {"if", "else", "repeat", "while", "function", "for", "next", "break", "in",
+              "TRUE", "FALSE", "NULL", "Inf", "NaN", "NA"}
+
+
 def _name(key: str) -> str:
     """A list element's name: as is if R takes it bare, else in backquotes."""
-    return key if key.replace("_", "").isalnum() and key[0].isalpha() else f"`{key}`"
+    bare = key.replace("_", "").isalnum() and key[0].isalpha() and key not in R_RESERVED
+    return key if bare else f"`{key}`"
 
 
 def _string(text: str) -> str:

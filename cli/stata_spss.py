@@ -20,6 +20,7 @@ Layouts (uncompressed, ReadStat's byte order):
 
 import os
 import struct
+import tempfile
 from collections.abc import Iterable
 
 from ldpsurvey.cli.export_files import Column, WriteError
@@ -34,7 +35,7 @@ def write_dta(path: str, book_columns: list[Column], rows: Iterable[list], label
     """A Stata 14+ file (format 119) at `path`: answer columns long with value labels, every
     other column double, each variable labelled with its column's label; the rows written
     a chunk at a time. The number of rows."""
-    template = _template("dta", path, book_columns, label)
+    template = dictionary("dta", book_columns, label)
     if template[template.index(b"<byteorder>") + 11:][:3] != b"LSF":
         raise WriteError("ReadStat wrote a big-endian file: not handled here")
     start = template.index(b"<data>") + len(b"<data>")
@@ -55,7 +56,7 @@ def write_sav(path: str, book_columns: list[Column], rows: Iterable[list], label
     """An SPSS system file at `path` (uncompressed): every variable numeric (8 bytes) with
     its column's label, value labels for answer columns and its measurement level; the rows
     written a chunk at a time. The number of rows."""
-    template = _template("sav", path, book_columns, label)
+    template = dictionary("sav", book_columns, label)
     if struct.unpack_from("<i", template, 64)[0] != 2:  # layout_code: 2 little-endian
         raise WriteError("ReadStat wrote a big-endian file: not handled here")
     with open(path, "w+b") as out:
@@ -66,8 +67,9 @@ def write_sav(path: str, book_columns: list[Column], rows: Iterable[list], label
     return count
 
 
-def _template(kind: str, path: str, book_columns: list[Column], label: str) -> bytes:
-    """The file pyreadstat writes for no rows (at `path`, then read back)."""
+def dictionary(kind: str, book_columns: list[Column], label: str) -> bytes:
+    """The file pyreadstat writes for no rows (kind dta or sav): everything but the data.
+    WriteError naming a column the format cannot take."""
     import pandas as pd
     import pyreadstat
 
@@ -82,26 +84,26 @@ def _template(kind: str, path: str, book_columns: list[Column], label: str) -> b
     else:
         write = pyreadstat.write_dta
         metadata["file_label"] = label[:80]  # Stata's dataset label: 80 characters at most
-    try:
-        write(frame, path, **metadata)
-    except pyreadstat.ReadstatError as error:
-        raise WriteError(_blame(write, frame, error)) from None
-    with open(path, "rb") as written:
-        return written.read()
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, f"dictionary.{kind}")
+        try:
+            write(frame, path, **metadata)
+        except pyreadstat.ReadstatError as error:
+            raise WriteError(_blame(write, frame, error, path)) from None
+        with open(path, "rb") as written:
+            return written.read()
 
 
-def _blame(write, frame, error: Exception) -> str:
+def _blame(write, frame, error: Exception, scratch: str) -> str:
     """ReadStat's refusal in one line naming the column it refuses, where one alone is."""
     import pyreadstat
 
-    scratch = os.devnull
     for name in frame.columns:
         try:
             write(frame[[name]], scratch)
         except pyreadstat.ReadstatError as alone:
-            return f"column {name!r}: {str(alone).lower()} (rename the question to export this format)"
-        except OSError:
-            break
+            return (f"column {name!r}: {str(alone).lower()} (rename the question to export "
+                    "this format)")
     return str(error)
 
 

@@ -44,6 +44,13 @@ def write(api: Api, survey_id: str, kind: str, output: str, codebook: str | None
                                    f"{survey_id} has {total:,}: export .csv, .dta or .sav")
     book = json.loads(api.get(f"/api/surveys/{survey_id}/codebook.json").body)
     columns = export_files.columns(book)
+    if kind in ("dta", "sav"):  # a name the format refuses: before any row is read
+        from ldpsurvey.cli.stata_spss import dictionary
+
+        try:
+            dictionary(kind, columns, book["title"])
+        except export_files.WriteError as error:
+            raise click.ClickException(f"{output}: {error}") from None
     with (_removed_on_error(output, kind), api.stream(f"/api/surveys/{survey_id}/export.jsonl")
           as pieces, click.progressbar(length=total, label="exporting", file=sys.stderr) as bar):
         survey, head, answers = export_files.read_lines(export_files.lines_of(pieces))

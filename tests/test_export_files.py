@@ -145,3 +145,170 @@ cat(out$n, out$scheme, out$label, file = "facts.txt", sep = "\\n")
         if question["type"] == "yes_no":
             rr = float((tmp_path / "rr.txt").read_text().split("=")[1])
             assert rr == pytest.approx(p_hat[1], abs=1e-12)
+
+
+def test_the_documented_export_commands_run(client, auth, live_server, researcher_key,
+                                            monkeypatch, tmp_path):
+    """docs/exports.md's commands, Python and R, run as written in one folder on the
+    every-type survey: the files they read are the commands' own, the Python block's frames
+    hold every response, and the R block's estimates are the server's unbiased ones."""
+    import shlex
+
+    from ldpsurvey.cli import main
+
+    from helpers import doc_blocks
+
+    survey_id = every_type_answered(client, auth)
+    monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
+    monkeypatch.setenv("LDP_SURVEY_URL", live_server)
+    monkeypatch.chdir(tmp_path)
+    (commands,) = doc_blocks("export-files-sh")
+    for line in commands.splitlines():
+        program, *arguments = shlex.split(line.replace("SURVEY_ID", survey_id))
+        assert program == "ldp-survey"
+        ran = CliRunner().invoke(main, arguments)
+        assert ran.exit_code == 0, (line, ran.output)
+        assert ran.stderr.endswith("240 responses written to " + arguments[4] + (
+            " (and survey-data.csv, the rows it reads)\n" if line.endswith(".R") else "\n"))
+    scope: dict = {}
+    exec(doc_blocks("export-files-python")[0], scope)  # the documented snippet itself
+    assert len(scope["stata"]) == len(scope["spss"]) == len(scope["sheet"]) == 240
+    assert list(scope["stata"]["smoked"].cat.categories) == ["No", "Yes"]
+    assert scope["question"] == QUESTIONS["smoked"]["text"]
+    assert scope["options"] == {0.0: "No", 1.0: "Yes"} and scope["level"] == "nominal"
+    assert len(scope["frame"]) == 240 and "smoked" in scope["mechanisms"]
+    rscript = shutil.which("Rscript")
+    require(rscript is not None, "R is not installed (apt-get install r-base-core)")
+    (block,) = doc_blocks("export-files-r")
+    (tmp_path / "docs.R").write_text(block + 'cat(sprintf("%.15g", c(yes, sleep)), sep = "\\n",'
+                                             ' file = "estimates.txt")\n')
+    subprocess.run([rscript, "docs.R"], cwd=tmp_path, check=True, timeout=120)
+    shown = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json["questions"]
+    p_hat = {q["id"]: [o["p_hat"] for o in q["options"]] for q in shown}
+    estimates = [float(v) for v in (tmp_path / "estimates.txt").read_text().split()]
+    assert estimates == pytest.approx([p_hat["smoked"][1], *p_hat["sleep"]], abs=1e-12)
+
+
+def test_csv_and_jsonl_by_their_ending_are_the_served_exports(live_server, client, auth,
+                                                              researcher_key, monkeypatch,
+                                                              tmp_path):
+    """`--output x.csv` and `--output x.jsonl` need no --csv or --jsonl (it was refused): the
+    served bytes, --codes and --format rr too; the flags still write any name."""
+    monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
+    survey_id = every_type_answered(client, auth, 30)
+    served = {query: client.get(f"/api/surveys/{survey_id}/export.{query}",
+                                headers=auth).get_data()
+              for query in ("csv", "csv?codes=true", "csv?format=rr", "jsonl")}
+    for arguments, query in ((["--output", "a.csv"], "csv"),
+                             (["--output", "b.CSV", "--codes"], "csv?codes=true"),
+                             (["--output", "c.csv", "--format", "rr"], "csv?format=rr"),
+                             (["--output", "d.jsonl"], "jsonl"),
+                             (["--jsonl", "--output", "e.txt"], "jsonl"),
+                             (["--csv", "--output", "f.csv"], "csv")):
+        path = tmp_path / arguments[arguments.index("--output") + 1]
+        arguments[arguments.index("--output") + 1] = str(path)
+        written = results(live_server, "--survey", survey_id, *arguments)
+        assert written.exit_code == 0, written.output
+        assert path.read_bytes() == served[query], arguments
+
+
+@pytest.mark.parametrize("kind", ["dta", "sav"])
+def test_the_streamed_files_are_pyreadstats_own(tmp_path, kind):
+    """Written a chunk at a time (10,000 rows: chunks of 4,096 and a last short one), the
+    file is byte for byte the one pyreadstat writes from the whole frame (its clock's minute
+    aside), and reads back the same."""
+    import random
+
+    import pandas as pd
+    import pyreadstat
+
+    from ldpsurvey.cli import stata_spss
+    from ldpsurvey.cli.export_files import Column
+
+    columns = [Column("smoked", "smoked", "Smoked? \u00e9\u4e2d", {0: "No", 1: "Yes"}, "nominal"),
+               Column("steps", "steps", "Steps", {}, "scale"),
+               Column("bread_seed", "bread", "Bread [seed]", {}, "nominal")]
+    rng = random.Random(5)
+    rows = [[rng.randrange(2), rng.uniform(-80, 80), float(rng.randrange(2**32))]
+            for _ in range(10_000)]
+    write = stata_spss.write_dta if kind == "dta" else stata_spss.write_sav
+    assert write(str(tmp_path / f"streamed.{kind}"), columns, iter(rows), "A title") == 10_000
+    frame = pd.DataFrame(rows, columns=[c.name for c in columns]).astype({"smoked": "int32"})
+    metadata = {"column_labels": [c.label for c in columns], "file_label": "A title",
+                "variable_value_labels": {"smoked": {0: "No", 1: "Yes"}}}
+    if kind == "sav":
+        metadata["variable_measure"] = {c.name: c.measure for c in columns}
+    (pyreadstat.write_dta if kind == "dta" else pyreadstat.write_sav)(
+        frame, tmp_path / f"whole.{kind}", **metadata)
+    streamed, whole = ((tmp_path / f"{name}.{kind}").read_bytes() for name in ("streamed", "whole"))
+    clock = (slice(0x71, 0x90) if kind == "dta" else slice(84, 101))  # a timestamp
+    assert len(streamed) == len(whole)
+    assert streamed[:clock.start] + streamed[clock.stop:] == whole[:clock.start] + whole[clock.stop:]
+    back, meta = (pyreadstat.read_dta if kind == "dta" else pyreadstat.read_sav)(
+        tmp_path / f"streamed.{kind}")
+    assert back.to_numpy().tolist() == frame.to_numpy().tolist()
+    assert meta.column_labels[0] == "Smoked? \u00e9\u4e2d" and meta.file_label == "A title"
+
+
+@pytest.mark.parametrize("kind", ["dta", "sav", "xlsx", "R"])
+def test_a_writer_holds_a_chunk_not_the_rows(tmp_path, kind):
+    """50,000 rows of 25 columns streamed into each writer: the Python memory it allocates
+    (tracemalloc's peak, once pandas and ReadStat have loaded what they load on first use)
+    stays under 6 MB, where the rows as a list would take over 30 MB; the file holds every
+    row."""
+    import tracemalloc
+
+    from ldpsurvey.cli import r_script, stata_spss, workbook
+    from ldpsurvey.cli.export_files import Column
+
+    columns = [Column("q0", "q0", "Q?", {0: "No", 1: "Yes"}, "nominal")] + [
+        Column(f"q0_{i}", "q0", f"Q? [{i}]", {}, "scale") for i in range(24)]
+    book = {"title": "T", "survey_id": "s", "key_id": "k", "release_batch": 1,
+            "total_epsilon": 1.0, "released": 50_000, "last_release": 1, "values": "v",
+            "central": {"epsilon_per_release": 1.0}, "questions": [
+                {"id": "q0", "text": "Q?", "type": "yes_no", "cells": "c", "columns": [
+                    c.name for c in columns], "options": [
+                    {"code": 0, "label": "No", "csv_value": "No"},
+                    {"code": 1, "label": "Yes", "csv_value": "Yes"}]}]}
+    rows = ([n % 2, *(float(n + i) / 7 for i in range(24))] for n in range(50_000))
+    path = str(tmp_path / f"big.{kind}")
+    write = {"dta": lambda: stata_spss.write_dta(path, columns, rows, "T"),
+             "sav": lambda: stata_spss.write_sav(path, columns, rows, "T"),
+             "xlsx": lambda: workbook.write_xlsx(path, book, columns, rows),
+             "R": lambda: r_script.write_r(path, book, {"q0": {"alpha": 0.5, "beta": [0.5, 0.5]}},
+                                           columns, rows)}[kind]
+    if kind in ("dta", "sav"):  # what pandas and ReadStat load on first use: not per row
+        stata_spss.dictionary(kind, columns, "T")
+    tracemalloc.start()
+    try:
+        assert write() == 50_000
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 6 * 2**20, peak
+
+
+def test_a_name_stata_cannot_take_is_refused_in_one_line(live_server, client, auth,
+                                                         researcher_key, monkeypatch, tmp_path):
+    """A question id that is a Stata reserved word (`in`) or longer than its 32 characters:
+    .dta is refused in one line naming the column, and no file is left; SPSS takes both, and
+    the R script names them where R would not take them bare (`in`)."""
+    monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
+    long_id = "a" * 40
+    survey_id = every_type_answered(client, auth, 20, {
+        "title": "Names", "release_batch": 1, "questions": [
+            {"id": "in", "text": "In?", "type": "yes_no", "alpha": 0.5},
+            {"id": long_id, "text": "Long?", "type": "yes_no", "alpha": 0.5}]})
+    refused = results(live_server, "--survey", survey_id, "--output", str(tmp_path / "x.dta"))
+    assert refused.exit_code == 1 and refused.stderr.count("\n") == 1, refused.output
+    assert "column 'in': a provided name is a reserved word" in refused.stderr
+    assert not (tmp_path / "x.dta").exists()
+    for name in ("x.sav", "x.R"):
+        written = results(live_server, "--survey", survey_id, "--output", str(tmp_path / name))
+        assert written.exit_code == 0, written.output
+    rscript = shutil.which("Rscript")
+    require(rscript is not None, "R is not installed (apt-get install r-base-core)")
+    out = subprocess.run([rscript, "-e", 'source("x.R"); cat(levels(responses[["in"]]), '
+                          'names(design), design$`in`$rr$design)'], cwd=tmp_path, check=True,
+                         capture_output=True, text=True, timeout=120).stdout
+    assert out.split() == ["No", "Yes", "in", long_id, "forced-known"]
