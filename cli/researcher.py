@@ -16,7 +16,7 @@ from ldpsurvey.shared import (
 )
 from ldpsurvey.shared.protocol import EXPORT_FORMATS, MAX_TOKENS_PER_REQUEST
 
-from . import check, lifecycle, preview
+from . import check, lifecycle, preview, xlsform
 from .api import Api, can_prompt, pass_api, url_option
 from .options import confidence_option, json_option, method_option
 from .output import emit_json, interval, note, p_text, release_lines, table
@@ -491,7 +491,7 @@ def _print_regression(fit: dict) -> None:
 
 
 
-for command in (*lifecycle.COMMANDS, *preview.COMMANDS):
+for command in (*lifecycle.COMMANDS, *preview.COMMANDS, *xlsform.COMMANDS):
     survey.add_command(command)
 
 COMMANDS = (survey, results)
