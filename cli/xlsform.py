@@ -5,6 +5,8 @@ import click
 
 from . import check
 from .extras import load
+from .options import json_option
+from .output import emit_json
 
 
 def _open_new(path: str, force: bool):
@@ -26,10 +28,13 @@ def _open_new(path: str, force: bool):
               help="The epsilon of every question whose row gives none (no epsilon column, or "
                    "an empty cell).")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
-def import_form(form: str, output: str, epsilon: float | None, force: bool) -> None:
+@json_option
+def import_form(form: str, output: str, epsilon: float | None, force: bool,
+                as_json: bool) -> None:
     """Read the XLSForm FORM (.xlsx or .xls, as KoboToolbox, ODK or SurveyCTO take it) into a
     survey file that `survey check` passes; or say, one line per row, what a randomized survey
-    cannot take and why, and write nothing."""
+    cannot take and why, and write nothing (--json: the file written, what was left out, and
+    its check report, as `survey check --json`)."""
     xlsform = load("ldpsurvey.xlsform")
     try:
         imported = xlsform.read_form(form, epsilon)
@@ -45,6 +50,9 @@ def import_form(form: str, output: str, epsilon: float | None, force: bool) -> N
         out.write(text.encode())
     for line in imported.notes:
         click.echo(line, err=True)
+    if as_json:
+        emit_json({"file": output, "left_out": list(imported.notes),
+                   "check": check.report(check.read(output)[1], check.DEFAULT_RESPONDENTS)})
     click.echo(f"wrote {output} ({len(imported.definition['questions'])} questions); next: "
                f"ldp-survey survey check {output}", err=True)
 

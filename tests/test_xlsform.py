@@ -1,6 +1,7 @@
 """`survey import` of XLSForms (pyxform reads them) and `survey export-xlsform`, the way back:
 real .xlsx files built with openpyxl, as KoboToolbox, ODK and Excel users have them."""
 
+import json
 import math
 import tomllib
 from pathlib import Path
@@ -127,6 +128,19 @@ def test_a_kobotoolbox_form_becomes_a_survey_that_survey_check_passes(tmp_path):
     assert "respondents with default ceilings will accept it" in checked.stdout
     assert (tmp_path / "survey.toml").read_text().startswith(
         f"# Imported from {form} by `ldp-survey survey import`")
+
+
+def test_json_gives_the_file_what_was_left_out_and_the_check(tmp_path):
+    form = kobo_form(tmp_path / "health.xlsx")
+    out = tmp_path / "survey.toml"
+    result = run("survey", "import", str(form), "-o", str(out), "--epsilon", "0.5", "--json")
+    assert result.exit_code == 0
+    document = json.loads(result.stdout)
+    assert document["file"] == str(out)
+    assert [line.split(":")[0] for line in document["left_out"]] == ["row 2", "row 3",
+                                                                     "not used"]
+    assert document["check"] == json.loads(run("survey", "check", str(out), "--json").stdout)
+    assert document["check"]["accepted_by_default"] is True
 
 
 def test_without_epsilon_a_question_with_none_is_refused_and_nothing_written(tmp_path):
