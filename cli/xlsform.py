@@ -3,10 +3,10 @@ through ldpsurvey.xlsform (the `xlsform` extra, loaded on first use)."""
 
 import click
 
-from . import check
-from .extras import load
-from .options import json_option
-from .output import emit_json
+from ldpsurvey.cli import check
+from ldpsurvey.cli.extras import load
+from ldpsurvey.cli.options import json_option
+from ldpsurvey.cli.output import emit_json
 
 
 def _open_new(path: str, force: bool):

@@ -76,8 +76,8 @@ def test_listing_shows_own_and_shared_surveys_and_an_admin_sees_all(app, client,
 
 
 def name_of(app, headers) -> str:
-    from ldpsurvey.aggregator import accounts
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.services import accounts
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     key = headers["Authorization"].removeprefix("Bearer ")
     with app.app_context():
@@ -136,7 +136,7 @@ def test_public_results_stay_open_to_anyone_without_researcher_details(app, clie
 
 
 def stored(app, survey_id) -> int:
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     with app.app_context():
         db = get_db()
@@ -202,8 +202,8 @@ def test_a_researcher_holds_several_keys_and_nobody_else_gets_their_name(app, cl
 
 
 def revoke_all_keys_of(app, name: str) -> None:
-    from ldpsurvey.aggregator import accounts
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.services import accounts
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     with app.app_context():
         for entry in accounts.list_keys(get_db()):
@@ -212,9 +212,10 @@ def revoke_all_keys_of(app, name: str) -> None:
 
 
 def test_keys_are_listed_with_their_days_and_revoked_at_once(app, client, auth):
-    from ldpsurvey.aggregator import DomainError, accounts
-    from ldpsurvey.aggregator.db import get_db
-    from ldpsurvey.aggregator.store import today
+    from ldpsurvey.aggregator import DomainError
+    from ldpsurvey.aggregator.services import accounts
+    from ldpsurvey.aggregator.store.queries import today
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     survey_id = publish(client, auth)
     dave = key_for(app, name="dave")
@@ -265,8 +266,8 @@ def test_a_copied_session_cookie_dies_with_logout(app, auth, survey_id):
 
 
 def test_revoking_a_key_ends_its_sessions(app, client, survey_id):
-    from ldpsurvey.aggregator import accounts
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.services import accounts
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     erin = key_for(app, "admin", name="erin")
     browser = app.test_client()
@@ -281,7 +282,7 @@ def test_revoking_a_key_ends_its_sessions(app, client, survey_id):
 def test_sessions_expire(app, auth, survey_id, monkeypatch):
     from datetime import timedelta
 
-    from ldpsurvey.aggregator import accounts
+    from ldpsurvey.aggregator.services import accounts
 
     browser = app.test_client()
     log_in(browser, survey_id, auth)
@@ -297,8 +298,8 @@ def test_an_expired_session_is_deleted_at_the_next_login(app, auth, survey_id, m
     when for no longer than a session lasts): the next login deletes it; a live one stays."""
     from datetime import timedelta
 
-    from ldpsurvey.aggregator import accounts
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.services import accounts
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     def sessions():
         with app.app_context():
@@ -382,8 +383,8 @@ def test_logins_racing_a_revoke_never_keep_the_key_alive(app, survey_id):
     and no login gets a server error or a session."""
     import threading
 
-    from ldpsurvey.aggregator import accounts
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.services import accounts
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     for attempt in range(5):
         headers = key_for(app, name=f"thief-{attempt}")
@@ -410,8 +411,8 @@ def test_logins_racing_a_revoke_never_keep_the_key_alive(app, survey_id):
 
 
 def log_in_repeatedly(app, key: str, stop, failures: list) -> None:
-    from ldpsurvey.aggregator import accounts
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.services import accounts
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     try:
         while not stop.is_set():

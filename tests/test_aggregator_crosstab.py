@@ -79,8 +79,8 @@ def test_declared_counters_move_at_release_and_match_the_responses(client, auth)
     tallied = get(client, plain_id, auth, "rows=smoked&cols=sleep").json
     assert declared["n"] == 100
     assert {**declared, "survey_id": None} == {**tallied, "survey_id": None}
-    from ldpsurvey.aggregator import store
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     with client.application.app_context():
         counters = store.joint_counts(get_db(), survey_id, "smoked", "sleep")
@@ -90,7 +90,7 @@ def test_declared_counters_move_at_release_and_match_the_responses(client, auth)
 
 def test_an_undeclared_pair_is_read_as_a_stream(client, auth, monkeypatch):
     """The responses are read one at a time from the store's stream, inside a snapshot."""
-    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.store import queries as store
 
     survey_id = publish(client, auth, SURVEY)
     submit(client, survey_id, auth, RESPONSES)

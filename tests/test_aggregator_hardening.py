@@ -48,7 +48,7 @@ def test_a_security_header_the_view_set_is_kept_and_not_doubled(app):
     """add_headers adds each of HEADERS only where the response lacks it, in any case."""
     from flask import Response
 
-    from ldpsurvey.aggregator.security import HEADERS, add_headers
+    from ldpsurvey.aggregator.web.security import HEADERS, add_headers
 
     response = add_headers(Response("x", headers={"cache-control": "no-cache"}))
     assert response.headers.getlist("Cache-Control") == ["no-cache"]
@@ -93,7 +93,7 @@ def test_without_a_secret_key_the_session_is_flasks_null_session():
     turns into a session that refuses writes, rather than one that fails after the view."""
     from flask import Flask, request
 
-    from ldpsurvey.aggregator.security import CookieSessions
+    from ldpsurvey.aggregator.web.security import CookieSessions
 
     app = Flask(__name__)
     with app.test_request_context():
@@ -108,7 +108,7 @@ def test_session_cookie_settings(app):
 
 def production_app(tmp_path, database_url, **extra):
     from ldpsurvey.aggregator import create_app
-    from ldpsurvey.aggregator.signing import write_key_file
+    from ldpsurvey.aggregator.config.signing import write_key_file
 
     key_file = tmp_path / "key.pem"
     write_key_file(key_file)
@@ -150,7 +150,7 @@ def free_port() -> int:
 
 
 def test_gunicorn_production_config_logs_no_address_or_query(tmp_path):
-    from ldpsurvey.aggregator.signing import write_key_file
+    from ldpsurvey.aggregator.config.signing import write_key_file
 
     gunicorn = shutil.which("gunicorn", path=os.path.dirname(sys.executable))
     assert gunicorn, "gunicorn comes with the server extra"
@@ -197,7 +197,7 @@ def test_gunicorn_logs_no_client_address_and_opens_no_control_socket(tmp_path):
     """gunicorn logs an invalid request at warning level as 'Invalid request from ip=...':
     the shipped logger drops the address; and no control socket (gunicorn >= 25.1) is
     opened where $XDG_RUNTIME_DIR or $HOME would put it."""
-    from ldpsurvey.aggregator.signing import write_key_file
+    from ldpsurvey.aggregator.config.signing import write_key_file
 
     gunicorn = shutil.which("gunicorn", path=os.path.dirname(sys.executable))
     key_file = tmp_path / "key.pem"
@@ -265,7 +265,7 @@ def test_the_development_server_logs_no_line_for_responses(app, client, survey_i
     import logging
     import threading
 
-    from ldpsurvey.aggregator.serving import make_server
+    from ldpsurvey.aggregator.web.serving import make_server
 
     server = make_server(app, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01})
@@ -328,7 +328,7 @@ def test_each_deploy_file_names_every_setting_production_requires(name, tmp_path
     one out would ship a service that cannot start. Checked against the real refusal: each
     setting left out of an otherwise complete production configuration stops the app."""
     from ldpsurvey.aggregator import ConfigurationError, create_app
-    from ldpsurvey.aggregator.signing import write_key_file
+    from ldpsurvey.aggregator.config.signing import write_key_file
 
     write_key_file(tmp_path / "key.pem")
     required = {"KEY_FILE": str(tmp_path / "key.pem"), "SECRET_KEY": "s" * 64,

@@ -15,7 +15,7 @@ def post(client, survey_id, body, **kwargs):
 
 def stored_rows(app, survey_id):
     """The released rows and counters, after the next scheduled release."""
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     release_due(app)
     with app.app_context():
@@ -33,7 +33,7 @@ def test_a_process_reads_a_surveys_manifest_once_and_again_only_for_an_error(cli
     first submission, valid ones read no survey row before their transaction; an invalid one
     reads it again, so that a survey deleted meanwhile answers 404, not 422
     (test_lifecycle.py::test_a_deleted_survey_is_unknown_to_a_process_that_kept_its_manifest)."""
-    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.store import queries as store
 
     read = []
     get_survey = store.get_survey
@@ -50,7 +50,7 @@ def test_a_process_reads_a_surveys_manifest_once_and_again_only_for_an_error(cli
 def test_a_process_keeps_at_most_surveys_kept_manifests(app, client, auth, monkeypatch):
     """The kept manifests are bounded: once SURVEYS_KEPT are kept, they are all forgotten, and
     a survey submitted to before is read again."""
-    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.store import queries as store
 
     from helpers import SURVEY
 
@@ -147,7 +147,7 @@ def test_malformed_idempotency_keys(app, client, survey_id, key):
 
 
 def test_idempotency_keys_are_stored_hashed_and_dropped_on_close(app, client, auth, survey_id):
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     key = "k-4f1d2c3b5a6e7f80"
     post(client, survey_id, GOOD, headers={"Idempotency-Key": key})

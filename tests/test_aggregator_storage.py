@@ -10,7 +10,7 @@ SENSITIVE = re.compile(r"ip|addr|agent|cookie|token|user|time|host|session|email
 
 
 def columns(app) -> dict[str, list[str]]:
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     with app.app_context():
         db = get_db()
@@ -67,7 +67,7 @@ def test_no_column_can_hold_an_ip_user_agent_token_or_time(app):
 
 
 def test_sqlite_is_durable_wal(app):
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     with app.app_context():
         db = get_db()
@@ -82,7 +82,7 @@ def test_sqlite_is_durable_wal(app):
 
 def test_request_headers_are_not_stored(app, client, survey_id):
     """Send identifying headers; none of their values appears anywhere in the database."""
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     marker = "marker-7f3e9a"
     client.post(f"/api/surveys/{survey_id}/responses",
@@ -100,8 +100,9 @@ def test_request_headers_are_not_stored(app, client, survey_id):
 
 
 def test_stored_answers_are_canonical_json():
-    from ldpsurvey.aggregator.store import answers_json
-    from ldpsurvey.shared import parse_definition, strict_json
+    from ldpsurvey.aggregator.store.queries import answers_json
+    from ldpsurvey.shared import parse_definition
+    from ldpsurvey.shared.survey import strict_json
 
     from helpers import SURVEY
 
@@ -113,7 +114,7 @@ def test_stored_answers_are_canonical_json():
 
 
 def test_response_ids_are_random_and_distinct():
-    from ldpsurvey.aggregator.ids import new_ids
+    from ldpsurvey.aggregator.config.ids import new_ids
 
     ids = new_ids(1000)
     assert len(set(ids)) == 1000 and all(len(i) == 16 for i in ids)
@@ -122,7 +123,7 @@ def test_response_ids_are_random_and_distinct():
 def test_survey_ids_are_safe_on_a_command_line_and_in_urls():
     import re
 
-    from ldpsurvey.aggregator.ids import new_survey_id
+    from ldpsurvey.aggregator.config.ids import new_survey_id
 
     ids = {new_survey_id() for _ in range(10_000)}
     assert len(ids) == 10_000
@@ -155,7 +156,7 @@ def test_a_key_file_others_can_read_is_refused_in_production(tmp_path):
     import pytest
 
     from ldpsurvey.aggregator import ConfigurationError, close_app, create_app
-    from ldpsurvey.aggregator.signing import new_key_pem
+    from ldpsurvey.aggregator.config.signing import new_key_pem
 
     key = tmp_path / "key.pem"
     key.write_bytes(new_key_pem())
@@ -174,8 +175,8 @@ def test_a_key_file_others_can_read_is_refused_in_production(tmp_path):
 def test_the_listing_shows_each_survey_with_its_counts(app, client, auth, survey_id):
     """Every survey (no researcher named): id, title, status, day and released responses; a
     researcher who owns and shares nothing sees none."""
-    from ldpsurvey.aggregator import store
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     from helpers import SURVEY
 
@@ -194,9 +195,9 @@ def test_the_listing_shows_each_survey_with_its_counts(app, client, auth, survey
 def test_a_survey_gone_between_two_reads_is_not_found(app):
     """Looking up, or locking, an id no survey has (a survey deleted since the caller read its
     id, or a malformed id) raises SurveyNotFound, which the API answers with 404."""
-    from ldpsurvey.aggregator import store
-    from ldpsurvey.aggregator.db import get_db
     from ldpsurvey.aggregator.exceptions import SurveyNotFound
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     with app.app_context():
         db = get_db()
@@ -216,8 +217,10 @@ def test_row_locks_let_intake_share_a_survey_and_keep_releases_and_revokes_apart
     alone. Tried from a second connection that gives up after 100 ms."""
     import psycopg
 
-    from ldpsurvey.aggregator import create_api_key, releases, store
-    from ldpsurvey.aggregator.database import connection_to, open_database
+    from ldpsurvey.aggregator import create_api_key
+    from ldpsurvey.aggregator.services import releases
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.connection import connection_to, open_database
 
     api_key_id = create_api_key(app).api_key_id
     database = open_database(database_url, app.extensions["ldp_database"].keys)
@@ -268,7 +271,7 @@ def test_days_are_utc_days_whatever_the_servers_time_zone(monkeypatch):
     import time
     from datetime import UTC, datetime, timedelta
 
-    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.store import queries as store
 
     now = datetime.now(UTC)
     ahead = now.hour >= 12
@@ -285,8 +288,8 @@ def test_days_are_utc_days_whatever_the_servers_time_zone(monkeypatch):
 
 def test_the_timeline_counts_released_responses_per_day(app, client, survey_id):
     """released_per_day: (UTC day, responses released that day) as whole numbers."""
-    from ldpsurvey.aggregator import store
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     for _ in range(3):
         client.post(f"/api/surveys/{survey_id}/responses",
@@ -303,8 +306,8 @@ def test_the_timeline_counts_released_responses_per_day(app, client, survey_id):
 def test_release_summaries_follow_every_release(app, client, survey_id):
     """The per-survey totals and per-day sizes that estimates, exports and listings read are
     kept by each release: releases of 3, 1 and 2 sum to 6 with the smallest 1, numbered to 3."""
-    from ldpsurvey.aggregator import store
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     with app.app_context():
         db = get_db()
@@ -331,8 +334,8 @@ def test_the_bucket_is_eight_random_bits_of_the_id_in_python_and_in_sql(app):
     256 buckets evenly (chi-square, 255 degrees of freedom, within 4.5 SD of its mean)."""
     from collections import Counter
 
-    from ldpsurvey.aggregator.db import get_db
-    from ldpsurvey.aggregator.ids import BUCKETS, bucket_of, bucket_sql, new_ids
+    from ldpsurvey.aggregator.config.ids import BUCKETS, bucket_of, bucket_sql, new_ids
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     ids = [*new_ids(4000), "A", "AAAA", "__", "_A", "A_", "é_x"]
     with app.app_context():

@@ -151,7 +151,7 @@ def test_the_manifest_publishes_the_epsilon_the_randomizer_realizes(client, auth
     enforce), not the nominal formula's; a manifest stating the nominal value (as before 0.2)
     still parses."""
     from ldpsurvey.shared import alpha_for_epsilon, parse_manifest
-    from ldpsurvey.shared.randomizer import realized_epsilon, thresholds
+    from ldpsurvey.shared.mechanisms.randomizer import realized_epsilon, thresholds
 
     beta = [1e-8, 1 - 1e-8]
     alpha = alpha_for_epsilon(4.0, beta)
@@ -170,7 +170,7 @@ def test_the_manifest_publishes_the_epsilon_the_randomizer_realizes(client, auth
 
 
 def test_the_listing_shows_title_day_and_counts(client, auth):
-    from ldpsurvey.aggregator.store import today
+    from ldpsurvey.aggregator.store.queries import today
 
     survey = {**copy.deepcopy(SURVEY), "release_batch": 2}
     survey_id = client.post("/api/surveys", json=survey, headers=auth).json["survey_id"]

@@ -32,7 +32,7 @@ def answer(client, survey_id, token=None, key=None):
 
 
 def table(app, name):
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     with app.app_context():
         return get_db().query(f"SELECT * FROM {name}")
@@ -148,7 +148,7 @@ def test_a_refused_token_leaves_its_key_unclaimed(app, client, auth, invited_id)
 def test_nothing_links_a_token_to_a_response(app, client, auth, invited_id):
     tokens = mint(client, auth, invited_id, 2).json["tokens"]
     answer(client, invited_id, tokens[0])
-    from ldpsurvey.aggregator.ids import hash_text
+    from ldpsurvey.aggregator.config.ids import hash_text
 
     keys = app.extensions["ldp_database"].keys
     everything = " ".join(str(row) for name in ("responses", "counts", "idempotency_keys",

@@ -5,8 +5,8 @@ import hashlib
 import re
 from dataclasses import replace
 
-from ldpsurvey.aggregator import assets
-from ldpsurvey.aggregator.assets import IMMUTABLE, bundle, digest_of
+from ldpsurvey.aggregator.web import assets
+from ldpsurvey.aggregator.web.assets import IMMUTABLE, bundle, digest_of
 
 
 def test_every_asset_is_served_under_the_digest_of_them_all(client, survey_id):

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from ldpsurvey.cli import main
-from ldpsurvey.shared.crosstab import MAX_CELLS, reply_bound
+from ldpsurvey.shared.stats.crosstab import MAX_CELLS, reply_bound
 
 from helpers import OPEN_AND_HIDDEN, release_due
 
@@ -333,9 +333,9 @@ def test_the_public_cannot_hold_every_analysis_slot():
     """The attack: two anonymous six-way fits on a public-results survey (each running to its
     10 s budget) held both slots, and the survey's researcher got 503 analyses_busy. The public
     holds at most ANALYSES_AT_ONCE - 1; a researcher takes the last; then everyone waits."""
-    from ldpsurvey.aggregator.budgets import Runner, budget_from
+    from ldpsurvey.aggregator.config.settings import DEFAULTS
     from ldpsurvey.aggregator.exceptions import AnalysisBusy
-    from ldpsurvey.aggregator.settings import DEFAULTS
+    from ldpsurvey.aggregator.services.budgets import Runner, budget_from
 
     runner = Runner(budget_from(DEFAULTS, public=False), budget_from(DEFAULTS, public=True), 2)
     with runner.slot(runner.public):

@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 import pytest
 
 from ldpsurvey.shared import Mechanism, read_definition
-from ldpsurvey.shared.mechanism import compose
+from ldpsurvey.shared.stats.design import compose
 
 from helpers import every_type_answered, release_due, released_n, require
 
@@ -200,7 +200,7 @@ def test_js_randomizer_matches_the_shared_test_vectors(page, live_server, client
         DEFAULT_MAX_TOTAL_EPSILON,
     )
     from ldpsurvey.shared import EPSILON_TOLERANCE
-    from ldpsurvey.shared.manifest import DEFAULT_IRR_ALPHA
+    from ldpsurvey.shared.survey.manifest import DEFAULT_IRR_ALPHA
 
     assert constants == [DEFAULT_MAX_EPSILON, DEFAULT_MAX_TOTAL_EPSILON,
                          DEFAULT_MAX_LIFETIME_EPSILON, EPSILON_TOLERANCE, DEFAULT_IRR_ALPHA]

@@ -57,7 +57,7 @@ def test_js_schemes_match_the_scheme_vectors(page, live_server, client, auth):
     hashes = page.evaluate("""async () => { const o = await import('/web/olh.js');
         return [0, 1, 2 ** 31, 2 ** 32 - 1].map(seed => [...Array(70).keys()].map(
             v => o.hashed(v, seed, 1000003))); }""")
-    from ldpsurvey.shared.olh import hashed
+    from ldpsurvey.shared.mechanisms.olh import hashed
 
     assert hashes == [[hashed(v, seed, 1000003) for v in range(70)]
                       for seed in (0, 1, 2**31, 2**32 - 1)]
@@ -313,7 +313,7 @@ def test_an_open_question_is_marked_takes_whole_numbers_and_is_sent_as_given(
     min to max, its error at the question (never clamped); the answer is sent unrandomized and
     the ledger charges the randomized question's epsilon only."""
     from ldpsurvey.client import OPEN_INTRO, bound_note
-    from ldpsurvey.shared.disclosed import WORDS
+    from ldpsurvey.shared.mechanisms.disclosed import WORDS
 
     survey_id = create(client, auth, OPEN)
     manifest = json.loads(client.get(f"/api/surveys/{survey_id}").data)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ldpsurvey.shared import Mechanism
-from ldpsurvey.shared.cheating import (
+from ldpsurvey.shared.mechanisms.cheating import (
     CheatingDesign,
     estimate_cheating,
     log_likelihood,

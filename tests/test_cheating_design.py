@@ -1,4 +1,4 @@
-"""The cheating-detection design of a yes/no question (shared/cheating.py's CheatingDetection,
+"""The cheating-detection design of a yes/no question (shared/mechanisms/cheating.py's CheatingDetection,
 web/cheating.js) through every layer: the survey file, the manifest (/7), the exact epsilon,
 the device, intake, counters, estimates, pages, exports, the codebook and the ledger."""
 
@@ -19,10 +19,10 @@ from ldpsurvey.client import LocalState, fetch_survey, prepare
 from ldpsurvey.client.ceilings import Ceilings
 from ldpsurvey.client.ledger import device_spent
 from ldpsurvey.shared import SurveyError, parse_definition, parse_manifest
-from ldpsurvey.shared.budget import EPSILON_TOLERANCE
-from ldpsurvey.shared.cheating import HALF, estimate_cheating
-from ldpsurvey.shared.randomizer import N
-from ldpsurvey.shared.scheme import Settings
+from ldpsurvey.shared.mechanisms.budget import EPSILON_TOLERANCE
+from ldpsurvey.shared.mechanisms.cheating import HALF, estimate_cheating
+from ldpsurvey.shared.mechanisms.protocol import Settings
+from ldpsurvey.shared.mechanisms.randomizer import N
 
 from helpers import published, release_due, sent_and_released, tally
 

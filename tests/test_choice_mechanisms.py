@@ -20,11 +20,11 @@ from ldpsurvey.cli import main
 from ldpsurvey.client import LocalState, fetch_survey, prepare
 from ldpsurvey.client.ceilings import Ceilings
 from ldpsurvey.shared import SurveyError, parse_definition, parse_manifest
-from ldpsurvey.shared.olh import SEEDS, hashed, xxh32
-from ldpsurvey.shared.oue import thresholds as oue_thresholds
-from ldpsurvey.shared.randomizer import N
-from ldpsurvey.shared.scheme import Settings
-from ldpsurvey.shared.schemes import auto_choice
+from ldpsurvey.shared.mechanisms.olh import SEEDS, hashed, xxh32
+from ldpsurvey.shared.mechanisms.oue import thresholds as oue_thresholds
+from ldpsurvey.shared.mechanisms.protocol import Settings
+from ldpsurvey.shared.mechanisms.randomizer import N
+from ldpsurvey.shared.mechanisms.registry import auto_choice
 
 from helpers import published, release_due, respond, run_mock, sent_and_released, tally
 
@@ -384,9 +384,9 @@ def test_plan_takes_each_question_with_its_own_mechanism(tmp_path):
 
 
 def test_the_vectorized_hash_and_wide_randomizer_of_the_simulation_match_the_device():
-    from ldpsurvey.shared.mechanism import uniform_beta
-    from ldpsurvey.shared.randomizer import thresholds
-    from ldpsurvey.shared.simulation import hashed_many, randomize_many, xxh32_many
+    from ldpsurvey.shared.mechanisms.randomizer import thresholds
+    from ldpsurvey.shared.sim.simulation import hashed_many, randomize_many, xxh32_many
+    from ldpsurvey.shared.stats.design import uniform_beta
 
     rng = np.random.default_rng(31)
     seeds = rng.integers(0, SEEDS, 3000)

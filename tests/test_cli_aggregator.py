@@ -95,8 +95,8 @@ def test_admin_create_key_stores_only_a_hash(tmp_path, database_url):
     key = result.stdout.strip()
     assert key.startswith("ldp_res_")
     from ldpsurvey.aggregator import close_app, create_app
-    from ldpsurvey.aggregator.db import get_db
-    from ldpsurvey.aggregator.ids import hash_text
+    from ldpsurvey.aggregator.config.ids import hash_text
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     app = create_app({"DATABASE_URL": database_url}, instance_path=tmp_path)
     with app.app_context():

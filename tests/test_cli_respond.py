@@ -469,7 +469,7 @@ def test_open_questions_are_marked_sent_as_given_and_charged_nothing(runner, liv
     answers are sent as given, bounds the randomized one alone, sends the open answers
     unchanged, and the ledger charges the randomized question's epsilon only."""
     from ldpsurvey.client import OPEN_INTRO
-    from ldpsurvey.shared.disclosed import WORDS
+    from ldpsurvey.shared.mechanisms.disclosed import WORDS
 
     survey_id = client.post("/api/surveys", json=OPEN, headers=auth).json["survey_id"]
     manifest = client.get(f"/api/surveys/{survey_id}").json
@@ -500,7 +500,7 @@ def test_open_questions_are_marked_sent_as_given_and_charged_nothing(runner, liv
 
 
 def test_a_survey_without_open_questions_keeps_the_first_words(runner, live_server, health_id):
-    from ldpsurvey.shared.disclosed import WORDS
+    from ldpsurvey.shared.mechanisms.disclosed import WORDS
 
     result = runner.invoke(main, ["respond", "--url", live_server, "--survey", health_id,
                                   "--answers", ANSWERS, "--yes"])

@@ -19,8 +19,8 @@ from ldpsurvey.client import (
     unanswered,
 )
 from ldpsurvey.client.verify import parameters, verify_manifest
-from ldpsurvey.shared.manifest import key_id
-from ldpsurvey.shared.randomizer import N
+from ldpsurvey.shared.mechanisms.randomizer import N
+from ldpsurvey.shared.survey.manifest import key_id
 
 from helpers import SURVEY, released_n
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from ldpsurvey.cli import main
 from ldpsurvey.client import LocalState, ledger
 from ldpsurvey.client.state import LEGACY_CHARGE
-from ldpsurvey.shared.manifest import key_id
+from ldpsurvey.shared.survey.manifest import key_id
 
 from helpers import released_n, sent_body
 
@@ -44,7 +44,7 @@ def app(database_url, tmp_path):
 @pytest.fixture
 def published(client, auth, monkeypatch):
     """The fixture's surveys under their own ids."""
-    from ldpsurvey.aggregator import surveys
+    from ldpsurvey.aggregator.services import surveys
 
     for survey in SURVEYS.values():
         monkeypatch.setattr(surveys, "new_survey_id", lambda s=survey: s["survey_id"])

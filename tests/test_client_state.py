@@ -12,7 +12,7 @@ import pytest
 
 from ldpsurvey.client import LocalState
 from ldpsurvey.client.state import LEGACY_CHARGE, merge_records, new_record
-from ldpsurvey.shared.manifest import key_id
+from ldpsurvey.shared.survey.manifest import key_id
 
 OLD_KEY, NEW_KEY, OTHER_KEY = bytes(32), bytes(range(32)), bytes(range(1, 33))
 OLD, NEW, OTHER = key_id(OLD_KEY), key_id(NEW_KEY), key_id(OTHER_KEY)

@@ -13,8 +13,8 @@ import pytest
 from ldpsurvey.client import Ceilings
 from ldpsurvey.client.verify import check_ceilings
 from ldpsurvey.shared import Mechanism, estimate, parse_definition, parse_manifest
-from ldpsurvey.shared.mechanism import compose
-from ldpsurvey.shared.randomizer import randomize
+from ldpsurvey.shared.mechanisms.randomizer import randomize
+from ldpsurvey.shared.stats.design import compose
 
 from helpers import SURVEY, release_due
 

@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ldpsurvey.shared import Mechanism, crosstab
-from ldpsurvey.shared.crosstab import block_interval, cell_interval, conditional_interval
-from ldpsurvey.shared.intervals import z_value
-from ldpsurvey.shared.mechanism import alpha_for_epsilon
+from ldpsurvey.shared.stats.crosstab import block_interval, cell_interval, conditional_interval
+from ldpsurvey.shared.stats.design import alpha_for_epsilon
+from ldpsurvey.shared.stats.intervals import z_value
 
 
 def report_matrix(m: Mechanism) -> np.ndarray:

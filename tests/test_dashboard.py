@@ -18,7 +18,7 @@ from test_browser import (  # noqa: F401 (database_url: the browser tests' SQLit
 )
 
 from ldpsurvey.aggregator import create_api_key
-from ldpsurvey.aggregator.qr import qr_code
+from ldpsurvey.aggregator.web.qr import qr_code
 from ldpsurvey.cli import main
 from ldpsurvey.shared import parse_manifest
 

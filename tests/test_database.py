@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ldpsurvey.aggregator.db import get_db
+from ldpsurvey.aggregator.web.request_connection import get_db
 
 
 def names(db) -> list[str]:
@@ -45,7 +45,7 @@ def test_a_thread_per_request_does_not_keep_a_connection_per_thread(tmp_path):
     from werkzeug.serving import make_server
 
     from ldpsurvey.aggregator import close_app, create_app
-    from ldpsurvey.aggregator.database import SQLiteDatabase
+    from ldpsurvey.aggregator.store.connection import SQLiteDatabase
 
     path = str(tmp_path / "pool.sqlite3")
     app = create_app({"DATABASE_URL": f"sqlite:///{path}"}, instance_path=tmp_path)
@@ -108,8 +108,8 @@ def test_concurrent_parts_share_one_commit_and_fail_alone(app, monkeypatch):
     import threading
     import time
 
-    from ldpsurvey.aggregator import database as module
-    from ldpsurvey.aggregator.database import GroupCommit
+    from ldpsurvey.aggregator.store import connection as module
+    from ldpsurvey.aggregator.store.connection import GroupCommit
 
     groups, first_started, go_on = [], threading.Event(), threading.Event()
     run, sync_log = GroupCommit._run, module.sync_log
@@ -165,7 +165,7 @@ def test_concurrent_parts_share_one_commit_and_fail_alone(app, monkeypatch):
     assert isinstance(outcomes["fail-c"], ValueError)
     with app.app_context():
         assert names(get_db()) == ["a", "b", "d", "e", "first"]
-    from ldpsurvey.aggregator.instance import exposed
+    from ldpsurvey.aggregator.config.instance import exposed
 
     assert not exposed(Path(database.writer.path))  # the writers' lock file: 0600, empty
 
@@ -186,7 +186,7 @@ def test_a_part_alone_takes_no_savepoint(app, monkeypatch):
     """A group of one part runs in the group's transaction itself: its failure undoes that
     transaction, which holds nothing else (two statements fewer per lone submission). Parts
     of a larger group each take one (test_concurrent_parts_share_one_commit_and_fail_alone)."""
-    from ldpsurvey.aggregator.database import SQLiteConnection
+    from ldpsurvey.aggregator.store.connection import SQLiteConnection
 
     savepoints = []
     savepoint = SQLiteConnection._savepoint
@@ -209,7 +209,7 @@ def test_the_log_keeps_its_file_across_checkpoints_up_to_a_bound(app, monkeypatc
     WAL_KEPT_BYTES, not to nothing: later commits overwrite it in place (a sync of data
     alone) instead of growing it again. A log grown beyond the bound (one large transaction)
     is cut back to it; the scrub still empties it."""
-    from ldpsurvey.aggregator.database import SQLiteDatabase
+    from ldpsurvey.aggregator.store.connection import SQLiteDatabase
 
     monkeypatch.setattr(SQLiteDatabase, "WAL_KEPT_BYTES", 64 * 1024)
     database = app.extensions["ldp_database"]
@@ -255,8 +255,9 @@ def test_a_retry_racing_its_first_request_is_answered_as_it(app, survey_id):
     writers' lock), then is answered as a replay of it; one group is kept."""
     import threading
 
-    from ldpsurvey.aggregator import intake, store
-    from ldpsurvey.aggregator.answers import parse_answers
+    from ldpsurvey.aggregator.services import intake
+    from ldpsurvey.aggregator.services.answers import parse_answers
+    from ldpsurvey.aggregator.store import queries as store
 
     database = app.extensions["ldp_database"]
     body, key = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}, "racing-twin-0001"
@@ -294,7 +295,7 @@ class LogSyncs:
         import os
         import sqlite3
 
-        from ldpsurvey.aggregator import database as module
+        from ldpsurvey.aggregator.store import connection as module
 
         self.calls: list[tuple[str, bool, list[str]]] = []
         real = os.fdatasync
@@ -361,7 +362,7 @@ def test_a_failed_sync_is_answered_only_once_the_log_is_in_the_database_file(app
 
     from werkzeug.test import Client
 
-    from ldpsurvey.shared.protocol import REPLAYED_HEADER
+    from ldpsurvey.shared.http_contract import REPLAYED_HEADER
 
     client = Client(app)
     database = app.extensions["ldp_database"]
@@ -446,7 +447,7 @@ def test_a_group_sqlite_rolled_back_whole_fails_every_part_without_waiting(app):
     writers' lock again, which the leader holds (every writer would wait forever)."""
     import threading
 
-    from ldpsurvey.aggregator.database import GroupCommit, _Work
+    from ldpsurvey.aggregator.store.connection import GroupCommit, _Work
 
     database = app.extensions["ldp_database"]
     connection = database.connect()
@@ -522,7 +523,7 @@ def test_the_scrub_waits_for_readers_but_raises_what_is_not_busy():
     error) is raised, to be logged, rather than retried in silence."""
     import sqlite3
 
-    from ldpsurvey.aggregator.database import truncate_wal
+    from ldpsurvey.aggregator.store.connection import truncate_wal
 
     class Raw:
         def __init__(self, code: int):

@@ -104,7 +104,7 @@ def until_accepted(base: str, survey_id: str) -> list[int]:
 
 def counted(app, survey_id: str) -> int:
     """Responses stored for the survey, once every pending one is released."""
-    from ldpsurvey.aggregator.database import connection_to
+    from ldpsurvey.aggregator.store.connection import connection_to
 
     release_due(app)
     with connection_to(app.extensions["ldp_database"]) as db:
@@ -116,8 +116,9 @@ def counted(app, survey_id: str) -> int:
 
 HOLDER = """
 import sys, time
-from ldpsurvey.aggregator import create_app, store
-from ldpsurvey.aggregator.db import get_db
+from ldpsurvey.aggregator import create_app
+from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.web.request_connection import get_db
 
 app = create_app({"DATABASE_URL": sys.argv[1], "STORAGE_KEY": sys.argv[2],
                   "RELEASE_EVERY": 3600}, instance_path=sys.argv[3])
@@ -217,7 +218,7 @@ def test_a_statement_over_the_timeout_is_unavailable_but_a_release_may_run_longe
     """A statement that runs longer than DATABASE_STATEMENT_TIMEOUT is cancelled, which is a
     DatabaseUnavailable (503); inside a transaction that lifted the timeout (a release, a
     migration step: unbounded_statements) the same statement runs to its end."""
-    from ldpsurvey.aggregator.database import unavailable
+    from ldpsurvey.aggregator.store.connection import unavailable
 
     with served({"DATABASE_URL": database_url, "DATABASE_STATEMENT_TIMEOUT": 0.05},
                 tmp_path) as (_, app):

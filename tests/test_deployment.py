@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from ldpsurvey.aggregator import close_app
-from ldpsurvey.aggregator.db import get_db
+from ldpsurvey.aggregator.web.request_connection import get_db
 from ldpsurvey.shared import read_definition
 
 from helpers import MEMCACHED, memcached_available, require
@@ -47,7 +47,7 @@ def stored_state(app, survey_id):
     idempotency key hashes, released or pending; integrity check; responses pending)."""
     import json
 
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     with app.app_context():
         db = get_db()
@@ -283,7 +283,7 @@ def test_nginx_rate_limits_per_client(tmp_path, nginx_available):
     fresh address gets exactly 21 answers, plus one per whole minute the flood took, however
     loaded the machine; the assets under content-addressed names are never counted, before or
     after its limit; another address keeps its own bucket."""
-    from ldpsurvey.aggregator.assets import bundle
+    from ldpsurvey.aggregator.web.assets import bundle
 
     shipped = (Path(__file__).resolve().parents[1] / "deploy" / "nginx" /
                "ldp-survey.conf").read_text()
@@ -423,7 +423,7 @@ def test_an_over_long_request_line_is_refused_in_json_with_the_apps_headers(prox
                                                                              source):
     """Over gunicorn's bound (8,190 bytes) the line reaches gunicorn, which refuses it in the
     app's JSON; over nginx's buffers (16 KiB) nginx refuses it itself, the same way."""
-    from ldpsurvey.aggregator.security import HEADERS
+    from ldpsurvey.aggregator.web.security import HEADERS
 
     base, *_ = proxy
     pad = "x" * (length - len("GET /api/surveys/nope?pad= HTTP/1.1"))

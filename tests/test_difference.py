@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ldpsurvey.shared import Mechanism, difference
-from ldpsurvey.shared.intervals import z_value
+from ldpsurvey.shared.stats.intervals import z_value
 
 
 def test_difference_by_hand():

@@ -17,9 +17,9 @@ from test_hostile_text import evil  # noqa: F401 (a fixture: a server that recor
 from ldpsurvey.analysis import read_export, weighted_results
 from ldpsurvey.cli import main
 from ldpsurvey.shared import parse_manifest
-from ldpsurvey.shared.disclosed import WORDS
-from ldpsurvey.shared.manifest import SurveyError, parse_definition
-from ldpsurvey.shared.scheme import Settings
+from ldpsurvey.shared.mechanisms.disclosed import WORDS
+from ldpsurvey.shared.mechanisms.protocol import Settings
+from ldpsurvey.shared.survey.manifest import SurveyError, parse_definition
 
 from helpers import published, release_due
 
@@ -321,7 +321,7 @@ def test_an_open_number_of_any_length_is_sent_in_one_size(evil, tmp_path):  # no
 
     from ldpsurvey.client import Ceilings, LocalState, fetch_survey, submit
     from ldpsurvey.client.respondent import Submission
-    from ldpsurvey.shared.manifest import key_id, web_origin
+    from ldpsurvey.shared.survey.manifest import key_id, web_origin
 
     evil.serve_survey(INCOME)  # then signed again with its origin (format /7 names one)
     manifest = replace(parse_definition(INCOME), survey_id="S", key_id=key_id(evil.public),
@@ -346,7 +346,7 @@ def test_an_open_number_of_any_length_is_stored_in_one_size_and_only_as_an_integ
     integer counters) is refused."""
     import base64
 
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     survey_id = client.post("/api/surveys", json=INCOME, headers=auth).json["survey_id"]
     url = f"/api/surveys/{survey_id}/responses"

@@ -1,7 +1,7 @@
 import pytest
 from scipy import stats
 
-from ldpsurvey.shared.distributions import (
+from ldpsurvey.shared.stats.distributions import (
     beta_quantile,
     binomial_cdf,
     binomial_sf,

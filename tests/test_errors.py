@@ -3,7 +3,7 @@
 import pytest
 
 from ldpsurvey.aggregator import exceptions
-from ldpsurvey.aggregator.errors import ANSWERS
+from ldpsurvey.aggregator.web.errors import ANSWERS
 
 
 def all_domain_errors() -> set[type]:

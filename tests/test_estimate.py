@@ -17,7 +17,7 @@ from ldpsurvey.shared import (
     standard_error,
     unbiased_estimate,
 )
-from ldpsurvey.shared.intervals import clopper_pearson, wilson
+from ldpsurvey.shared.stats.intervals import clopper_pearson, wilson
 
 REL = 1e-9
 

@@ -38,8 +38,9 @@ def answered(client, auth, tmp_path):
 
 def test_the_survey_holds_every_type_mechanism_and_design():
     """Nothing the scheme registry offers is left out of EVERY_TYPE."""
-    from ldpsurvey.shared import disclosed, parse_definition
-    from ldpsurvey.shared.schemes import CHOICE_MECHANISMS, DESIGNS, TYPES
+    from ldpsurvey.shared import parse_definition
+    from ldpsurvey.shared.mechanisms import disclosed
+    from ldpsurvey.shared.mechanisms.registry import CHOICE_MECHANISMS, DESIGNS, TYPES
 
     held = {(q.type, q.scheme.name) for q in parse_definition(EVERY_TYPE).questions}
     offered = {("choice", name) for name in CHOICE_MECHANISMS if name != "auto"} | {

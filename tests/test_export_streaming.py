@@ -131,8 +131,8 @@ def test_a_release_during_an_export_waits_for_nothing_and_changes_nothing_in_it(
                                                                                  auth):
     """The export reads one snapshot: a release committed while it is under way neither
     waits for it nor shows in it (its header and rows agree), and the next export has it."""
-    from ldpsurvey.aggregator import accounts, surveys
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.services import accounts, surveys
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     survey_id = client.post("/api/surveys", json={**FOUR, "release_batch": 100},
                             headers=auth).json["survey_id"]

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from test_accounts import log_in
 
-from ldpsurvey.aggregator import exports
+from ldpsurvey.aggregator.services import exports
 
 from helpers import doc_blocks, doc_text, release_due, require
 

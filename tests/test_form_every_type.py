@@ -18,7 +18,8 @@ from test_browser import (  # noqa: F401 (database_url: the browser tests' SQLit
     screenshot,
 )
 
-from ldpsurvey.shared import disclosed, multi_select, numeric, parse_manifest, schemes
+from ldpsurvey.shared import parse_manifest
+from ldpsurvey.shared.mechanisms import disclosed, multi_select, numeric, registry
 
 from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS, TECHNICAL
 
@@ -49,11 +50,11 @@ def test_the_fixture_holds_every_question_type_the_registries_know(client, auth)
     each type that takes one: a mechanism added to a registry and not to EVERY_TYPE fails."""
     survey = parse_manifest(client.get(f"/api/surveys/{create(client, auth, EVERY_TYPE)}").data)
     held = {(q.type, q.scheme.name) for q in survey.questions}
-    wanted = {("choice", name) for name in schemes.CHOICE_MECHANISMS if name != "auto"}
-    wanted |= {(module.TYPE, name) for module in schemes.TYPES.values()
+    wanted = {("choice", name) for name in registry.CHOICE_MECHANISMS if name != "auto"}
+    wanted |= {(module.TYPE, name) for module in registry.TYPES.values()
                for name in module.MECHANISMS if name != "auto"}
     wanted |= {("yes_no", "forced_response")}
-    wanted |= {("yes_no", design) for design in schemes.DESIGNS}
+    wanted |= {("yes_no", design) for design in registry.DESIGNS}
     wanted |= {(kind, disclosed.NAME) for kind in disclosed.TYPES}
     assert held == wanted
     assert any(q.concept for q in survey.questions)
@@ -275,7 +276,7 @@ def test_the_page_words_each_report_as_the_python_client_does(page, live_server,
     """Each scheme's report in plain words (web/*.js `plain`, else `shown`) and exactly
     (`shown`), against Python's plain_report and shown_report (what `respond` prints), over
     the longest report and twenty randomizations of each question's answer."""
-    from ldpsurvey.shared.randomizer import secure_draw
+    from ldpsurvey.shared.mechanisms.randomizer import secure_draw
 
     survey_id = create(client, auth, EVERY_TYPE)
     raw = json.loads(client.get(f"/api/surveys/{survey_id}").data)

@@ -25,7 +25,7 @@ from ldpsurvey.cli.terminal import clean
 from ldpsurvey.client import Ceilings, LocalState, fetch_survey, submit
 from ldpsurvey.client.respondent import Submission
 from ldpsurvey.shared import parse_definition
-from ldpsurvey.shared.manifest import key_id
+from ldpsurvey.shared.survey.manifest import key_id
 
 from helpers import SURVEY, release_due, serving
 
@@ -291,9 +291,9 @@ def test_a_body_longer_than_its_padded_size_is_refused_and_no_size_pads_nothing(
 
 def test_the_largest_survey_pads_below_the_servers_limit_for_one_response():
     """100 questions of 64 options with 40-character ids: padded, still far below 64 KiB."""
-    from ldpsurvey.aggregator.settings import DEFAULTS
+    from ldpsurvey.aggregator.config.settings import DEFAULTS
     from ldpsurvey.client.respondent import body_size
-    from ldpsurvey.shared.manifest import MAX_OPTIONS, MAX_QUESTIONS
+    from ldpsurvey.shared.survey.manifest import MAX_OPTIONS, MAX_QUESTIONS
 
     largest = parse_definition({"title": "t", "questions": [
         {"id": f"q{i:039d}", "text": "?", "type": "choice",

@@ -5,8 +5,8 @@ import pytest
 from scipy import stats
 
 from ldpsurvey.shared import DEFAULT_METHOD, METHODS, Mechanism, estimate, simultaneous_confidence
-from ldpsurvey.shared.estimate import clip_unit, unbiased_estimate
-from ldpsurvey.shared.intervals import clopper_pearson, wald, wilson, z_value
+from ldpsurvey.shared.stats.estimate import clip_unit, unbiased_estimate
+from ldpsurvey.shared.stats.intervals import clopper_pearson, wald, wilson, z_value
 
 
 @pytest.mark.parametrize("x, n", [(0, 10), (1, 10), (5, 10), (10, 10), (3, 1000), (400, 1000),
@@ -137,7 +137,7 @@ def test_confidence_0_and_1_are_refused_everywhere(confidence):
 
 
 def test_regularized_beta_at_the_ends():
-    from ldpsurvey.shared.distributions import regularized_beta
+    from ldpsurvey.shared.stats.distributions import regularized_beta
 
     for a, b in [(1, 1), (2.5, 0.5), (30, 4)]:
         assert regularized_beta(0.0, a, b) == 0.0 and regularized_beta(1.0, a, b) == 1.0

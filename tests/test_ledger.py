@@ -23,8 +23,8 @@ from ldpsurvey.client import (
 )
 from ldpsurvey.client.state import LEGACY_CHARGE, migrate
 from ldpsurvey.client.urls import origin, parse_link
-from ldpsurvey.shared.manifest import key_id
-from ldpsurvey.shared.randomizer import N
+from ldpsurvey.shared.mechanisms.randomizer import N
+from ldpsurvey.shared.survey.manifest import key_id
 
 from helpers import released_n
 

@@ -22,7 +22,7 @@ from ldpsurvey.client.state import LEGACY_CHARGE
 from ldpsurvey.client.urls import origin
 from ldpsurvey.client.verify import check_ceilings, fetch_survey
 from ldpsurvey.shared import parse_definition
-from ldpsurvey.shared.manifest import key_id
+from ldpsurvey.shared.survey.manifest import key_id
 
 from helpers import SURVEY, released_n, serving
 

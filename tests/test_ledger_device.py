@@ -21,8 +21,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from ldpsurvey.cli import main
 from ldpsurvey.client import Ceilings, LocalState, fetch_survey, ledger, prepare, submit
 from ldpsurvey.shared import parse_definition
-from ldpsurvey.shared.manifest import key_id
-from ldpsurvey.shared.randomizer import N
+from ldpsurvey.shared.mechanisms.randomizer import N
+from ldpsurvey.shared.survey.manifest import key_id
 
 from helpers import serving
 

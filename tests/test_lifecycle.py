@@ -9,8 +9,9 @@ import json
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ldpsurvey.aggregator import lifecycle, releases, store
-from ldpsurvey.aggregator.db import get_db
+from ldpsurvey.aggregator.services import lifecycle, releases
+from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.web.request_connection import get_db
 from ldpsurvey.shared import load_definition, parse_definition, parse_manifest
 
 from helpers import SURVEY, release_due

@@ -8,8 +8,8 @@ from scipy import optimize, stats
 from test_intervals import DESIGNS, SIZES, TRUTH
 
 from ldpsurvey.shared import FIT_LEVEL, Mechanism, feasible_rates, fit_p_value, maximum_likelihood
-from ldpsurvey.shared.estimate import unbiased_estimate
-from ldpsurvey.shared.likelihood import floors
+from ldpsurvey.shared.stats.estimate import unbiased_estimate
+from ldpsurvey.shared.stats.likelihood import floors
 
 
 def log_likelihood(m: Mechanism, counts, pi) -> float:

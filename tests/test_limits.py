@@ -10,7 +10,7 @@ from importlib import resources
 import pytest
 
 from ldpsurvey.aggregator import DEFAULTS, ConfigurationError, close_app, create_api_key, create_app
-from ldpsurvey.aggregator.limits import SETTINGS, client_key
+from ldpsurvey.aggregator.web.limits import SETTINGS, client_key
 from ldpsurvey.shared import read_definition
 
 from helpers import MEMCACHED, SURVEY, memcached_available, require
@@ -241,7 +241,7 @@ def test_a_shared_address_loads_the_form_for_three_limited_requests_each(make_ap
 
     from werkzeug.serving import make_server
 
-    from ldpsurvey.aggregator.assets import IMMUTABLE, bundle
+    from ldpsurvey.aggregator.web.assets import IMMUTABLE, bundle
 
     app = make_app(RATE_LIMIT_OTHER="6 per minute")
     server = make_server("127.0.0.1", 0, app, threaded=True)

@@ -92,7 +92,7 @@ def test_the_catalogue_is_large_enough():
 
 
 def snapshot(app):
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     with app.app_context():
         db = get_db()
@@ -151,8 +151,9 @@ def test_a_researcher_name_of_no_valid_form_is_an_unknown_researcher(client, aut
 
 
 def test_an_api_key_id_of_no_valid_form_is_an_unknown_key(app):
-    from ldpsurvey.aggregator import DomainError, accounts
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator import DomainError
+    from ldpsurvey.aggregator.services import accounts
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     with app.app_context():
         for api_key_id in ("key-\x00", "key-" + "0" * 16 + "\x00", ""):
@@ -206,7 +207,7 @@ def test_a_surrogate_pair_is_one_character(client, auth):
 
 
 def test_a_lone_surrogate_is_found_at_any_depth_and_in_keys():
-    from ldpsurvey.shared import strict_json
+    from ldpsurvey.shared.survey import strict_json
 
     deepest = 0
     for depth in range(100, 100_000, 100):  # as deep as the parser goes
@@ -232,7 +233,7 @@ def test_a_manifest_with_a_lone_surrogate_is_refused_by_the_client():
 def test_a_lone_surrogate_is_found_whatever_the_encoding_of_the_bytes(encoding):
     """The walk over every string is skipped only for ASCII bytes without a \\u escape and
     without a NUL: a UTF-16 or UTF-32 body spells its escape with NULs between the bytes."""
-    from ldpsurvey.shared import strict_json
+    from ldpsurvey.shared.survey import strict_json
 
     with pytest.raises(strict_json.InvalidUnicode, match=r"U\+D800"):
         strict_json.loads('{"a": "\\ud800"}'.encode(encoding))

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ldpsurvey.shared import Mechanism, alpha_for_epsilon, epsilon, report_probability
-from ldpsurvey.shared.mechanism import compose
+from ldpsurvey.shared.stats.design import compose
 
 REL = 1e-9
 

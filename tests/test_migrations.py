@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ldpsurvey.aggregator import ConfigurationError, close_app, create_api_key, create_app
-from ldpsurvey.aggregator.db import get_db
-from ldpsurvey.aggregator.migrations import LATEST
+from ldpsurvey.aggregator.store.migrations import LATEST
+from ldpsurvey.aggregator.web.request_connection import get_db
 
 from helpers import POSTGRES_URL, SURVEY, postgres_available, postgres_url, require
 
@@ -124,7 +124,7 @@ def test_a_release_0_1_0_database_is_upgraded_with_nothing_lost(kind, tmp_path, 
         counted = client.get(f"/api/surveys/{surveys['open']}/estimates", headers=researcher)
         assert counted.json["questions"][0]["n"] == before["questions"][0]["n"] == 8
         # Step 7: the release summaries hold what the releases of then add up to.
-        from ldpsurvey.aggregator import store
+        from ldpsurvey.aggregator.store import queries as store
 
         with app.app_context():
             db = get_db()
@@ -139,7 +139,7 @@ def test_a_release_0_1_0_database_is_upgraded_with_nothing_lost(kind, tmp_path, 
                 assert len(timeline) == days and sum(n for _, n in timeline) == released
             assert store.released_count(db, surveys["open"]) == 8
             # Step 8: each response of then in its bucket, which the export reads in order.
-            from ldpsurvey.aggregator.ids import bucket_of
+            from ldpsurvey.aggregator.config.ids import bucket_of
 
             stored = db.query("SELECT bucket, response_id FROM responses")
             assert len(stored) >= 8 and all(b == bucket_of(i) for b, i in stored)
@@ -149,7 +149,8 @@ def test_a_release_0_1_0_database_is_upgraded_with_nothing_lost(kind, tmp_path, 
                             "GROUP BY released, released_day") == [(1, store.today())]
         # Accounts (step 3): the old keys keep their surveys, a new researcher sees none of
         # them, the old relay key fills no invitation-only survey, and an admin manages them.
-        from ldpsurvey.aggregator import accounts, create_api_key
+        from ldpsurvey.aggregator import create_api_key
+        from ldpsurvey.aggregator.services import accounts
 
         newcomer = {"Authorization": f"Bearer {create_api_key(app).key}"}
         assert client.get("/api/surveys", headers=newcomer).json == {"surveys": []}
@@ -258,8 +259,9 @@ def written_before_step(step: int, url: str, key: str, tmp_path, monkeypatch, wr
     and in one transaction what `write(db, survey_id, rows, claim)` stores of BODY, sent with
     Idempotency-Key `key` (rows: its canonical JSON; claim: its idempotency claim). Returns
     the survey's id and the claim."""
-    from ldpsurvey.aggregator import migrations, store
-    from ldpsurvey.aggregator.answers import parse_answers
+    from ldpsurvey.aggregator.services.answers import parse_answers
+    from ldpsurvey.aggregator.store import migrations
+    from ldpsurvey.aggregator.store import queries as store
 
     monkeypatch.setattr(migrations, "STEPS", migrations.STEPS[:step - 1])
     monkeypatch.setattr(migrations, "LATEST", step - 1)
@@ -286,7 +288,7 @@ def test_step_12_keeps_unreleased_records_as_released_that_day(tmp_path, monkeyp
     group, with nothing to join the two; step 12 keeps such records as released on the day it
     runs, so a retry is still answered as its first request (and one with another body is a
     conflict) until IDEMPOTENCY_DAYS from then, and their group still releases whole."""
-    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.store import queries as store
 
     from helpers import release_due
 
@@ -329,8 +331,8 @@ def test_step_13_gives_keyed_groups_their_key_hash_as_id(kind, tmp_path, monkeyp
     the index of keys) to its claim's key hash and drops that index: a retry is still answered
     as its first request, another body is still a conflict, a group without a key keeps its
     id, and both release once, after which the retry is answered from the record."""
-    from ldpsurvey.aggregator import store
-    from ldpsurvey.aggregator.ids import new_ids
+    from ldpsurvey.aggregator.config.ids import new_ids
+    from ldpsurvey.aggregator.store import queries as store
 
     from helpers import release_due
 

@@ -15,7 +15,7 @@ from scipy import stats
 from ldpsurvey.cli import main
 from ldpsurvey.cli.mock import EXAMPLES, embedded_aggregator, run_mock
 from ldpsurvey.shared import read_definition
-from ldpsurvey.shared.protocol import next_instant
+from ldpsurvey.shared.http_contract import next_instant
 
 from helpers import released_n
 
@@ -275,7 +275,7 @@ def test_the_embedded_aggregator_takes_full_batches_from_more_senders(
     one in flight per thread of each of its workers (one per core and one more), and an
     aggregator at --url batches of 5,000, four in flight; --batch-size sets either."""
     from ldpsurvey.cli import batches, embedded
-    from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES
+    from ldpsurvey.shared.http_contract import MAX_BATCH_RESPONSES
 
     sent, real = [], batches.send
 

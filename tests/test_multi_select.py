@@ -16,9 +16,9 @@ import pytest
 from ldpsurvey.client import LocalState, fetch_survey, prepare
 from ldpsurvey.client.ceilings import Ceilings
 from ldpsurvey.shared import SurveyError, parse_definition, parse_manifest
-from ldpsurvey.shared.multi_select import BIAS_WARNING
-from ldpsurvey.shared.randomizer import N, secure_draw
-from ldpsurvey.shared.scheme import Settings
+from ldpsurvey.shared.mechanisms.multi_select import BIAS_WARNING
+from ldpsurvey.shared.mechanisms.protocol import Settings
+from ldpsurvey.shared.mechanisms.randomizer import N, secure_draw
 
 from helpers import published, release_due, respond, run_mock, sent_and_released, tally
 
@@ -326,7 +326,7 @@ def test_padding_placeholders_have_labels_no_option_has():
     """In the labels CSV a dummy item was its bare code (6, 7), which an option labelled "6"
     would share: it is "(placeholder j)", in more parentheses where an option has that label;
     with codes it stays the code."""
-    from ldpsurvey.shared.multi_select import PaddingSampling
+    from ldpsurvey.shared.mechanisms.multi_select import PaddingSampling
 
     plain = PaddingSampling.from_epsilon(("a", "6", "c"), 2.0, 2)
     assert plain.placeholders == ("(placeholder 1)", "(placeholder 2)")

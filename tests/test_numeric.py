@@ -17,8 +17,8 @@ from ldpsurvey.cli import main
 from ldpsurvey.client import LocalState, fetch_survey, prepare
 from ldpsurvey.client.ceilings import Ceilings
 from ldpsurvey.shared import SurveyError, parse_definition, parse_manifest
-from ldpsurvey.shared.randomizer import N
-from ldpsurvey.shared.scheme import Settings
+from ldpsurvey.shared.mechanisms.protocol import Settings
+from ldpsurvey.shared.mechanisms.randomizer import N
 
 from helpers import published, release_due, respond, run_mock, sent_and_released, tally
 
@@ -198,7 +198,7 @@ def test_mock_reports_the_mean_with_its_true_value(tmp_path):
 
 
 def test_negative_values_stay_numbers_in_the_csv_and_formulas_do_not():
-    from ldpsurvey.aggregator.exports import spreadsheet_safe
+    from ldpsurvey.aggregator.services.exports import spreadsheet_safe
 
     assert [spreadsheet_safe(v) for v in ("-17.25", "-1e-05", "-2.5e+20", "3")] == [
         "-17.25", "-1e-05", "-2.5e+20", "3"]
@@ -234,7 +234,7 @@ def test_the_results_page_shows_each_mechanism_and_the_mean_in_its_unit(client, 
 
 def test_plan_and_check_give_a_means_margin_as_a_share_of_its_range(tmp_path):
     from ldpsurvey.cli.check import plan
-    from ldpsurvey.shared.scheme import required_n
+    from ldpsurvey.shared.mechanisms.protocol import required_n
 
     survey = parse_definition(NUMBERS)
     drinks = survey.question("drinks").scheme

@@ -163,7 +163,7 @@ def test_limits_patterns_roles_and_fields_come_from_the_code(database_url, tmp_p
 
     from ldpsurvey.aggregator import close_app, create_app
     from ldpsurvey.shared import Estimate
-    from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY, ROLES
+    from ldpsurvey.shared.http_contract import IDEMPOTENCY_KEY, ROLES
 
     app = create_app({"DATABASE_URL": database_url, "MAX_BATCH_RESPONSES": 50,
                       "MAX_TOKENS_PER_REQUEST": 7}, instance_path=tmp_path)
@@ -225,8 +225,8 @@ def test_every_field_of_every_scheme_is_described_in_the_codebook():
     (manifest.QUESTION_FIELDS): piecewise's and hybrid's grid, window, duchi_alpha and
     piecewise_share were left out of a hand-kept list; each now has a type and a description
     (a new scheme's field without one fails here)."""
-    from ldpsurvey.aggregator.openapi import codebook_schema
-    from ldpsurvey.shared.manifest import QUESTION_FIELDS
+    from ldpsurvey.aggregator.web.openapi import codebook_schema
+    from ldpsurvey.shared.survey.manifest import QUESTION_FIELDS
 
     properties = codebook_schema()["properties"]["questions"]["items"]["properties"]
     for name in QUESTION_FIELDS:

@@ -19,8 +19,8 @@ from collections import Counter
 import pytest
 
 from ldpsurvey.aggregator import close_app, create_app
-from ldpsurvey.shared.mechanism import report_probability
-from ldpsurvey.shared.randomizer import randomize, thresholds
+from ldpsurvey.shared.mechanisms.randomizer import randomize, thresholds
+from ldpsurvey.shared.stats.design import report_probability
 
 from helpers import SURVEY, release_due
 
@@ -108,7 +108,7 @@ def test_a_copy_of_the_files_shows_when_a_target_answered(app, client, auth):
     storage key: the pending groups and the spent tokens are rows, one more of each when the
     target answers (which of the invitees it was, the copy does not tell:
     test_storage_key.py::test_a_copy_without_the_key_does_not_tell_which_invitees_answered)."""
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     survey_id = create(client, auth, invitation_only=True, release_batch=BATCH)
     token, *_ = mint(client, auth, survey_id, BATCH)
@@ -193,8 +193,8 @@ def test_the_owner_fill_recovers_the_report_and_no_more(client, auth):
 def stated_bound(client, survey_id, question_id) -> float:
     """The best-guess bound the service states for a question (surveys.exposure: what the
     results page and the form print)."""
-    from ldpsurvey.aggregator import surveys
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.services import surveys
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     with client.application.app_context():
         survey = surveys.published(get_db(), survey_id).survey
@@ -277,9 +277,10 @@ def test_the_release_clock_expires_idempotency_records_after_the_configured_days
         database_url, tmp_path):
     """The clock keeps idempotency records IDEMPOTENCY_DAYS (here 2, not the default 7): a
     record released 3 days ago is deleted at the next release, so its retry is stored anew."""
-    from ldpsurvey.aggregator import create_api_key, store
-    from ldpsurvey.aggregator.db import get_db
-    from ldpsurvey.aggregator.releases import days_before
+    from ldpsurvey.aggregator import create_api_key
+    from ldpsurvey.aggregator.services.releases import days_before
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     app = create_app({"DATABASE_URL": database_url, "RELEASE_EVERY": 0.05,
                       "IDEMPOTENCY_DAYS": 2}, instance_path=tmp_path / "clocked")
@@ -315,6 +316,6 @@ def test_the_release_clock_expires_idempotency_records_after_the_configured_days
     (0.0, 3600, 3600.0), (7199.9, 3600, 7200.0), (7200.0, 3600, 10800.0),
     (1_700_000_123.0, 60, 1_700_000_160.0), (0.26, 0.05, 0.3)])
 def test_scheduled_instants_are_multiples_of_the_interval_since_the_epoch(now, every, expected):
-    from ldpsurvey.shared.protocol import next_instant
+    from ldpsurvey.shared.http_contract import next_instant
 
     assert next_instant(now, every) == pytest.approx(expected)

@@ -1,4 +1,4 @@
-"""The Piecewise and Hybrid mechanisms on number questions (issue 24 c, shared/piecewise.py):
+"""The Piecewise and Hybrid mechanisms on number questions (issue 24 c, shared/mechanisms/piecewise.py):
 exact epsilon and exact probabilities by brute force over small grids, exact unbiasedness, the
 worst-case variance against Wang et al.'s formulas, `auto`, the vectors in exact arithmetic,
 estimates by seeded simulation (bias, SE, coverage), and the question end to end (manifest,
@@ -20,15 +20,15 @@ import pytest
 from ldpsurvey.client import LocalState, fetch_survey, prepare
 from ldpsurvey.client.ceilings import Ceilings
 from ldpsurvey.shared import SurveyError, parse_definition, parse_manifest
-from ldpsurvey.shared.piecewise import (
+from ldpsurvey.shared.mechanisms.piecewise import (
     EPS_STAR,
     Hybrid,
     Piecewise,
     duchi_worst_variance,
     worst_variance,
 )
-from ldpsurvey.shared.randomizer import N
-from ldpsurvey.shared.scheme import Settings
+from ldpsurvey.shared.mechanisms.protocol import Settings
+from ldpsurvey.shared.mechanisms.randomizer import N
 
 from helpers import published, release_due, run_mock, sent_and_released, tally
 

@@ -16,7 +16,7 @@ from ldpsurvey.shared import (
     posterior_bounds,
     total_epsilon,
 )
-from ldpsurvey.shared.budget import exceeds
+from ldpsurvey.shared.mechanisms.budget import exceeds
 
 
 def test_sample_sizes_match_reference(reference):

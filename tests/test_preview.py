@@ -13,7 +13,7 @@ from importlib import resources
 import pytest
 from click.testing import CliRunner
 
-from ldpsurvey.aggregator.preview import preview_app
+from ldpsurvey.aggregator.web.preview import preview_app
 from ldpsurvey.cli import main
 from ldpsurvey.shared import SurveyError, load_definition, parse_manifest
 
@@ -146,7 +146,7 @@ def database_url(tmp_path):
 @pytest.fixture
 def preview_server(tmp_path):
     """`survey preview`'s app for the starter survey, served over HTTP in a thread."""
-    from ldpsurvey.aggregator.serving import make_server
+    from ldpsurvey.aggregator.web.serving import make_server
 
     server = make_server(preview_app(file_reader(starter_copy(tmp_path))), "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},

@@ -359,8 +359,8 @@ def test_an_over_long_request_line_is_refused_in_json_through_caddy(public):
     """A request line over gunicorn's bound (limit_request_line) reaches gunicorn through
     Caddy and is refused in the app's JSON with its headers (serving.refusal), not gunicorn's
     HTML page; one just under the bound reaches the app."""
-    from ldpsurvey.aggregator.gunicorn_config import limit_request_line
-    from ldpsurvey.aggregator.security import HEADERS
+    from ldpsurvey.aggregator.web.gunicorn import limit_request_line
+    from ldpsurvey.aggregator.web.security import HEADERS
 
     for length, status, error in ((limit_request_line + 50, 414, "request_line_too_long"),
                                   (limit_request_line - 50, 404, "unknown_survey")):
@@ -545,7 +545,7 @@ def test_a_production_refusal_is_one_line_before_anything_starts(tmp_path):
     """serve --public runs in production mode: a signing key others can read is refused (the
     development server only warns), before gunicorn or Caddy start."""
     require_caddy()
-    from ldpsurvey.aggregator.signing import write_key_file
+    from ldpsurvey.aggregator.config.signing import write_key_file
 
     (tmp_path / "i").mkdir(mode=0o700)
     write_key_file(tmp_path / "i" / "signing-key.pem")

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from ldpsurvey.aggregator.database import Connection
-from ldpsurvey.aggregator.db import get_db
+from ldpsurvey.aggregator.store.connection import Connection
+from ldpsurvey.aggregator.web.request_connection import get_db
 
 from helpers import SURVEY, release_due
 

@@ -7,8 +7,8 @@ from importlib import resources
 import pytest
 
 from ldpsurvey.shared import Mechanism, epsilon
-from ldpsurvey.shared.budget import exceeds
-from ldpsurvey.shared.randomizer import (
+from ldpsurvey.shared.mechanisms.budget import exceeds
+from ldpsurvey.shared.mechanisms.randomizer import (
     N,
     randomize,
     realized_epsilon,

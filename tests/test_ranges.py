@@ -10,9 +10,9 @@ import pytest
 from ldpsurvey.analysis import rake, weighted_estimates
 from ldpsurvey.cli.output import p_phrase, p_text
 from ldpsurvey.shared import Mechanism, estimate, fit_p_value, parse_definition
-from ldpsurvey.shared.distributions import P_FLOOR, reported_p
-from ldpsurvey.shared.mechanism import alpha_for_epsilon
-from ldpsurvey.shared.scheme import Settings
+from ldpsurvey.shared.mechanisms.protocol import Settings
+from ldpsurvey.shared.stats.design import alpha_for_epsilon
+from ldpsurvey.shared.stats.distributions import P_FLOOR, reported_p
 
 from helpers import tally
 

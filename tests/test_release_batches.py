@@ -115,7 +115,7 @@ def test_the_central_epsilon_is_reported_per_release_and_for_the_whole_survey(cl
     response; before a release there is no amplification to claim."""
     import math
 
-    from ldpsurvey.shared.shuffle import central_epsilon
+    from ldpsurvey.shared.stats.shuffle import central_epsilon
 
     one_question = {**SURVEY, "questions": [SURVEY["questions"][0]], "release_batch": 1500}
     survey_id = client.post("/api/surveys", json=one_question, headers=auth).json["survey_id"]
@@ -153,10 +153,11 @@ def test_a_release_holds_one_chunk_of_the_pool_at_a_time(app, client, auth, monk
     """However full the pool, a release (here the close's) opens RELEASE_CHUNK pending rows at
     a time and files the idempotency claims as many at a time; every row is released once,
     under one release number, with the counts and replays of a release in one piece."""
-    from ldpsurvey.aggregator import releases, store
-    from ldpsurvey.aggregator.database import Connection
-    from ldpsurvey.aggregator.db import get_db
-    from ldpsurvey.aggregator.storage_key import StorageKeys
+    from ldpsurvey.aggregator.services import releases
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.connection import Connection
+    from ldpsurvey.aggregator.store.storage_key import StorageKeys
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     monkeypatch.setattr(store, "RELEASE_CHUNK", 3)
     opened: list[int] = []
@@ -203,9 +204,9 @@ def test_idempotency_records_are_kept_idempotency_days_after_their_release(app, 
     longer ago is deleted by the survey's next release (which scrubs after it), and a retry
     then is stored as a new response. A record of exactly IDEMPOTENCY_DAYS days is kept; none
     is deleted without a release."""
-    from ldpsurvey.aggregator import store
-    from ldpsurvey.aggregator.db import get_db
-    from ldpsurvey.aggregator.releases import days_before
+    from ldpsurvey.aggregator.services.releases import days_before
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     app.config["IDEMPOTENCY_DAYS"] = 7
     survey_id = create(client, auth, release_batch=2)
@@ -245,8 +246,9 @@ def test_a_request_waits_as_one_sealed_group_and_releases_whole(app, client, aut
     """A batch is one pending row holding its size (one insert and one delete, not one per
     response); a release takes whole groups, about RELEASE_CHUNK responses at a time (never
     fewer but at the end, never a batch more), and releases every response once."""
-    from ldpsurvey.aggregator import releases, store
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.services import releases
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     monkeypatch.setattr(store, "RELEASE_CHUNK", 3)
     chunks: list[int] = []
@@ -276,7 +278,7 @@ def test_a_failed_release_leaves_nothing_staged_and_the_next_is_exact(app, clien
                                                                       monkeypatch):
     """A release that fails after staging some chunks is undone whole (the staging table
     with it): the next release stores and counts each response once."""
-    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.store import queries as store
 
     monkeypatch.setattr(store, "RELEASE_CHUNK", 2)
     survey_id = create(client, auth, release_batch=5)
@@ -303,8 +305,8 @@ def test_a_claim_whose_key_has_a_record_already_is_released_all_the_same(app, cl
     an idempotency record for a key whose claim a new replica keeps pending (a retry it
     cannot know for one): the release keeps that record and goes through, instead of failing
     on the duplicate key at every instant from then on."""
-    from ldpsurvey.aggregator import store
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     survey_id = create(client, auth, release_batch=1)
     key = "claimed-and-recorded-0001"
@@ -329,7 +331,7 @@ def test_one_surveys_failed_release_holds_up_no_other(app, client, auth, monkeyp
     instant."""
     import logging
 
-    from ldpsurvey.aggregator import releases
+    from ldpsurvey.aggregator.services import releases
 
     failing, other = (create(client, auth, release_batch=1) for _ in range(2))
     for survey_id in (failing, other):

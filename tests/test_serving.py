@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ldpsurvey.aggregator.gunicorn_config import limit_request_line
-from ldpsurvey.aggregator.security import HEADERS
-from ldpsurvey.aggregator.serving import REQUEST_LINE_LIMIT
+from ldpsurvey.aggregator.web.gunicorn import limit_request_line
+from ldpsurvey.aggregator.web.security import HEADERS
+from ldpsurvey.aggregator.web.serving import REQUEST_LINE_LIMIT
 
 from processes import free_port, kill, production, start_gunicorn, wait_until_up
 

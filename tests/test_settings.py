@@ -70,7 +70,7 @@ def test_a_secret_of_digits_stays_text(tmp_path, monkeypatch):
 
 
 def test_production_needs_a_long_secret(tmp_path):
-    from ldpsurvey.aggregator.signing import write_key_file
+    from ldpsurvey.aggregator.config.signing import write_key_file
 
     write_key_file(tmp_path / "key.pem")
     production = {"DEPLOYMENT": "production", "KEY_FILE": str(tmp_path / "key.pem"),
@@ -93,7 +93,7 @@ def test_unknown_names_with_the_prefix_are_ignored(tmp_path, monkeypatch):
 
 
 def test_the_old_env_name_still_works_with_a_deprecation_warning(tmp_path, monkeypatch):
-    from ldpsurvey.aggregator.signing import write_key_file
+    from ldpsurvey.aggregator.config.signing import write_key_file
 
     write_key_file(tmp_path / "key.pem")
     monkeypatch.setenv("LDP_SURVEY_ENV", "production")
@@ -125,7 +125,7 @@ def test_a_release_interval_above_0_is_accepted(tmp_path, every):
 
 
 def test_production_needs_the_public_url_development_does_not(tmp_path):
-    from ldpsurvey.aggregator.signing import write_key_file
+    from ldpsurvey.aggregator.config.signing import write_key_file
 
     write_key_file(tmp_path / "key.pem")
     production = {"DEPLOYMENT": "production", "KEY_FILE": str(tmp_path / "key.pem"),

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from ldpsurvey.cli import main
 from ldpsurvey.shared import Mechanism, crosstab, difference, estimate
-from ldpsurvey.shared.crosstab import cell_interval
-from ldpsurvey.shared.intervals import METHODS, z_value
+from ldpsurvey.shared.stats.crosstab import cell_interval
+from ldpsurvey.shared.stats.intervals import METHODS, z_value
 
 from helpers import SURVEY, release_due
 

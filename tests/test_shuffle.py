@@ -15,8 +15,8 @@ from ldpsurvey.shared import (
     closed_form_epsilon,
     numerical_epsilon,
     release_batch_required,
-    shuffle,
 )
+from ldpsurvey.shared.stats import shuffle
 
 CASES = json.loads((Path(__file__).parent / "reference" / "shuffle_cases.json").read_text())
 REL = 1e-12

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsurvey.shared.randomizer import N, Thresholds, randomize, thresholds
-from ldpsurvey.shared.simulation import forced_bounds, randomize_many, true_answers
+from ldpsurvey.shared.mechanisms.randomizer import N, Thresholds, randomize, thresholds
+from ldpsurvey.shared.sim.simulation import forced_bounds, randomize_many, true_answers
 
 VECTORS = json.loads(resources.files("ldpsurvey.shared").joinpath("testvectors.json").read_text())
 

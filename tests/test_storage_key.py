@@ -19,7 +19,7 @@ from test_migrations import schema  # noqa: F401  (a fixture: a new PostgreSQL s
 from test_unlinkable_storage import ORDERED, forms, heap_rows, sqlite_files, wait_for_scrub
 
 from ldpsurvey.aggregator import ConfigurationError, close_app, create_api_key, create_app
-from ldpsurvey.aggregator.db import get_db
+from ldpsurvey.aggregator.web.request_connection import get_db
 from ldpsurvey.cli import main
 
 from helpers import POSTGRES_URL, postgres_url, release_due
@@ -35,7 +35,7 @@ def keys_of(app):
 def keyless_forms(token: str) -> list[bytes]:
     """What someone holding a token can compute without the storage key: the token, its hex
     SHA-256 and raw digest, and its keyed hash under a key that is not the storage key."""
-    from ldpsurvey.aggregator.storage_key import StorageKeys
+    from ldpsurvey.aggregator.store.storage_key import StorageKeys
 
     return forms(token, StorageKeys.from_secret(WRONG).token_hash(token))
 
@@ -275,8 +275,8 @@ def test_the_subkeys_are_separate_and_the_hashes_keyed():
     """HKDF gives each use its own key; every stored form is an HMAC of the plain one."""
     import hmac
 
-    from ldpsurvey.aggregator.ids import body_mac, hash_text
-    from ldpsurvey.aggregator.storage_key import StorageKeys
+    from ldpsurvey.aggregator.config.ids import body_mac, hash_text
+    from ldpsurvey.aggregator.store.storage_key import StorageKeys
 
     keys = StorageKeys.from_secret(b"k" * 32)
     assert len({keys.tokens, keys.idempotency, keys.pending, keys.check}) == 4
@@ -483,7 +483,7 @@ def fieldwork_before_step_14(url: str, instance: Path, answered: list[int], monk
     """As `fieldwork`, by the release before step 14, which kept each token's keyed hash when
     it was minted (a row per mint request here) and deleted it when it was spent. Returns the
     survey and the tokens."""
-    from ldpsurvey.aggregator import migrations
+    from ldpsurvey.aggregator.store import migrations
 
     monkeypatch.setattr(migrations, "STEPS", migrations.STEPS[:13])
     monkeypatch.setattr(migrations, "LATEST", 13)

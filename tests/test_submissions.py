@@ -87,7 +87,7 @@ def test_an_unexpected_failure_is_500_json_logged_by_type_without_the_body(
         app, survey_id, monkeypatch, caplog):
     """(Through a plain client: the suite's checks every answer against the API's
     description, which promises no 500.)"""
-    from ldpsurvey.aggregator import intake
+    from ldpsurvey.aggregator.services import intake
 
     client = Client(app)
     def fail(*_args):
@@ -107,7 +107,7 @@ def test_a_failed_check_of_a_refused_request_logs_nothing_of_its_body(app, surve
     """A refused request's survey is read again (it may have been deleted since its manifest
     was kept); if that read fails unexpectedly, the 500's logged traceback holds that failure
     alone, not the refusal before it, whose message quotes the body."""
-    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.store import queries as store
 
     client = Client(app)
     assert client.post(responses(survey_id), json=GOOD).status_code == 201  # manifest kept
@@ -185,7 +185,7 @@ def test_max_content_length_still_caps_the_body(database_url, tmp_path):
     "/api/surveys/abc/responses/batch", "/api/surveys/abc/%72esponses/",
     "/api/surveys/a%3Fb/responses"])
 def test_no_access_log_line_for_the_responses_path_however_it_is_spelled(path):
-    from ldpsurvey.aggregator.serving import logged
+    from ldpsurvey.aggregator.web.serving import logged
 
     assert not logged(path)
     assert logged("/api/surveys/abc/estimates")

@@ -12,7 +12,7 @@ from ldpsurvey.cli import main
 from ldpsurvey.client.ceilings import DEFAULTS
 from ldpsurvey.client.verify import TrustError, check_ceilings
 from ldpsurvey.shared import load_definition, parse_definition
-from ldpsurvey.shared.check import refusals, water_level
+from ldpsurvey.shared.survey.check import refusals, water_level
 
 LN3 = math.log(3)
 
@@ -146,7 +146,7 @@ def test_check_names_open_questions_their_epsilon_public_results_and_min_cell(tm
     guess from it certain); the survey's line names them, the refused public results and the
     minimum cell size; --json gains `disclosed`. A survey without one has `disclosed` null and
     no such line."""
-    from ldpsurvey.shared.disclosed import DEFAULT_MIN_CELL
+    from ldpsurvey.shared.mechanisms.disclosed import DEFAULT_MIN_CELL
 
     survey = {"title": "Open", "questions": [
         {"id": "age", "text": "Age?", "type": "numeric", "min": 18, "max": 99,
@@ -173,7 +173,7 @@ def test_check_names_open_questions_their_epsilon_public_results_and_min_cell(tm
 
 
 def test_the_servers_min_cell_default_is_the_one_check_states():
-    from ldpsurvey.aggregator.settings import DEFAULTS
-    from ldpsurvey.shared.disclosed import DEFAULT_MIN_CELL
+    from ldpsurvey.aggregator.config.settings import DEFAULTS
+    from ldpsurvey.shared.mechanisms.disclosed import DEFAULT_MIN_CELL
 
     assert DEFAULTS["MIN_CELL"] == DEFAULT_MIN_CELL == 10

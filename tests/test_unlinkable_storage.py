@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from ldpsurvey.aggregator.db import get_db
+from ldpsurvey.aggregator.web.request_connection import get_db
 
 from helpers import release_due
 
@@ -104,7 +104,7 @@ def test_a_release_read_in_chunks_is_stored_in_the_order_of_its_keys_alone(app, 
     was read, the chunks would show as blocks of the table's physical order (and of the log),
     the last one perhaps a single response: the release is stored in one statement, in the
     order of the new keys, so the physical order is that order and nothing else."""
-    from ldpsurvey.aggregator import store
+    from ldpsurvey.aggregator.store import queries as store
 
     monkeypatch.setattr(store, "RELEASE_CHUNK", 3)
     submit_in_order(client, auth)
@@ -282,7 +282,7 @@ def test_a_scrub_outlives_a_cut_connection(app, client, auth, caplog, monkeypatc
     hands out none of the dropped ones (database.check_idle), the attempt that finds none is
     logged and retried, and the scrub still finishes once the backup ends and connections are
     free. (A failed attempt used to end the scrubber's thread for good.)"""
-    from ldpsurvey.aggregator.database import Scrubber
+    from ldpsurvey.aggregator.store.connection import Scrubber
 
     monkeypatch.setattr(Scrubber, "MAX_RETRY", 0.2)
     with psycopg.connect(app.config["DATABASE_URL"], autocommit=True) as conn, \

@@ -20,7 +20,7 @@ from ldpsurvey.analysis import (
 )
 from ldpsurvey.analysis.weights import t_quantile
 from ldpsurvey.shared import Mechanism
-from ldpsurvey.shared.intervals import clopper_pearson
+from ldpsurvey.shared.stats.intervals import clopper_pearson
 
 RAKING = json.loads((Path(__file__).parent / "reference_r" / "raking.json").read_text())
 YES_NO = ["No", "Yes"]

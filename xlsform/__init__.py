@@ -2,8 +2,8 @@
 file and back (the `xlsform` extra: pyxform, openpyxl, tomli-w). Imports `shared` only; the
 CLI loads it on first use (`survey import`, `survey export-xlsform`)."""
 
-from .reading import FormRefused, Imported, read_form
-from .survey_file import survey_toml
-from .writing import write_form
+from ldpsurvey.xlsform.reading import FormRefused, Imported, read_form
+from ldpsurvey.xlsform.survey_file import survey_toml
+from ldpsurvey.xlsform.writing import write_form
 
 __all__ = ["FormRefused", "Imported", "read_form", "survey_toml", "write_form"]

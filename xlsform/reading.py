@@ -26,9 +26,8 @@ from pyxform.xls2json import workbook_to_json
 from pyxform.xls2json_backends import get_xlsform
 
 from ldpsurvey.shared import SurveyError, parse_definition
-from ldpsurvey.shared.manifest import QUESTION_FIELDS, QUESTION_ID
-
-from . import cells
+from ldpsurvey.shared.survey.manifest import QUESTION_FIELDS, QUESTION_ID
+from ldpsurvey.xlsform import cells
 
 SELECT_ONE = "select one"
 SELECT_MULTIPLE = "select all that apply"

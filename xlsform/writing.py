@@ -16,8 +16,8 @@ from typing import Any
 
 from openpyxl import Workbook
 
-from . import cells
-from .reading import PARAMETERS, SURVEY_SETTINGS
+from ldpsurvey.xlsform import cells
+from ldpsurvey.xlsform.reading import PARAMETERS, SURVEY_SETTINGS
 
 YES_NO = [("no", "No"), ("yes", "Yes")]
 FIRST_COLUMNS = ("epsilon", "mechanism", "disclosed", "alpha", "beta", "unit")
