@@ -17,7 +17,7 @@ ends included), and half at 0 and half at 1 ("ends").
 
     python bench/coverage.py [--repeats 1000] [--seed 40]   # writes a Markdown table
 
-The fast test (tests/test_coverage.py) samples this grid and holds each cell within binomial
+The fast test (tests/shared/test_coverage.py) samples this grid and holds each cell within binomial
 limits of the 0.94 floor.
 """
 

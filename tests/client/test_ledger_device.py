@@ -28,7 +28,7 @@ from helpers import serving
 
 LN3 = math.log(3)
 LIFETIME = 8 * LN3
-FIXTURE = Path(__file__).parent / "fixtures" / "client-state-0.5"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "client-state-0.5"
 
 
 class Aggregator:
@@ -390,7 +390,7 @@ def test_of_draws_under_several_keys_the_charged_one_of_the_smallest_key_is_kept
 def test_version_1_migrates_through_version_2(tmp_path):
     """A 0.2 store (no version) is read and written as version 3."""
     path = tmp_path / "state.json"
-    shutil.copy(Path(__file__).parent / "fixtures" / "client-state-0.2" / "state.json", path)
+    shutil.copy(Path(__file__).parents[1] / "fixtures" / "client-state-0.2" / "state.json", path)
     state = LocalState(path)
     written = json.loads(path.read_text())
     assert written["version"] == 3 and written["concepts"] == {} and written["forgotten"] == 0.0

@@ -17,7 +17,7 @@ from ldpsurvey.shared.mechanisms.cheating import (
     maximum_likelihood,
 )
 
-CDMSYM = json.loads((Path(__file__).parent / "reference_r" / "cdmsym.json").read_text())
+CDMSYM = json.loads((Path(__file__).parents[1] / "reference_r" / "cdmsym.json").read_text())
 
 
 def from_rrreg(p) -> CheatingDesign:

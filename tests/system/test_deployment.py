@@ -33,7 +33,7 @@ from processes import (
     start_nginx,
 )
 
-HEALTH = read_definition(Path(__file__).resolve().parents[1] / "shared" / "examples" /
+HEALTH = read_definition(Path(__file__).resolve().parents[2] / "shared" / "examples" /
                          "health.toml")
 SIZES = {"smoked": 2, "drank_and_drove": 2, "cannabis": 2, "sleep": 3}
 
@@ -285,7 +285,7 @@ def test_nginx_rate_limits_per_client(tmp_path, nginx_available):
     after its limit; another address keeps its own bucket."""
     from ldpsurvey.aggregator.web.assets import bundle
 
-    shipped = (Path(__file__).resolve().parents[1] / "deploy" / "nginx" /
+    shipped = (Path(__file__).resolve().parents[2] / "deploy" / "nginx" /
                "ldp-survey.conf").read_text()
     assert "rate=10r/s;" in shipped and "burst=20 nodelay;" in shipped
     asset = f"/web/{bundle().digest}/form.js"

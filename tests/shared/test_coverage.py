@@ -13,7 +13,7 @@ import pytest
 from helpers import tally
 
 SPEC = importlib.util.spec_from_file_location(
-    "bench_coverage", Path(__file__).parents[1] / "bench" / "coverage.py")
+    "bench_coverage", Path(__file__).parents[2] / "bench" / "coverage.py")
 bench = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(bench)
 

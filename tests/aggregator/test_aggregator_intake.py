@@ -230,7 +230,7 @@ def test_the_benchs_bare_intake_does_the_same_work(app, client, survey_id):
 
     from werkzeug.test import Client
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
+    sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
     try:
         from bare_intake import bare
     finally:

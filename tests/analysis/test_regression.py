@@ -12,7 +12,7 @@ from ldpsurvey.analysis import AnalysisError, ConvergenceError, rr_logistic
 from ldpsurvey.analysis.regression import parse_formula
 from ldpsurvey.shared import Mechanism
 
-REFERENCE = Path(__file__).parent / "reference_r"
+REFERENCE = Path(__file__).parents[1] / "reference_r"
 RRREG = json.loads((REFERENCE / "rrreg_forced_known.json").read_text())
 YES_NO = ["No", "Yes"]
 

@@ -18,7 +18,7 @@ from ldpsurvey.shared import (
 )
 from ldpsurvey.shared.stats import shuffle
 
-CASES = json.loads((Path(__file__).parent / "reference" / "shuffle_cases.json").read_text())
+CASES = json.loads((Path(__file__).parents[1] / "reference" / "shuffle_cases.json").read_text())
 REL = 1e-12
 PROPERTY = settings(max_examples=20, deadline=None)
 

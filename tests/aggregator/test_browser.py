@@ -16,7 +16,7 @@ from ldpsurvey.shared.stats.design import compose
 
 from helpers import every_type_answered, release_due, released_n, require
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 # Released at once, so a test reads the count right after answering.
 HEALTH = {**read_definition(resources.files("ldpsurvey.shared") / "examples" / "health.toml"),
           "release_batch": 1}

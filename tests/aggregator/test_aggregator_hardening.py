@@ -16,7 +16,7 @@ import pytest
 
 from helpers import SURVEY, SYSTEMD_SANDBOX, unit_settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def assert_hardened(response):

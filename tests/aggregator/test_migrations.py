@@ -17,7 +17,7 @@ from ldpsurvey.aggregator.web.request_connection import get_db
 
 from helpers import POSTGRES_URL, SURVEY, postgres_available, postgres_url, require
 
-RELEASE = Path(__file__).parent / "fixtures" / "release-0.1.0"
+RELEASE = Path(__file__).parents[1] / "fixtures" / "release-0.1.0"
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from ldpsurvey.cli import main
 from helpers import POSTGRES_URL, postgres_url, release_due
 
 WRONG = b"a key of 32 bytes or more that is not the storage key"
-FIXTURE = Path(__file__).parent / "fixtures" / "schema-5"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "schema-5"
 
 
 def keys_of(app):

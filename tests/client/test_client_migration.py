@@ -18,7 +18,7 @@ from ldpsurvey.shared.survey.manifest import key_id
 
 from helpers import released_n, sent_body
 
-FIXTURE = Path(__file__).parent / "fixtures" / "client-state-0.2"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "client-state-0.2"
 SURVEYS = json.loads((FIXTURE / "surveys.json").read_text())["surveys"]
 
 

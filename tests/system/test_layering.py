@@ -60,7 +60,7 @@ def test_respondent_code_uses_only_a_csprng():
     """No `random` module in the packages and no Math.random in the browser code."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     for folder in ("shared", "client", "aggregator"):
         for path in (root / folder).rglob("*.py"):
             text = path.read_text()
@@ -75,7 +75,7 @@ def test_the_aggregator_loads_no_client_or_cli_code():
     assert not {m for m in loaded if m.startswith(("ldpsurvey.client", "ldpsurvey.cli"))}
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AGGREGATOR = ROOT / "aggregator"
 # bench/imports.py counts the floors and cycles for people; the rules below read the same graph.
 _spec = importlib.util.spec_from_file_location("bench_imports", ROOT / "bench" / "imports.py")

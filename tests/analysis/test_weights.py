@@ -22,7 +22,7 @@ from ldpsurvey.analysis.weights import t_quantile
 from ldpsurvey.shared import Mechanism
 from ldpsurvey.shared.stats.intervals import clopper_pearson
 
-RAKING = json.loads((Path(__file__).parent / "reference_r" / "raking.json").read_text())
+RAKING = json.loads((Path(__file__).parents[1] / "reference_r" / "raking.json").read_text())
 YES_NO = ["No", "Yes"]
 
 

@@ -122,6 +122,6 @@ def test_gunicorn_answers_in_json_and_logs_no_client(tmp_path, database_url):
 
 
 def test_the_limits_are_the_ones_documented():
-    deployment = (Path(__file__).resolve().parents[1] / "docs" / "deployment.md").read_text()
+    deployment = (Path(__file__).resolve().parents[2] / "docs" / "deployment.md").read_text()
     assert f"{limit_request_line:,} bytes" in deployment
     assert f"{REQUEST_LINE_LIMIT:,} bytes" in deployment
