@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-STARTER = Path(__file__).resolve().parents[1] / "shared" / "examples" / "starter.toml"
+STARTER = Path(__file__).resolve().parents[2] / "shared" / "examples" / "starter.toml"
 
 
 def loaded_modules(statement: str) -> set[str]:
