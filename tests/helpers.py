@@ -102,14 +102,22 @@ TECHNICAL = ("marks ", "seed ", "hash value", "randomized cell", "randomized bit
 def every_type_answered(client, auth, n: int = 240) -> str:
     """EVERY_TYPE published with n responses released, each question's true answer drawn at
     random and randomized by its own scheme on the device's draws; its survey id."""
+    survey_id = published(client, auth, EVERY_TYPE)
+    answered(client, auth, survey_id, EVERY_TYPE, n, seed=39)
+    assert released_n(client, auth, survey_id) == n
+    return survey_id
+
+
+def answered(client, auth, survey_id: str, definition: dict, n: int, seed: int) -> None:
+    """n responses to the published `definition`, each true answer drawn at random (seeded)
+    and randomized by its question's own scheme on the device's draws, sent in one batch."""
     import random
 
     from ldpsurvey.shared import parse_definition
     from ldpsurvey.shared.mechanisms.randomizer import secure_draw
 
-    survey = parse_definition(EVERY_TYPE)
-    survey_id = published(client, auth, EVERY_TYPE)
-    rng = random.Random(39)
+    survey = parse_definition(definition)
+    rng = random.Random(seed)
 
     def truth(question):
         if question.type == "multi_select":
@@ -124,8 +132,6 @@ def every_type_answered(client, auth, n: int = 240) -> str:
     response = client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
                            json={"responses": responses})
     assert response.status_code == 201, response.json
-    assert released_n(client, auth, survey_id) == n
-    return survey_id
 
 
 REPOSITORY = Path(__file__).resolve().parents[1]
