@@ -9,8 +9,7 @@ import click
 # then by the module found missing (ldpsurvey.analysis.regression needs pandas, say).
 EXTRAS = {"ldpsurvey.aggregator": "server", "gunicorn": "server", "numpy": "sim",
           "ldpsurvey.analysis": "analysis", "formulaic": "analysis", "pandas": "analysis",
-          "ldpsurvey.xlsform": "xlsform", "pyxform": "xlsform", "openpyxl": "xlsform",
-          "tomli_w": "xlsform"}
+          "ldpsurvey.xlsform": "xlsform", "pyxform": "xlsform", "tomli_w": "xlsform"}
 
 
 def extra_for(*modules: str) -> str | None:

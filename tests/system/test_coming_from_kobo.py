@@ -2,7 +2,6 @@
 an .xlsx, its commands run, the survey file it shows, the refusal it shows, and its Stata
 arithmetic on results.dta."""
 
-import json
 import re
 import shlex
 import tomllib
@@ -141,10 +140,10 @@ def test_the_example_reaches_a_stata_table_as_written(live_server, researcher_ke
     definition = read_definition("survey.toml")
     assert labels == {q["id"]: q["text"] for q in definition["questions"]}
     assert {0: "No", 1: "Yes"} in value_labels.values()
-    (stata,) = doc_blocks("kobo-example-stata")
+    (stata,) = doc_blocks("kobo-example-do-file")
     forced, beta, alpha = map(float, re.search(
         r"display \(r\(mean\) - ([\d.]+) \* ([\d.]+)\) / ([\d.]+)", stata).groups())
-    book = json.loads(client.get(f"/api/surveys/{survey_id}/codebook.json", headers=auth).body)
+    book = client.get(f"/api/surveys/{survey_id}/codebook.json", headers=auth).json
     smoked = next(q for q in book["questions"] if q["id"] == "smoked")
     assert (smoked["alpha"], 1 - smoked["alpha"], smoked["beta"][1]) == (alpha, forced, beta)
     assert "smoked" in Path("codebook.md").read_text()
