@@ -19,8 +19,8 @@ from ldpsurvey.shared.http_contract import EXPORT_FORMATS, MAX_TOKENS_PER_REQUES
 
 @click.group()
 def survey() -> None:
-    """Write, check and preview survey files; create, publish, share, close, archive and
-    delete surveys on an aggregator."""
+    """Write, check and preview survey files, import them from XLSForms and back; create,
+    publish, share, close, archive and delete surveys on an aggregator."""
 
 
 @survey.command("create")

@@ -391,3 +391,19 @@ def test_a_text_starting_with_an_equals_sign_stays_text(tmp_path):
          "epsilon": 1.0}]}
     write_form(definition, tmp_path / "f.xlsx")
     assert read_form(tmp_path / "f.xlsx").definition == definition
+
+
+def test_notes_before_the_questions_are_the_introduction_named_or_not(tmp_path):
+    form = xlsform(tmp_path / "form.xlsx", [["note", None, "Welcome."],
+                                            ["note", "why", "Your phone randomizes answers."],
+                                            ["select_one yes_no", "smoked", "Smoked?", None, 1],
+                                            ["note", None, "Thank you!"]], YES_NO)
+    assert refused_lines(form) == [
+        "row 5: (note): a note between or after questions: ldp-survey shows text only above "
+        "them (the introduction): move it before the first question"]
+    form = xlsform(tmp_path / "form.xlsx", [["note", None, "Welcome."],
+                                            ["note", "why", "Your phone randomizes answers."],
+                                            ["select_one yes_no", "smoked", "Smoked?", None, 1]],
+                   YES_NO)
+    assert read_form(form).definition["description"] == ("Welcome.\n\n"
+                                                         "Your phone randomizes answers.")
