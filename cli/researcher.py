@@ -8,7 +8,11 @@ from urllib.parse import quote
 
 import click
 
+<<<<<<< HEAD
 from ldpsurvey.cli import check, export_files, lifecycle, preview, written
+=======
+from ldpsurvey.cli import check, lifecycle, preview, xlsform
+>>>>>>> xlsform
 from ldpsurvey.cli.api import Api, can_prompt, pass_api, url_option
 from ldpsurvey.cli.options import confidence_option, json_option, method_option
 from ldpsurvey.cli.output import emit_json, interval, note, p_text, release_lines, table
@@ -19,8 +23,8 @@ from ldpsurvey.shared.http_contract import EXPORT_FORMATS, MAX_TOKENS_PER_REQUES
 
 @click.group()
 def survey() -> None:
-    """Write, check and preview survey files; create, publish, share, close, archive and
-    delete surveys on an aggregator."""
+    """Write, check and preview survey files, import them from XLSForms and back; create,
+    publish, share, close, archive and delete surveys on an aggregator."""
 
 
 @survey.command("create")
@@ -503,7 +507,7 @@ def _print_regression(fit: dict) -> None:
 
 
 
-for command in (*lifecycle.COMMANDS, *preview.COMMANDS):
+for command in (*lifecycle.COMMANDS, *preview.COMMANDS, *xlsform.COMMANDS):
     survey.add_command(command)
 
 COMMANDS = (survey, results)

@@ -103,14 +103,22 @@ def every_type_answered(client, auth, n: int = 240, definition: dict = EVERY_TYP
     """EVERY_TYPE (or another `definition`) published with n responses released, each
     question's true answer drawn at random and randomized by its own scheme on the device's
     draws; its survey id."""
+    survey_id = published(client, auth, definition)
+    answered(client, auth, survey_id, definition, n, seed=39)
+    assert released_n(client, auth, survey_id) == n
+    return survey_id
+
+
+def answered(client, auth, survey_id: str, definition: dict, n: int, seed: int) -> None:
+    """n responses to the published `definition`, each true answer drawn at random (seeded)
+    and randomized by its question's own scheme on the device's draws, sent in one batch."""
     import random
 
     from ldpsurvey.shared import parse_definition
     from ldpsurvey.shared.mechanisms.randomizer import secure_draw
 
     survey = parse_definition(definition)
-    survey_id = published(client, auth, definition)
-    rng = random.Random(39)
+    rng = random.Random(seed)
 
     def truth(question):
         if question.type == "multi_select":
@@ -125,8 +133,6 @@ def every_type_answered(client, auth, n: int = 240, definition: dict = EVERY_TYP
     response = client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
                            json={"responses": responses})
     assert response.status_code == 201, response.json
-    assert released_n(client, auth, survey_id) == n
-    return survey_id
 
 
 REPOSITORY = Path(__file__).resolve().parents[1]
