@@ -8,11 +8,7 @@ from urllib.parse import quote
 
 import click
 
-<<<<<<< HEAD
-from ldpsurvey.cli import check, export_files, lifecycle, preview, written
-=======
-from ldpsurvey.cli import check, lifecycle, preview, xlsform
->>>>>>> xlsform
+from ldpsurvey.cli import check, export_files, lifecycle, preview, written, xlsform
 from ldpsurvey.cli.api import Api, can_prompt, pass_api, url_option
 from ldpsurvey.cli.options import confidence_option, json_option, method_option
 from ldpsurvey.cli.output import emit_json, interval, note, p_text, release_lines, table

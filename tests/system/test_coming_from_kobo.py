@@ -109,8 +109,6 @@ def stata_commands() -> list[tuple[str | None, list[str]]]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="results --output FILE.dta lands with issue 43 item 3 "
-                   "(branch exports): remove this mark once both branches are merged")
 def test_the_example_reaches_a_stata_table_as_written(live_server, researcher_key, client, auth,
                                                       tmp_path, monkeypatch):
     """create, (respondents answer), close, results, results --output results.dta: then the
