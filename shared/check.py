@@ -30,7 +30,8 @@ def report(survey: Survey, respondents: int) -> dict:
     """Per question its epsilon, its mechanism (and what `auto` compared), whether it is
     answered openly, the posterior bound (how sure a guess starting at 1/2 can become after
     seeing the report: e^eps / (1 + e^eps); 1 for an open answer, which is the answer) and the
-    expected 95 % margin with `respondents` answers; whether respondents with the default
+    expected 95 % margin with `respondents` answers; its languages (the first its texts' own);
+    whether respondents with the default
     ceilings accept the survey, and if not, each refusal with its fix; and `disclosed`: the
     open questions and what they entail (None without any)."""
     questions = [{"id": q.id, "epsilon": q.epsilon, "mechanism": q.scheme.name,
@@ -43,6 +44,7 @@ def report(survey: Survey, respondents: int) -> dict:
                  for q in survey.questions]
     refused = refusals(survey)
     return {"title": survey.title, "respondents": respondents,
+            "languages": list(survey.languages),
             "total_epsilon": survey.total_epsilon,
             "accepted_by_default": not refused,
             "refusals": [asdict(refusal) for refusal in refused],
