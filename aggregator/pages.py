@@ -25,7 +25,7 @@ from ldpsurvey.shared import METHODS
 from ldpsurvey.shared.scheme import Settings
 from ldpsurvey.shared.schemes import WORDS
 
-from . import access, accounts, assets, auth, lifecycle, preview, settings, surveys
+from . import access, accounts, assets, auth, languages, lifecycle, preview, settings, surveys
 from .charts import estimate_chart, timeline_chart
 from .db import get_db
 from .exceptions import DomainError
@@ -66,8 +66,9 @@ def asset_url(filename: str) -> str:
 @bp.get("/s/<survey_id>")
 def survey_form(survey_id: str):
     survey = surveys.open_for_answers(get_db(), survey_id)
-    return render_template("survey.html", survey=survey,
-                           exposure=surveys.exposure(survey, current_app.config["RELEASE_EVERY"]))
+    every = current_app.config["RELEASE_EVERY"]
+    return render_template("survey.html", **languages.form_context(survey, every),
+                           exposure=surveys.exposure(survey, every))
 
 
 def _csrf_token() -> str:
