@@ -10,7 +10,7 @@ from dataclasses import replace
 from importlib import resources
 
 from ldpsurvey.shared import Survey
-from ldpsurvey.shared.manifest import Wording
+from ldpsurvey.shared.survey.manifest import Wording
 
 LOCALES = resources.files("ldpsurvey.shared") / "locale"
 DOMAIN = "client"

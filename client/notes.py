@@ -4,11 +4,10 @@ first are in the language chosen with language.use() (the "client" catalogue); t
 
 from collections.abc import Iterable
 
+from ldpsurvey.client.language import N_, _
+from ldpsurvey.client.verify import VerifiedSurvey
 from ldpsurvey.shared import Question, posterior_bounds
-from ldpsurvey.shared.scheme import percent
-
-from .language import N_, _
-from .verify import VerifiedSurvey
+from ldpsurvey.shared.mechanisms.protocol import percent
 
 # The words a respondent reads first, in the CLI and the web form (shared/web/form.js has a
 # copy of each, which the browser tests compare): what happens, in everyday words. Epsilon,
@@ -28,7 +27,7 @@ OPEN_INTRO = N_("Your device flips a coin for each answer not marked \"Answered 
 WHY_IT_MAY_DIFFER = N_("Some answers may differ from what you chose. That is on purpose: it "
                        "keeps your real answers private.")
 
-# shared/disclosed.py's WORDS, the mark of an openly answered question, in this catalogue too
+# shared/mechanisms/disclosed.py's WORDS, the mark of an openly answered question, in this catalogue too
 # (tests/test_translations.py compares them).
 OPEN_WORDS = N_("Answered openly: stored as you give it.")
 
