@@ -7,7 +7,6 @@ form.po with `pybabel compile`), read with Babel; a language without one shows t
 and the page's `lang` attributes say so."""
 
 from functools import cache
-from importlib import resources
 
 from babel import Locale, UnknownLocaleError
 from babel.messages.mofile import read_mo
@@ -17,8 +16,8 @@ from flask import request
 
 from ldpsurvey.shared import Survey
 from ldpsurvey.shared.http_contract import schedule_words
+from ldpsurvey.shared.survey.check import LOCALES, form_speaks
 
-LOCALES = resources.files("ldpsurvey.shared") / "locale"
 DOMAIN = "form"  # the web form's catalogue (the Python client's is "client")
 SOURCE_LANGUAGE = "en"  # the language the form's words are written in
 
@@ -31,14 +30,9 @@ def locale_name(language: str) -> str:
 @cache
 def translations(language: str) -> NullTranslations:
     """The form's words in `language` (English, NullTranslations, without a catalogue)."""
-    if not has_words(language):
+    if not form_speaks(language):
         return NullTranslations()
     return Translations.load(str(LOCALES), [locale_name(language)], DOMAIN)
-
-
-def has_words(language: str) -> bool:
-    """Whether the form's own words exist in `language` (English always)."""
-    return language == SOURCE_LANGUAGE or _compiled(language).is_file()
 
 
 def _compiled(language: str):
@@ -49,7 +43,7 @@ def _compiled(language: str):
 def script_words(language: str) -> dict[str, str]:
     """The whole catalogue as {English message: translation} for the page's scripts (words.js
     reads it from the page's JSON data); empty in English."""
-    if language == SOURCE_LANGUAGE or not has_words(language):
+    if language == SOURCE_LANGUAGE or not form_speaks(language):
         return {}
     with _compiled(language).open("rb") as compiled:
         catalogue = read_mo(compiled)
@@ -94,7 +88,7 @@ def form_context(survey: Survey, release_every: float) -> dict:
     the switcher's (tag, name) pairs (none for one language), gettext as `_`, the scripts'
     words and the release schedule in words."""
     language = chosen(survey)
-    words_language = language if has_words(language) else SOURCE_LANGUAGE
+    words_language = language if form_speaks(language) else SOURCE_LANGUAGE
     switcher = [(tag, native_name(tag)) for tag in survey.languages] if len(
         survey.languages) > 1 else []
     return {"survey": survey.in_language(language), "language": language,

@@ -57,6 +57,26 @@ def test_the_check_command_runs_as_written():
     assert "in 3 languages: en (the texts' own), fr, es, every text translated" in result.stdout
 
 
+def test_check_says_which_languages_the_form_has_no_words_for(tmp_path):
+    """German has no catalogue of the form's words (French and Spanish have): survey check says
+    respondents reading German see the form's own words in English; --json lists it."""
+    import json
+
+    german = {**LANGUAGES, "languages": ["en", "de", "fr"],
+              "translations": {"de": LANGUAGES["translations"]["es"],
+                               "fr": LANGUAGES["translations"]["fr"]}}
+    path = tmp_path / "survey.json"
+    path.write_text(json.dumps(german))
+    result = CliRunner().invoke(main, ["survey", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "the web form has no words of its own in de: respondents reading those" in result.stdout
+    checked = CliRunner().invoke(main, ["survey", "check", str(path), "--json"])
+    assert json.loads(checked.stdout)["form_words_missing"] == ["de"]
+    with resources.as_file(EXAMPLE) as example:
+        three = CliRunner().invoke(main, ["survey", "check", str(example), "--json"])
+    assert json.loads(three.stdout)["form_words_missing"] == []
+
+
 @pytest.mark.parametrize("language", ["fr", "es"])
 def test_respond_asks_and_says_in_the_language_chosen(runner, live_server, client, auth,
                                                        survey_id, language):
