@@ -18,7 +18,7 @@ from ldpsurvey.shared import METHODS, Cell, Conditional, Estimate
 from ldpsurvey.shared.http_contract import EXPORT_FORMATS, IDEMPOTENCY_KEY, RESEARCHER_NAME, ROLES
 from ldpsurvey.shared.mechanisms.protocol import Settings, empty_entry
 from ldpsurvey.shared.mechanisms.registry import CHOICE_MECHANISMS, TYPES
-from ldpsurvey.shared.survey.manifest import CONCEPT, QUESTION_FIELDS
+from ldpsurvey.shared.survey.manifest import CONCEPT, LANGUAGE, QUESTION_FIELDS
 
 bp = Blueprint("openapi", __name__)
 
@@ -290,10 +290,19 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                               "ids whose joint counts are kept at each release",
                               "items": {"type": "array", "minItems": 2, "maxItems": 2,
                                         "items": {"type": "string"}}},
+                "languages": {"type": "array", "minItems": 1,
+                              "items": {"type": "string", "pattern": f"^{LANGUAGE.pattern}$"},
+                              "description": "The survey's languages, the first its texts' "
+                                             "own (default [\"en\"]; manifest format /8)"},
+                "translations": {"type": "object", "description": "Per other language: title, "
+                                 "description and per question id text, hint, options, unit "
+                                 "(docs/survey-file.md, In several languages)",
+                                 "additionalProperties": {"type": "object"}},
                 "questions": {"type": "array", "items": {
                     "type": "object", "required": ["id", "text", "type"],
                     "properties": {
                         "id": {"type": "string"}, "text": {"type": "string"},
+                        "hint": {"type": "string", "description": "Shown under the text"},
                         "type": {"type": "string",
                                  "enum": ["yes_no", "choice", *TYPES]},
                         "min": {"type": "number"}, "max": {"type": "number"},

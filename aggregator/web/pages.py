@@ -25,7 +25,7 @@ from ldpsurvey.aggregator.config import settings
 from ldpsurvey.aggregator.exceptions import DomainError
 from ldpsurvey.aggregator.services import access, accounts, lifecycle, surveys
 from ldpsurvey.aggregator.services.exports import spreadsheet_safe
-from ldpsurvey.aggregator.web import assets, auth, preview
+from ldpsurvey.aggregator.web import assets, auth, languages, preview
 from ldpsurvey.aggregator.web.charts import estimate_chart, timeline_chart
 from ldpsurvey.aggregator.web.qr import FORMATS, qr_code
 from ldpsurvey.aggregator.web.request_connection import get_db
@@ -67,8 +67,9 @@ def asset_url(filename: str) -> str:
 @bp.get("/s/<survey_id>")
 def survey_form(survey_id: str):
     survey = surveys.open_for_answers(get_db(), survey_id)
-    return render_template("survey.html", survey=survey,
-                           exposure=surveys.exposure(survey, current_app.config["RELEASE_EVERY"]))
+    every = current_app.config["RELEASE_EVERY"]
+    return render_template("survey.html", **languages.form_context(survey, every),
+                           exposure=surveys.exposure(survey, every))
 
 
 def _csrf_token() -> str:

@@ -12,7 +12,7 @@ from flask import Flask, Response, render_template, request, url_for
 
 from ldpsurvey.aggregator.config.settings import DEFAULTS
 from ldpsurvey.aggregator.services import surveys
-from ldpsurvey.aggregator.web import security
+from ldpsurvey.aggregator.web import languages, security
 from ldpsurvey.shared import Survey, SurveyError
 from ldpsurvey.shared.survey.manifest import web_origin
 
@@ -21,7 +21,9 @@ PREVIEW_ID = "preview"  # the survey id and key id of a survey file's preview
 
 def render(survey: Survey, manifest_url: str, release_every: float) -> str:
     """survey.html in preview mode, its manifest read from `manifest_url`."""
-    return render_template("survey.html", survey=survey, preview=True, manifest_url=manifest_url,
+    return render_template("survey.html", **languages.form_context(survey, release_every),
+                           preview=True,
+                           manifest_url=manifest_url,
                            exposure=surveys.exposure(survey, release_every))
 
 
