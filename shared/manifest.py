@@ -17,7 +17,9 @@ what the respondent reads.
 
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
-Client and aggregator both read it through parse_manifest. Format /7 added design on yes/no
+Client and aggregator both read it through parse_manifest. Format /8 added the number
+mechanism square_wave (square_wave.py, with its histogram's bins); a survey without it is
+written as before. Format /7 added design on yes/no
 questions ("cheating_detection": two forced-response groups, with groups in place of alpha and
 beta; cheating.py), the number mechanisms piecewise and hybrid (piecewise.py), and `disclosed:
 true` on yes/no, choice and numeric questions answered openly (disclosed.py: no randomization,
@@ -70,8 +72,10 @@ from .schemes import (
     auto_choice,
     choice,
 )
+from .square_wave import SQUARE_WAVE
 
-MANIFEST_FORMAT = "ldp-survey-manifest/7"
+MANIFEST_FORMAT = "ldp-survey-manifest/8"
+FORMAT_7 = "ldp-survey-manifest/7"
 FORMAT_6 = "ldp-survey-manifest/6"
 FORMAT_5 = "ldp-survey-manifest/5"
 FORMAT_4 = "ldp-survey-manifest/4"
@@ -83,7 +87,8 @@ CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 # What a /6 reader does not know: a survey using one of these is /7, so earlier clients refuse
 # it by its format rather than by a field they cannot read.
 SCHEMES_SINCE_7 = frozenset(DESIGNS) | {PIECEWISE, HYBRID, disclosed.NAME}
-FORMATS = (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
+SCHEMES_SINCE_8 = frozenset({SQUARE_WAVE})  # a /7 reader does not know these either
+FORMATS = (MANIFEST_FORMAT, FORMAT_7, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
 DEFAULT_RELEASE_BATCH = 100
 DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
 MAX_IRR_ALPHA = DEFAULT_IRR_ALPHA  # published and answered at most (check_instantaneous)
@@ -236,16 +241,18 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /7 when a question has a design (cheating_detection),
+        """The manifest's fields: format /8 when a question uses square_wave; /7 when a question
+        has a design (cheating_detection),
         a number mechanism new in /7 (piecewise, hybrid) or is answered openly; else /6 when a
         question uses another mechanism than forced response (with origin and crosstabs); else
         /5 with the origin (and crosstabs) when the survey has one (every survey published
         since /5); else /4 with crosstabs if it declares any, else /3 without them. So clients
         of earlier releases keep reading every survey that uses nothing new, and refuse the
         others by their format."""
-        designed = any(q.scheme.name in SCHEMES_SINCE_7 for q in self.questions)
+        names = {q.scheme.name for q in self.questions}
         new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
-        version = (MANIFEST_FORMAT if designed else FORMAT_6 if new else FORMAT_5 if self.origin
+        version = (MANIFEST_FORMAT if names & SCHEMES_SINCE_8 else FORMAT_7
+                   if names & SCHEMES_SINCE_7 else FORMAT_6 if new else FORMAT_5 if self.origin
                    else FORMAT_4 if self.crosstabs else FORMAT_3)
         fields = {"format": version,
                   "survey_id": self.survey_id, "key_id": self.key_id,
@@ -367,11 +374,13 @@ def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
 
 
 FORCED_RESPONSE_FIELDS = {"alpha", "beta", "epsilon", "concept", "irr_alpha"}
+FIELDS_SINCE_8 = {"bins", "distribution"}  # square_wave's (a manifest states bins)
 QUESTION_FIELDS_6 = {"options", "mechanism"} | FORCED_RESPONSE_FIELDS | set().union(
     *MECHANISM_FIELDS.values(), *(fields for module in TYPES.values()
-                                  for fields in module.FIELDS.values()))
-QUESTION_FIELDS = QUESTION_FIELDS_6 | {"disclosed"} | set().union(
+                                  for fields in module.FIELDS.values())) - FIELDS_SINCE_8
+QUESTION_FIELDS_7 = QUESTION_FIELDS_6 | {"disclosed"} | set().union(
     *(module.FIELDS for module in DESIGNS.values()))
+QUESTION_FIELDS = QUESTION_FIELDS_7 | FIELDS_SINCE_8
 
 
 def _question(data: Any, index: int, seen: set[str]) -> Question:
@@ -657,10 +666,10 @@ def parse_manifest(raw: bytes) -> Survey:
     if isinstance(version, str) and version not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {version[:60]!r}: this release "
                     f"reads up to {MANIFEST_FORMAT}; a newer ldp-survey may read it")
-    batched = version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2)
+    batched = version in FORMATS[:-1]
     fields |= {"release_batch"} if batched else set()
-    fields |= {"crosstabs"} if version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4) else set()
-    fields |= {"origin"} if version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5) else set()
+    fields |= {"crosstabs"} if version in FORMATS[:5] else set()
+    fields |= {"origin"} if version in FORMATS[:4] else set()
     data = _keys(data, "manifest", fields, set())
     if data["format"] not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {data['format']!r}")
@@ -668,10 +677,10 @@ def parse_manifest(raw: bytes) -> Survey:
                        FORMAT_4: {"concept", "irr_alpha"}, FORMAT_3: {"concept", "irr_alpha"},
                        FORMAT_2: {"concept"}}
     required = {"id", "text", "type", "options", "alpha", "beta", "epsilon"}
-    if version in (MANIFEST_FORMAT, FORMAT_6):  # each question has its mechanism's fields
+    if version in FORMATS[:3]:  # each question has its mechanism's fields
         required = {"id", "text", "type"}  # epsilon: on every question but an open one
-        question_fields[version] = QUESTION_FIELDS if version == MANIFEST_FORMAT else (
-            QUESTION_FIELDS_6)
+        question_fields[version] = {MANIFEST_FORMAT: QUESTION_FIELDS, FORMAT_7: QUESTION_FIELDS_7,
+                                    FORMAT_6: QUESTION_FIELDS_6}[version]
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
                                              "public_results")}
     definition["release_batch"] = data["release_batch"] if batched else 1
@@ -693,9 +702,11 @@ def parse_manifest(raw: bytes) -> Survey:
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
     survey = _survey(definition)
     for question, eps in zip(survey.questions, stated, strict=True):
-        if version != MANIFEST_FORMAT and question.scheme.name in SCHEMES_SINCE_7:
+        needs = (MANIFEST_FORMAT if question.scheme.name in SCHEMES_SINCE_8 else FORMAT_7
+                 if question.scheme.name in SCHEMES_SINCE_7 else None)
+        if needs and FORMATS.index(version) > FORMATS.index(needs):
             raise _fail(f"question {question.id!r}.mechanism", f"{question.scheme.name} "
-                        f"needs format {MANIFEST_FORMAT}, not {version}")
+                        f"needs format {needs}, not {version}")
         if eps is not None and _disagree(eps, question.epsilon, question.scheme.nominal_epsilon):
             raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but its "
                         f"parameters give {question.epsilon!r}")

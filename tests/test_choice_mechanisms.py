@@ -245,9 +245,9 @@ def test_the_manifest_is_format_6_and_reads_back(client, long_id):
     assert [q.get("mechanism") for q in manifest["questions"]] == ["oue", "olh", None]
     survey = parse_manifest(raw)
     assert [q.scheme.name for q in survey.questions] == ["oue", "olh", "forced_response"]
-    newer = raw.replace(b"ldp-survey-manifest/6", b"ldp-survey-manifest/8")
-    with pytest.raises(SurveyError, match="unsupported format 'ldp-survey-manifest/8': this "
-                                          "release reads up to ldp-survey-manifest/7"):
+    newer = raw.replace(b"ldp-survey-manifest/6", b"ldp-survey-manifest/9")
+    with pytest.raises(SurveyError, match="unsupported format 'ldp-survey-manifest/9': this "
+                                          "release reads up to ldp-survey-manifest/8"):
         parse_manifest(newer)
 
 
