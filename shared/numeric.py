@@ -332,7 +332,7 @@ def scheme_for(mechanism: str, options: tuple[str, ...],
         from .square_wave import square_wave_for
 
         return square_wave_for(low, high, unit, fields), None
-    given = sorted((FIELDS[mechanism] - RANGE) & set(fields.data))
+    given = sorted((FIELDS[mechanism] - RANGE - DISTRIBUTION) & set(fields.data))
     try:
         if mechanism == "duchi":
             alpha = (fields.number("alpha", 0.0, 1.0) if given

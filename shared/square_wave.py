@@ -115,45 +115,57 @@ class SquareWave(Piecewise):
         return Window(self.grid, self.window, self.in_window, self.anywhere, N)
 
     def summary(self, counts: Sequence[int], settings: Settings) -> dict[str, Any]:
-        """The mean (as the piecewise mechanism's, from n, sum j, sum j^2) and the
-        distribution (module docstring), in the answer's units."""
-        n = sum(counts)
-        if n == 0:
+        """The mean and the distribution (module docstring), in the answer's units."""
+        if sum(counts) == 0:
             return {**self.document(0, None, settings), "distribution": None}
-        moments = [n, sum(j * c for j, c in enumerate(counts)),
-                   sum(j * j * c for j, c in enumerate(counts))]
-        entry = mean_entry(n, *self.sums(moments), self.variance_curve,
-                           self.worst_variance() if n == 1 else None, self.epsilon, settings)
-        return {**self.document(n, entry, settings),
+        return {**self.document(sum(counts), self.mean(counts, settings), settings),
                 "distribution": self.distribution(counts, settings.confidence)}
 
-    def distribution(self, counts: Sequence[int], confidence: float) -> dict[str, Any]:
-        """The histogram and the quartiles with their intervals (deconvolution.py), in the
-        answer's units."""
+    def intervals(self, counts: Sequence[int], confidence: float, rates: Any = reported_bounds
+                  ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+        """The intervals, as shares of the range, of the quartiles (QUANTILES) and of each bin's
+        share (deconvolution.py), from one-sided bounds on the reported CDF (`rates(counts,
+        delta)`: reported_bounds; the benchmark passes the same bounds from SciPy)."""
         tail = 1 - confidence
+        lower, upper = cdf_bounds(self.channel, rates(counts, tail / 2))
+        quantiles = [quantile_bounds(lower, upper, q) for q in QUANTILES]
+        lower, upper = cdf_bounds(self.channel, rates(counts, tail / 4))
+        step = self.grid // self.bins
+        return quantiles, [bin_bounds(lower, upper, b * step, (b + 1) * step)
+                           for b in range(self.bins)]
+
+    def distribution(self, counts: Sequence[int], confidence: float) -> dict[str, Any]:
+        """The histogram and the quartiles with their intervals, each EMS point clipped into its
+        interval, in the answer's units (bins' shares as shares)."""
         x = ems(self.channel, counts)
         cdf = [0.0, *accumulate(x)]  # cdf[i + 1] = the EMS estimate of F(i)
-        lower, upper = cdf_bounds(self.channel, reported_bounds(counts, tail / 2))
+        quantile_intervals, bin_intervals = self.intervals(counts, confidence)
         quantiles = []
-        for q in QUANTILES:
-            low, high = quantile_bounds(lower, upper, q)
+        for q, (low, high) in zip(QUANTILES, quantile_intervals, strict=True):
             point = next(i for i in range(self.grid + 1) if cdf[i + 1] >= q - 1e-12) / self.grid
             quantiles.append({"q": q, "value": self.to_units(min(high, max(low, point))),
                               "ci_low": self.to_units(low), "ci_high": self.to_units(high)})
-        lower, upper = cdf_bounds(self.channel, reported_bounds(counts, tail / 4))
         bins, step = [], self.grid // self.bins
-        for b in range(self.bins):
+        for b, (low, high) in enumerate(bin_intervals):
             first, last = b * step, (b + 1) * step
             # the positions inside, and half of each edge's (position i holds answers within
             # 1/K of i/K), all of position 0's and K's
             share = (cdf[last] - cdf[first + 1] + x[first] * (1 if b == 0 else 0.5)
                      + x[last] * (1 if b == self.bins - 1 else 0.5))
-            low, high = bin_bounds(lower, upper, first, last)
             bins.append({"low": self.to_units(first / self.grid),
                          "high": self.to_units(last / self.grid),
                          "share": min(high, max(low, share)), "ci_low": low, "ci_high": high})
         return {"bins": bins, "quantiles": quantiles, "ci_method": CI_METHOD,
                 "confidence": confidence}
+
+    def mean(self, counts: Sequence[int], settings: Settings) -> dict[str, Any]:
+        """The mean's entry (shares of the range), as the piecewise mechanism's from n, sum j
+        and sum j^2 (piecewise.mean_entry)."""
+        n = sum(counts)
+        moments = [n, sum(j * c for j, c in enumerate(counts)),
+                   sum(j * j * c for j, c in enumerate(counts))]
+        return mean_entry(n, *self.sums(moments), self.variance_curve,
+                          self.worst_variance() if n == 1 else None, self.epsilon, settings)
 
     def design(self) -> dict[str, Any]:
         return {**super().design(),
