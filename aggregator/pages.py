@@ -24,9 +24,10 @@ from flask import (
 from ldpsurvey.shared import METHODS
 from ldpsurvey.shared.scheme import Settings
 from ldpsurvey.shared.schemes import WORDS
+from ldpsurvey.shared.square_wave import distribution_rows
 
 from . import access, accounts, assets, auth, lifecycle, preview, settings, surveys
-from .charts import estimate_chart, timeline_chart
+from .charts import distribution_chart, estimate_chart, timeline_chart
 from .db import get_db
 from .exceptions import DomainError
 from .exports import spreadsheet_safe
@@ -89,7 +90,10 @@ def results(survey_id: str):
         return _login_form(url_for("pages.login", survey_id=survey_id),
                            f"Results of “{page.survey.title}”", "Show results")
     charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
+    histograms = {q["id"]: distribution_chart(q) for q in page.estimates["questions"]
+                  if q.get("distribution")}
     return render_template("results.html", body=page.estimates, charts=charts,
+                           histograms=histograms,
                            exposure=page.exposure, mechanism_words=WORDS,
                            crosstab=page.crosstab, researcher=page.researcher, methods=METHODS,
                            levels=LEVELS, query=_query(options),
@@ -106,11 +110,11 @@ def estimates_csv(survey_id: str):
     writer.writerow(["question_id", "question", "option", *CSV_FIELDS, "confidence",
                      "ci_method"])
     for question in body["questions"]:
-        for option in question["options"]:
+        for option in [*question["options"], *distribution_rows(question)]:
             writer.writerow([question["id"], spreadsheet_safe(question["text"]),
                              spreadsheet_safe(option["option"]),
-                             *(option[field] for field in CSV_FIELDS), body["confidence"],
-                             body["ci_method"]])
+                             *(option.get(field) for field in CSV_FIELDS), body["confidence"],
+                             option.get("ci_method", body["ci_method"])])
     return _download(out.getvalue(), "text/csv", f"estimates-{survey_id}.csv")
 
 

@@ -173,8 +173,8 @@ class SquareWave(Piecewise):
                           f"to a position i from 0 to {self.grid}, then the cell is one of i "
                           f"to i + {self.window - 1} with probability alpha, else any cell (the "
                           "square wave: 2b = window / grid of the range around the answer)",
-                "distribution": f"a histogram on {self.bins} equal bins of [min, max], the "
-                                "median and quartiles (EMS; exact intervals: docs/statistics.md)"}
+                "histogram": f"a histogram on {self.bins} equal bins of [min, max], the median "
+                             "and quartiles (EMS; exact intervals: docs/statistics.md)"}
 
 
 
@@ -195,3 +195,19 @@ def square_wave_for(low: float, high: float, unit: str | None, fields: Fields) -
         named = str(exc).split()[0]
         raise FieldError(named if named in (*given, "bins") else "alpha" if given else "epsilon",
                          str(exc)) from None
+
+
+def distribution_rows(question: dict[str, Any]) -> list[dict[str, Any]]:
+    """An estimates document's question's distribution (none: []) as rows beside its options
+    (the results page's CSV, the CLI): each quartile (its value in the answer's units) and each
+    bin's share, as p_mle with its interval."""
+    distribution = question.get("distribution")
+    if not distribution:
+        return []
+    names = {0.25: "lower quartile", 0.5: "median", 0.75: "upper quartile"}
+    method = distribution["ci_method"]
+    return [*({"option": names[p["q"]], "p_mle": p["value"], "ci_low": p["ci_low"],
+               "ci_high": p["ci_high"], "ci_method": method} for p in distribution["quantiles"]),
+            *({"option": f"share from {b['low']:g} to {b['high']:g}", "p_mle": b["share"],
+               "ci_low": b["ci_low"], "ci_high": b["ci_high"], "ci_method": method}
+              for b in distribution["bins"])]

@@ -251,4 +251,5 @@ def test_manifest_parameters_that_are_no_exact_grid_are_refused(fields, message)
 def test_the_design_names_the_mechanism_and_bins():
     design = SquareWave.from_epsilon(0.0, 1.0, 1.0).design()
     assert design["bins"] == 16 and "square wave" in design["report"]
+    assert design["histogram"].startswith("a histogram on 16 equal bins")
     assert json.dumps(design)
