@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from . import math_commands, mock, privacy, public, researcher, respond, server
+from ldpsurvey.cli import math_commands, mock, privacy, public, researcher, respond, server
 
 
 class LdpSurveyGroup(click.Group):

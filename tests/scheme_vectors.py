@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from ldpsurvey.shared import parse_definition
-from ldpsurvey.shared.piecewise import Hybrid, Piecewise
-from ldpsurvey.shared.randomizer import N
-from ldpsurvey.shared.square_wave import SquareWave
+from ldpsurvey.shared.mechanisms.piecewise import Hybrid, Piecewise
+from ldpsurvey.shared.mechanisms.randomizer import N
+from ldpsurvey.shared.mechanisms.square_wave import SquareWave
 
 PATH = Path(__file__).resolve().parent.parent / "shared" / "scheme_vectors.json"
 ABOUT = ("Test vectors for the schemes of ldpsurvey/shared (oue.py, olh.py, multi_select.py, "

@@ -1,5 +1,5 @@
 // The Square Wave mechanism for a number question's distribution, as
-// ldpsurvey/shared/square_wave.py, bit for bit: the piecewise mechanism's grid sampler
+// ldpsurvey/shared/mechanisms/square_wave.py, bit for bit: the piecewise mechanism's grid sampler
 // (piecewise.js: the answer rounded at random to a position of 0..grid, then a cell of its
 // window with probability alpha, else any cell) with the square wave's window, and its epsilon
 // ln(1 + u / v) recomputed from the manifest's integers. `bins` is the histogram's (a power of
