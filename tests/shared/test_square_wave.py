@@ -7,6 +7,7 @@ included), the summary's shape, the survey file's fields and manifest format /8.
 import itertools
 import json
 import math
+import tomllib
 from dataclasses import replace
 from fractions import Fraction
 
@@ -254,3 +255,74 @@ def test_the_design_names_the_mechanism_and_bins():
     assert design["bins"] == 16 and "square wave" in design["report"]
     assert design["histogram"].startswith("a histogram on 16 equal bins")
     assert json.dumps(design)
+
+
+INCOMES = {"title": "Incomes", "release_batch": 1, "public_results": True, "questions": [
+    {"id": "income", "text": "Your income, in thousands?", "type": "numeric", "min": 0,
+     "max": 200, "unit": "thousand", "mechanism": "auto", "distribution": True, "bins": 8,
+     "epsilon": 3.0}]}
+
+
+def test_end_to_end_intake_estimates_results_page_and_exports(client, auth):
+    """Intake refuses a report off the grid (422 naming the range); the released reports'
+    estimates are the scheme's summary, distribution included; the results page shows the
+    median and quartiles and the histogram, its CSV the distribution's rows; the codebook
+    names the mechanism and its bins, the JSON lines export's parameters the histogram."""
+    import csv
+    import io
+
+    from helpers import published, release_due
+
+    survey_id = published(client, auth, INCOMES)
+    survey = parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
+    s = survey.question("income").scheme
+    assert s.name == "square_wave" and s.bins == 8
+    for bad in (s.outputs, -1, 2.5, True, [1], "3"):
+        response = client.post(f"/api/surveys/{survey_id}/responses",
+                               json={"answers": {"income": bad}})
+        assert response.status_code == 422, bad
+        assert f"must be a whole number from 0 to {s.outputs - 1}" in response.json["detail"]
+    rng = np.random.default_rng(8)
+    reports = s.simulate(rng.normal(60, 15, 300), rng)
+    assert client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth, json={
+        "responses": [{"answers": {"income": r}} for r in reports]}).status_code == 201
+    release_due(client.application)
+    body = client.get(f"/api/surveys/{survey_id}/estimates", headers=auth).json
+    question = body["questions"][0]
+    want = s.summary(tally(s, reports), Settings(0.95, "clopper-pearson"))
+    assert question["distribution"] == json.loads(json.dumps(want["distribution"]))
+    assert question["options"] == json.loads(json.dumps(want["options"]))
+    page = client.get(f"/s/{survey_id}/results").get_data(as_text=True)  # public_results
+    assert "How the answers spread" in page and "Median" in page and "Upper quartile" in page
+    assert "how the answers spread: Your income" in page  # the histogram's label
+    rows = list(csv.DictReader(io.StringIO(client.get(
+        f"/s/{survey_id}/results/estimates.csv").get_data(as_text=True))))
+    median = next(row for row in rows if row["option"] == "median")
+    assert float(median["p_mle"]) == pytest.approx(question["distribution"]["quantiles"][1]["value"])
+    assert sum(row["option"].startswith("share from ") for row in rows) == 8
+    book = client.get(f"/api/surveys/{survey_id}/codebook.json", headers=auth).json
+    entry = book["questions"][0]
+    assert entry["mechanism"] == "square_wave" and entry["bins"] == 8
+    assert "the square wave" in entry["report"]
+    head = json.loads(client.get(f"/api/surveys/{survey_id}/export.jsonl",
+                                 headers=auth).get_data(as_text=True).splitlines()[0])
+    assert head["parameters"]["income"]["histogram"].startswith("a histogram on 8 equal bins")
+
+
+def test_the_distribution_example_passes_survey_check(tmp_path):
+    """docs/question-types.md's distribution example, as written: `survey check` refuses
+    nothing under a respondent's default limits, and `auto` chose square_wave."""
+    from click.testing import CliRunner
+
+    from ldpsurvey.cli import main
+
+    from helpers import doc_blocks
+
+    (block,) = doc_blocks("distribution-example")
+    path = tmp_path / "example.toml"
+    path.write_text(block)
+    result = CliRunner().invoke(main, ["survey", "check", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    checked = json.loads(result.stdout)
+    assert checked["refusals"] == []
+    assert parse_definition(tomllib.loads(block)).questions[0].scheme.name == "square_wave"

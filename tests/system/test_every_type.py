@@ -201,7 +201,7 @@ def test_the_cli_says_what_weights_leave_out_and_why_shuffling_does_not_help(
     assert "cheating detection" in lines[0] and "(OUE)" in lines[1]
     document = json.loads(CliRunner().invoke(
         main, [*args, "--weights", str(tmp_path / "m.json"), "--json"]).stdout)
-    assert len(document["left_out"]) == 10
+    assert len(document["left_out"]) == 11
     shown = CliRunner().invoke(main, args)
     assert shown.exit_code == 0, shown.output
     assert "openly answered questions can tell one response" in shown.stdout
