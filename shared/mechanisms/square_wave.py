@@ -45,10 +45,11 @@ the piecewise mechanism's: the reports decoded to unbiased values (E[j | i] is a
 piecewise.mean_entry's interval.
 """
 
+import copy
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import accumulate
 from typing import Any
 
@@ -122,11 +123,14 @@ class SquareWave(Piecewise):
         return Window(self.grid, self.window, self.in_window, self.anywhere, N)
 
     def summary(self, counts: Sequence[int], settings: Settings) -> dict[str, Any]:
-        """The mean and the distribution (module docstring), in the answer's units."""
+        """The mean and the distribution (module docstring), in the answer's units; the
+        distribution of the same counts at the same confidence is computed once (EMS and the
+        bounds take a second or more; the results page, its charts and its CSV ask again)."""
         if sum(counts) == 0:
             return {**self.document(0, None, settings), "distribution": None}
         return {**self.document(sum(counts), self.mean(counts, settings), settings),
-                "distribution": self.distribution(counts, settings.confidence)}
+                "distribution": copy.deepcopy(
+                    distribution_of(self, tuple(counts), settings.confidence))}
 
     def intervals(self, counts: Sequence[int], confidence: float, rates: Any = reported_bounds
                   ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
@@ -183,6 +187,14 @@ class SquareWave(Piecewise):
                 "histogram": f"a histogram on {self.bins} equal bins of [min, max], the median "
                              "and quartiles (EMS; exact intervals: docs/statistics.md)"}
 
+
+
+@lru_cache(maxsize=64)
+def distribution_of(scheme: SquareWave, counts: tuple[int, ...],
+                    confidence: float) -> dict[str, Any]:
+    """scheme.distribution, kept for the last 64 (scheme, counts, confidence): a survey's
+    counters change only at a release."""
+    return scheme.distribution(counts, confidence)
 
 
 def square_wave_for(low: float, high: float, unit: str | None, fields: Fields) -> SquareWave:

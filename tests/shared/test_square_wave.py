@@ -326,3 +326,19 @@ def test_the_distribution_example_passes_survey_check(tmp_path):
     checked = json.loads(result.stdout)
     assert checked["refusals"] == []
     assert parse_definition(tomllib.loads(block)).questions[0].scheme.name == "square_wave"
+
+
+def test_the_distribution_is_computed_once_per_counts_and_never_shared():
+    """summary keeps the distribution of the same counts and confidence (distribution_of),
+    and each caller gets its own copy: changing one changes no later summary."""
+    from ldpsurvey.shared.mechanisms.square_wave import distribution_of
+
+    s = SquareWave.from_epsilon(0.0, 10.0, 3.0, grid=64, bins=4)
+    counts = [3] * s.counters
+    first = s.summary(counts, Settings(0.95, "wilson"))
+    hits = distribution_of.cache_info().hits
+    first["distribution"]["bins"][0]["share"] = -1.0
+    second = s.summary(counts, Settings(0.95, "wilson"))
+    assert distribution_of.cache_info().hits == hits + 1
+    assert second["distribution"]["bins"][0]["share"] >= 0
+    assert second["distribution"] == s.distribution(counts, 0.95)
