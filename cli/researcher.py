@@ -15,6 +15,7 @@ from ldpsurvey.cli.output import emit_json, interval, note, p_text, release_line
 from ldpsurvey.cli.terminal import clean_pieces
 from ldpsurvey.shared import Difference, Mechanism, difference, parse_manifest
 from ldpsurvey.shared.http_contract import EXPORT_FORMATS, MAX_TOKENS_PER_REQUEST
+from ldpsurvey.shared.mechanisms.square_wave import distribution_rows
 
 
 @click.group()
@@ -360,15 +361,17 @@ def _export(api: Api, survey_id: str, export: str, output: str | None,
 def _print_estimates(body: dict) -> None:
     """The estimates for people: each option's constrained maximum-likelihood estimate (p_mle,
     in [0, 1]) inside its interval; the unbiased estimates and their standard errors, which
-    may leave [0, 1], only in --json."""
+    may leave [0, 1], only in --json. A number question's distribution (square_wave) adds its
+    quartiles and its bins' shares, each inside its exact interval."""
     together = "simultaneous " if body["simultaneous"] else ""
     click.echo(f"{body['title']} ({body['status']}); epsilon per respondent "
                f"{body['total_epsilon']:.4g}; {body['confidence']:.0%} {together}"
                f"{body['ci_method']} CIs. MLE: the maximum-likelihood estimate, in [0, 1] "
                "and inside its CI; the unbiased estimates (p_hat) and their standard errors "
                "are in --json.")
-    rows = [(q["id"], o["option"], o["n"], o["p_mle"], interval(o), q["epsilon"], note(o))
-            for q in body["questions"] for o in q["options"]]
+    rows = [(q["id"], o["option"], o.get("n", q["n"]), o["p_mle"], interval(o), q["epsilon"],
+             note(o)) for q in body["questions"]
+            for o in [*q["options"], *distribution_rows(q)]]
     click.echo(table(rows, ["question", "option", "n", "MLE", "CI", "eps", "note"]))
     for line in release_lines(body):
         click.echo(line)

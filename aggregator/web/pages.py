@@ -26,12 +26,13 @@ from ldpsurvey.aggregator.exceptions import DomainError
 from ldpsurvey.aggregator.services import access, accounts, lifecycle, surveys
 from ldpsurvey.aggregator.services.exports import spreadsheet_safe
 from ldpsurvey.aggregator.web import assets, auth, languages, preview
-from ldpsurvey.aggregator.web.charts import estimate_chart, timeline_chart
+from ldpsurvey.aggregator.web.charts import distribution_chart, estimate_chart, timeline_chart
 from ldpsurvey.aggregator.web.qr import FORMATS, qr_code
 from ldpsurvey.aggregator.web.request_connection import get_db
 from ldpsurvey.shared import METHODS
 from ldpsurvey.shared.mechanisms.protocol import Settings
 from ldpsurvey.shared.mechanisms.registry import WORDS
+from ldpsurvey.shared.mechanisms.square_wave import distribution_rows
 
 bp = Blueprint("pages", __name__)
 
@@ -91,7 +92,10 @@ def results(survey_id: str):
         return _login_form(url_for("pages.login", survey_id=survey_id),
                            f"Results of “{page.survey.title}”", "Show results")
     charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
+    histograms = {q["id"]: distribution_chart(q) for q in page.estimates["questions"]
+                  if q.get("distribution")}
     return render_template("results.html", body=page.estimates, charts=charts,
+                           histograms=histograms,
                            exposure=page.exposure, mechanism_words=WORDS,
                            crosstab=page.crosstab, researcher=page.researcher, methods=METHODS,
                            levels=LEVELS, query=_query(options),
@@ -108,11 +112,11 @@ def estimates_csv(survey_id: str):
     writer.writerow(["question_id", "question", "option", *CSV_FIELDS, "confidence",
                      "ci_method"])
     for question in body["questions"]:
-        for option in question["options"]:
+        for option in [*question["options"], *distribution_rows(question)]:
             writer.writerow([question["id"], spreadsheet_safe(question["text"]),
                              spreadsheet_safe(option["option"]),
-                             *(option[field] for field in CSV_FIELDS), body["confidence"],
-                             body["ci_method"]])
+                             *(option.get(field) for field in CSV_FIELDS), body["confidence"],
+                             option.get("ci_method", body["ci_method"])])
     return _download(out.getvalue(), "text/csv", f"estimates-{survey_id}.csv")
 
 

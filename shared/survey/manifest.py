@@ -24,8 +24,9 @@ missing anywhere is refused, naming the language and the question (see Translati
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
 Client and aggregator both read it through parse_manifest. Format /8 added languages and
-translations (always written in /8) and the question's hint; a survey in English alone without
-hints is written as before. Format /7 added design on yes/no
+translations (always written in /8), the question's hint, and the number mechanism square_wave
+(square_wave.py, with its histogram's bins); a survey using none of these is written as before.
+Format /7 added design on yes/no
 questions ("cheating_detection": two forced-response groups, with groups in place of alpha and
 beta; cheating.py), the number mechanisms piecewise and hybrid (piecewise.py), and `disclosed:
 true` on yes/no, choice and numeric questions answered openly (disclosed.py: no randomization,
@@ -77,6 +78,7 @@ from ldpsurvey.shared.mechanisms.registry import (
     auto_choice,
     choice,
 )
+from ldpsurvey.shared.mechanisms.square_wave import SQUARE_WAVE
 from ldpsurvey.shared.stats.crosstab import size_problem
 from ldpsurvey.shared.stats.design import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
 from ldpsurvey.shared.survey import strict_json
@@ -98,6 +100,7 @@ MAX_LANGUAGES = 20
 # What a /6 reader does not know: a survey using one of these is /7, so earlier clients refuse
 # it by its format rather than by a field they cannot read.
 SCHEMES_SINCE_7 = frozenset(DESIGNS) | {PIECEWISE, HYBRID, disclosed.NAME}
+SCHEMES_SINCE_8 = frozenset({SQUARE_WAVE})  # a /7 reader does not know these either
 FORMATS = (MANIFEST_FORMAT, FORMAT_7, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
 DEFAULT_RELEASE_BATCH = 100
 DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
@@ -304,8 +307,9 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /8 when the survey has other languages than English alone
-        or a question has a hint (with languages and translations); else /7 when a question
+        """The manifest's fields: format /8 when the survey has other languages than English alone,
+        a question has a hint or a question uses square_wave (with languages and translations);
+        else /7 when a question
         has a design (cheating_detection),
         a number mechanism new in /7 (piecewise, hybrid) or is answered openly; else /6 when a
         question uses another mechanism than forced response (with origin and crosstabs); else
@@ -313,11 +317,12 @@ class Survey:
         since /5); else /4 with crosstabs if it declares any, else /3 without them. So clients
         of earlier releases keep reading every survey that uses nothing new, and refuse the
         others by their format."""
-        designed = any(q.scheme.name in SCHEMES_SINCE_7 for q in self.questions)
+        names = {q.scheme.name for q in self.questions}
         new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
         worded = self.languages != (DEFAULT_LANGUAGE,) or any(q.hint for q in self.questions)
-        version = (MANIFEST_FORMAT if worded else FORMAT_7 if designed else FORMAT_6 if new
-                   else FORMAT_5 if self.origin else FORMAT_4 if self.crosstabs else FORMAT_3)
+        version = (MANIFEST_FORMAT if worded or names & SCHEMES_SINCE_8 else FORMAT_7
+                   if names & SCHEMES_SINCE_7 else FORMAT_6 if new else FORMAT_5 if self.origin
+                   else FORMAT_4 if self.crosstabs else FORMAT_3)
         fields = {"format": version,
                   "survey_id": self.survey_id, "key_id": self.key_id,
                   "title": self.title, "description": self.description,
@@ -442,11 +447,13 @@ def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
 
 
 FORCED_RESPONSE_FIELDS = {"alpha", "beta", "epsilon", "concept", "irr_alpha"}
+FIELDS_SINCE_8 = {"bins", "distribution"}  # square_wave's (a manifest states bins)
 QUESTION_FIELDS_6 = {"options", "mechanism"} | FORCED_RESPONSE_FIELDS | set().union(
     *MECHANISM_FIELDS.values(), *(fields for module in TYPES.values()
-                                  for fields in module.FIELDS.values()))
-QUESTION_FIELDS = QUESTION_FIELDS_6 | {"disclosed"} | set().union(
+                                  for fields in module.FIELDS.values())) - FIELDS_SINCE_8
+QUESTION_FIELDS_7 = QUESTION_FIELDS_6 | {"disclosed"} | set().union(
     *(module.FIELDS for module in DESIGNS.values()))
+QUESTION_FIELDS = QUESTION_FIELDS_7 | FIELDS_SINCE_8
 
 
 def _question(data: Any, index: int, seen: set[str]) -> Question:
@@ -828,8 +835,8 @@ def parse_manifest(raw: bytes) -> Survey:
     required = {"id", "text", "type", "options", "alpha", "beta", "epsilon"}
     if version in (MANIFEST_FORMAT, FORMAT_7, FORMAT_6):  # each has its mechanism's fields
         required = {"id", "text", "type"}  # epsilon: on every question but an open one
-        question_fields[version] = {MANIFEST_FORMAT: QUESTION_FIELDS | {"hint"},
-                                    FORMAT_7: QUESTION_FIELDS}.get(version, QUESTION_FIELDS_6)
+        question_fields[version] = {MANIFEST_FORMAT: QUESTION_FIELDS | {"hint"}, FORMAT_7: QUESTION_FIELDS_7,
+                                    FORMAT_6: QUESTION_FIELDS_6}[version]
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
                                              "public_results")}
     definition["release_batch"] = data["release_batch"] if batched else 1
@@ -852,9 +859,11 @@ def parse_manifest(raw: bytes) -> Survey:
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
     survey = _survey(definition)
     for question, eps in zip(survey.questions, stated, strict=True):
-        if version not in (MANIFEST_FORMAT, FORMAT_7) and question.scheme.name in SCHEMES_SINCE_7:
+        needs = (MANIFEST_FORMAT if question.scheme.name in SCHEMES_SINCE_8 else FORMAT_7
+                 if question.scheme.name in SCHEMES_SINCE_7 else None)
+        if needs and FORMATS.index(version) > FORMATS.index(needs):
             raise _fail(f"question {question.id!r}.mechanism", f"{question.scheme.name} "
-                        f"needs format {FORMAT_7}, not {version}")
+                        f"needs format {needs}, not {version}")
         if eps is not None and _disagree(eps, question.epsilon, question.scheme.nominal_epsilon):
             raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but its "
                         f"parameters give {question.epsilon!r}")

@@ -328,7 +328,9 @@ def test_the_question_types_example_passes_survey_check_with_default_limits(tmp_
        "epsilon": 1.0}], 7),
     ([{"id": "q", "text": "Q?", "type": "numeric", "min": 0, "max": 9, "mechanism": "hybrid",
        "epsilon": 1.0}], 7),
-    ([{"id": "q", "text": "Q?", "type": "yes_no", "disclosed": True}], 7)])
+    ([{"id": "q", "text": "Q?", "type": "yes_no", "disclosed": True}], 7),
+    ([{"id": "q", "text": "Q?", "type": "numeric", "min": 0, "max": 9, "mechanism": "auto",
+       "distribution": True, "epsilon": 1.0}], 8)])
 def test_survey_file_md_names_the_format_each_survey_is_published_as(client, auth, questions,
                                                                      version):
     """What docs/survey-file.md says each survey is published as, and that it says it."""
@@ -340,6 +342,8 @@ def test_survey_file_md_names_the_format_each_survey_is_published_as(client, aut
     assert "origin" in manifest
     text = " ".join(doc_text("survey-file").split())
     said = {5: "else `/5`, with the `origin`", 6: "else `/6` when a question uses another "
-            "mechanism than forced response", 7: "`ldp-survey-manifest/7` when a question has "
-            "a `design`, a number mechanism `piecewise` or `hybrid`, or is answered openly"}
+            "mechanism than forced response", 7: "else `/7` when a question has a `design`, "
+            "a number mechanism `piecewise` or `hybrid`, or is answered openly",
+            8: "`ldp-survey-manifest/8` when a number question asks for its distribution "
+            "(mechanism `square_wave`, with its `bins`)"}
     assert said[version] in text

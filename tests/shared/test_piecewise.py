@@ -164,8 +164,8 @@ def test_the_vectors_follow_the_rule_in_exact_arithmetic():
     """An independent statement of the rule: i = floor(P K/N) + [U1 < P K mod N], the cell
     i + floor(U2 m/T) if U2 < T else floor((U2 - T) M/(N - T)); the hybrid's part by U1 < B."""
     cases = [c for c in VECTORS["cases"] if c["question"].get("mechanism") in (
-        "piecewise", "hybrid")]
-    assert {c["question"]["mechanism"] for c in cases} == {"piecewise", "hybrid"}
+        "piecewise", "hybrid", "square_wave")]  # square_wave: the piecewise rule, its window
+    assert {c["question"]["mechanism"] for c in cases} == {"piecewise", "hybrid", "square_wave"}
     for case in cases:
         q = case["question"]
         s = scheme(**{k: v for k, v in q.items() if k != "type"}).scheme
