@@ -5,6 +5,7 @@ stack trace."""
 import csv
 import hmac
 import io
+import json
 import secrets
 
 from flask import (
@@ -20,12 +21,13 @@ from flask import (
     session,
     url_for,
 )
+from markupsafe import Markup
 
 from ldpsurvey.shared import METHODS
 from ldpsurvey.shared.scheme import Settings
 from ldpsurvey.shared.schemes import WORDS
 
-from . import access, accounts, assets, auth, lifecycle, preview, settings, surveys
+from . import access, accounts, assets, auth, lifecycle, preview, security, settings, surveys
 from .charts import estimate_chart, timeline_chart
 from .db import get_db
 from .exceptions import DomainError
@@ -61,6 +63,29 @@ def asset(digest: str, filename: str):
 def asset_url(filename: str) -> str:
     """The URL pages link for an asset (assets.py)."""
     return url_for("pages.asset", digest=assets.bundle().digest, filename=filename)
+
+
+@bp.app_template_global()
+def asset_integrity(filename: str) -> str:
+    """The integrity attribute of an asset: sha384-<base64> of its body."""
+    return assets.bundle().files[filename].integrity
+
+
+@bp.app_template_global()
+def form_modules() -> tuple[str, ...]:
+    """The form's modules (assets.form_modules), for its modulepreload links."""
+    return assets.form_modules()
+
+
+@bp.app_template_global()
+def form_import_map() -> Markup:
+    """The form's import map: each module's URL with its integrity, so that every import is
+    checked, not only the entry script. Its hash is added to this response's script-src
+    (security.allow_inline_script); JSON of URLs and base64 needs no escaping in a script."""
+    text = json.dumps({"integrity": {asset_url(name): asset_integrity(name)
+                                     for name in assets.form_modules()}}, sort_keys=True)
+    security.allow_inline_script(text)
+    return Markup(text)  # noqa: S704 (URLs of our own assets and base64: no "<" or "&")
 
 
 @bp.get("/s/<survey_id>")
@@ -206,7 +231,7 @@ def dashboard_upload():
 
 def _publish(db, caller, survey_id: str) -> None:
     lifecycle.publish(db, caller, survey_id, current_app.extensions["ldp_signing_key"],
-                      float(current_app.config["EPSILON_CAP"]), _origin())
+                      float(current_app.config["EPSILON_CAP"]), _origin(), assets.form_digests())
 
 
 # The dashboard's buttons: the service each calls, and what it says once done.
@@ -300,7 +325,7 @@ def _draft_survey(survey_id: str):
     return lifecycle.preview(get_db(), caller, survey_id,
                              float(current_app.config["EPSILON_CAP"]),
                              current_app.extensions["ldp_signing_key"].key_id,
-                             _origin())
+                             _origin(), assets.form_digests())
 
 
 @bp.post("/researcher/login")

@@ -17,6 +17,7 @@ from flask import (
 from ldpsurvey.shared import Survey
 
 from . import access, exports, intake, lifecycle, settings, surveys
+from .assets import form_digests
 from .auth import PEOPLE, request_caller, require_key
 from .db import get_db, release_on_close
 from .exceptions import InvalidParameter
@@ -37,7 +38,8 @@ def create_survey(caller: KeyRecord):
         survey_id, survey = lifecycle.create_draft(get_db(), caller, json_body(), _cap())
         return _draft_reply(survey_id, survey, 201)
     survey = surveys.publish(get_db(), caller, json_body(),
-                             current_app.extensions["ldp_signing_key"], _cap(), _origin())
+                             current_app.extensions["ldp_signing_key"], _cap(), _origin(),
+                             form_digests())
     return _published_reply(survey, 201)
 
 
@@ -96,7 +98,8 @@ def edit_draft(survey_id: str, caller: KeyRecord):
 def publish_draft(survey_id: str, caller: KeyRecord):
     """Publish a draft under its id: sign its manifest and open it."""
     survey = lifecycle.publish(get_db(), caller, survey_id,
-                               current_app.extensions["ldp_signing_key"], _cap(), _origin())
+                               current_app.extensions["ldp_signing_key"], _cap(), _origin(),
+                               form_digests())
     return _published_reply(survey, 200)
 
 

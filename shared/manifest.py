@@ -17,7 +17,11 @@ what the respondent reads.
 
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
-Client and aggregator both read it through parse_manifest. Format /7 added design on yes/no
+Client and aggregator both read it through parse_manifest. Format /8 added form: the SHA-384
+digest of every file the web form loads (its modules and stylesheet, by name:
+form_integrity.py), signed at publication, so that anyone can check the page a server sends
+against what was signed (`ldp-survey verify`) and against a release's own digests; every
+survey published since is /8, and earlier clients refuse it by its format. Format /7 added design on yes/no
 questions ("cheating_detection": two forced-response groups, with groups in place of alpha and
 beta; cheating.py), the number mechanisms piecewise and hybrid (piecewise.py), and `disclosed:
 true` on yes/no, choice and numeric questions answered openly (disclosed.py: no randomization,
@@ -52,7 +56,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import disclosed, strict_json
+from . import disclosed, form_integrity, strict_json
 from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
 from .crosstab import size_problem
 from .forced_response import NAME as FORCED_RESPONSE
@@ -71,7 +75,8 @@ from .schemes import (
     choice,
 )
 
-MANIFEST_FORMAT = "ldp-survey-manifest/7"
+MANIFEST_FORMAT = "ldp-survey-manifest/8"
+FORMAT_7 = "ldp-survey-manifest/7"
 FORMAT_6 = "ldp-survey-manifest/6"
 FORMAT_5 = "ldp-survey-manifest/5"
 FORMAT_4 = "ldp-survey-manifest/4"
@@ -83,7 +88,7 @@ CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 # What a /6 reader does not know: a survey using one of these is /7, so earlier clients refuse
 # it by its format rather than by a field they cannot read.
 SCHEMES_SINCE_7 = frozenset(DESIGNS) | {PIECEWISE, HYBRID, disclosed.NAME}
-FORMATS = (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
+FORMATS = (MANIFEST_FORMAT, FORMAT_7, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
 DEFAULT_RELEASE_BATCH = 100
 DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
 MAX_IRR_ALPHA = DEFAULT_IRR_ALPHA  # published and answered at most (check_instantaneous)
@@ -211,6 +216,7 @@ class Survey:
     survey_id: str | None = None
     key_id: str | None = None
     origin: str | None = None  # the web origin respondents reach it at (format /5 on)
+    form: dict[str, str] | None = None  # the web form's file digests (format /8, published)
 
     def __hash__(self) -> int:
         """Its id's hash: equal surveys have equal ids, so it agrees with ==, and a published
@@ -236,7 +242,8 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /7 when a question has a design (cheating_detection),
+        """The manifest's fields: format /8 when it carries the form's digests (every survey
+        published since /8); else format /7 when a question has a design (cheating_detection),
         a number mechanism new in /7 (piecewise, hybrid) or is answered openly; else /6 when a
         question uses another mechanism than forced response (with origin and crosstabs); else
         /5 with the origin (and crosstabs) when the survey has one (every survey published
@@ -245,8 +252,8 @@ class Survey:
         others by their format."""
         designed = any(q.scheme.name in SCHEMES_SINCE_7 for q in self.questions)
         new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
-        version = (MANIFEST_FORMAT if designed else FORMAT_6 if new else FORMAT_5 if self.origin
-                   else FORMAT_4 if self.crosstabs else FORMAT_3)
+        version = (MANIFEST_FORMAT if self.form else FORMAT_7 if designed else FORMAT_6 if new
+                   else FORMAT_5 if self.origin else FORMAT_4 if self.crosstabs else FORMAT_3)
         fields = {"format": version,
                   "survey_id": self.survey_id, "key_id": self.key_id,
                   "title": self.title, "description": self.description,
@@ -258,6 +265,8 @@ class Survey:
             fields["crosstabs"] = [list(pair) for pair in self.crosstabs]
         if self.origin:
             fields["origin"] = self.origin
+        if self.form:
+            fields["form"] = dict(sorted(self.form.items()))
         return fields
 
     def manifest_bytes(self) -> bytes:
@@ -657,10 +666,11 @@ def parse_manifest(raw: bytes) -> Survey:
     if isinstance(version, str) and version not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {version[:60]!r}: this release "
                     f"reads up to {MANIFEST_FORMAT}; a newer ldp-survey may read it")
-    batched = version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2)
+    batched = version in (MANIFEST_FORMAT, FORMAT_7, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2)
     fields |= {"release_batch"} if batched else set()
-    fields |= {"crosstabs"} if version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4) else set()
-    fields |= {"origin"} if version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5) else set()
+    fields |= {"crosstabs"} if version in FORMATS[:FORMATS.index(FORMAT_4) + 1] else set()
+    fields |= {"origin"} if version in FORMATS[:FORMATS.index(FORMAT_5) + 1] else set()
+    fields |= {"form"} if version == MANIFEST_FORMAT else set()
     data = _keys(data, "manifest", fields, set())
     if data["format"] not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {data['format']!r}")
@@ -668,10 +678,9 @@ def parse_manifest(raw: bytes) -> Survey:
                        FORMAT_4: {"concept", "irr_alpha"}, FORMAT_3: {"concept", "irr_alpha"},
                        FORMAT_2: {"concept"}}
     required = {"id", "text", "type", "options", "alpha", "beta", "epsilon"}
-    if version in (MANIFEST_FORMAT, FORMAT_6):  # each question has its mechanism's fields
+    if version in (MANIFEST_FORMAT, FORMAT_7, FORMAT_6):  # its mechanism's fields
         required = {"id", "text", "type"}  # epsilon: on every question but an open one
-        question_fields[version] = QUESTION_FIELDS if version == MANIFEST_FORMAT else (
-            QUESTION_FIELDS_6)
+        question_fields[version] = QUESTION_FIELDS_6 if version == FORMAT_6 else QUESTION_FIELDS
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
                                              "public_results")}
     definition["release_batch"] = data["release_batch"] if batched else 1
@@ -693,9 +702,9 @@ def parse_manifest(raw: bytes) -> Survey:
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
     survey = _survey(definition)
     for question, eps in zip(survey.questions, stated, strict=True):
-        if version != MANIFEST_FORMAT and question.scheme.name in SCHEMES_SINCE_7:
+        if version not in (MANIFEST_FORMAT, FORMAT_7) and question.scheme.name in SCHEMES_SINCE_7:
             raise _fail(f"question {question.id!r}.mechanism", f"{question.scheme.name} "
-                        f"needs format {MANIFEST_FORMAT}, not {version}")
+                        f"needs format {FORMAT_7}, not {version}")
         if eps is not None and _disagree(eps, question.epsilon, question.scheme.nominal_epsilon):
             raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but its "
                         f"parameters give {question.epsilon!r}")
@@ -706,7 +715,16 @@ def parse_manifest(raw: bytes) -> Survey:
     for key in ("survey_id", "key_id"):
         _text(data[key], f"manifest.{key}")
     return replace(survey, survey_id=data["survey_id"], key_id=data["key_id"],
-                   origin=_origin(data["origin"]) if "origin" in fields else None)
+                   origin=_origin(data["origin"]) if "origin" in fields else None,
+                   form=_form(data["form"]) if "form" in fields else None)
+
+
+def _form(value: Any) -> dict[str, str]:
+    """A manifest's form digests (form_integrity.parse_form)."""
+    try:
+        return form_integrity.parse_form(value)
+    except ValueError as exc:
+        raise _fail("manifest.form", str(exc)) from None
 
 
 def _origin(value: Any) -> str:
