@@ -11,25 +11,23 @@ from typing import Any
 
 from flask import Flask
 
-from . import (
-    accounts,
-    budgets,
-    db,
+from ldpsurvey.aggregator.config import settings, signing
+from ldpsurvey.aggregator.config.instance import private_file
+from ldpsurvey.aggregator.config.settings import DEFAULTS
+from ldpsurvey.aggregator.exceptions import ConfigurationError, DomainError
+from ldpsurvey.aggregator.services import accounts, budgets
+from ldpsurvey.aggregator.web import (
     errors,
     limits,
     openapi,
     pages,
+    request_connection,
     researchers,
     respondents,
     security,
-    settings,
-    signing,
     submissions,
 )
-from .db import close_app
-from .exceptions import ConfigurationError, DomainError
-from .instance import private_file
-from .settings import DEFAULTS
+from ldpsurvey.aggregator.web.request_connection import close_app
 
 DEVELOPMENT_KEY_FILE = "signing-key.pem"  # in the instance folder, unless KEY_FILE is set
 
@@ -61,8 +59,10 @@ def create_app(config: dict[str, Any] | None = None,
     app.extensions["ldp_signing_key"] = key
     if not app.config["DATABASE_URL"]:
         app.config["DATABASE_URL"] = f"sqlite:///{instance / 'ldp-survey.sqlite3'}"
-    db.init_app(app)
-    budgets.init_app(app)
+    request_connection.init_app(app)
+    app.extensions["ldp_analyses"] = budgets.Runner(
+        budgets.budget_from(app.config, public=False), budgets.budget_from(app.config, public=True),
+        app.config["ANALYSES_AT_ONCE"])
     errors.init_app(app)
     submissions.init_app(app)
     security.init_app(app)
@@ -79,6 +79,6 @@ def create_api_key(app: Flask, role: str = "researcher", name: str | None = None
     """A new API key in the app's database (see accounts.create_key); the key appears only in
     what this returns, only its hash is kept."""
     with app.app_context():
-        return accounts.create_key(db.get_db(), role, name, surveys, existing)
+        return accounts.create_key(request_connection.get_db(), role, name, surveys, existing)
 
 

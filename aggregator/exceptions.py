@@ -4,7 +4,7 @@
 `detail` a client reads, so it names the problem and never holds an answer.
 """
 
-from ldpsurvey.shared.protocol import IDEMPOTENCY_KEY
+from ldpsurvey.shared.http_contract import IDEMPOTENCY_KEY
 
 
 class DomainError(Exception):

@@ -4,11 +4,17 @@
 on an export (`results.weighted_results`). Imports `shared`
 only; the aggregator loads it on first use, so a server without the extra still starts."""
 
-from .data import read_export
-from .errors import AnalysisError, ConvergenceError
-from .regression import Coefficient, GroupPrevalence, Regression, rr_logistic
-from .results import weighted_results
-from .weights import WeightedEstimate, Weights, load_margins, rake, weighted_estimates
+from ldpsurvey.analysis.data import read_export
+from ldpsurvey.analysis.errors import AnalysisError, ConvergenceError
+from ldpsurvey.analysis.regression import Coefficient, GroupPrevalence, Regression, rr_logistic
+from ldpsurvey.analysis.results import weighted_results
+from ldpsurvey.analysis.weights import (
+    WeightedEstimate,
+    Weights,
+    load_margins,
+    rake,
+    weighted_estimates,
+)
 
 __all__ = [
     "AnalysisError",

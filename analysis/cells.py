@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from .errors import AnalysisError
+from ldpsurvey.analysis.errors import AnalysisError
 
 
 def check_cells(frame: pd.DataFrame, columns: Sequence[str], counts: str | None,

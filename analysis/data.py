@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ldpsurvey.analysis.errors import AnalysisError
 from ldpsurvey.shared import Mechanism, uniform_beta
-from ldpsurvey.shared.manifest import parse_manifest
-from ldpsurvey.shared.schemes import WORDS
-
-from .errors import AnalysisError
+from ldpsurvey.shared.mechanisms.registry import WORDS
+from ldpsurvey.shared.survey.manifest import parse_manifest
 
 # The schemes whose report the analyses here use: forced response (a known report matrix) and
 # openly answered questions (the answer itself).

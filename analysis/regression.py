@@ -48,14 +48,13 @@ from formulaic import Formula
 from scipy.optimize import minimize
 from scipy.special import expit
 
+from ldpsurvey.analysis.cells import check_cells
+from ldpsurvey.analysis.data import Unsupported
+from ldpsurvey.analysis.errors import AnalysisError, ConvergenceError
+from ldpsurvey.analysis.weights import Weights, linearized_variance
 from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism
-from ldpsurvey.shared.distributions import reported_p
-from ldpsurvey.shared.intervals import z_value
-
-from .cells import check_cells
-from .data import Unsupported
-from .errors import AnalysisError, ConvergenceError
-from .weights import Weights, linearized_variance
+from ldpsurvey.shared.stats.distributions import reported_p
+from ldpsurvey.shared.stats.intervals import z_value
 
 # A formula is variable names joined by + (main effects), : (interactions) and * (both), or 1.
 NAME = r"[A-Za-z_][A-Za-z0-9_]*"

@@ -8,11 +8,10 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from ldpsurvey.analysis.data import Unsupported
+from ldpsurvey.analysis.regression import MAX_ITERATIONS, rr_logistic
+from ldpsurvey.analysis.weights import rake, weighted_estimates
 from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism
-
-from .data import Unsupported
-from .regression import MAX_ITERATIONS, rr_logistic
-from .weights import rake, weighted_estimates
 
 
 def weighted_results(data: pd.DataFrame, mechanisms: Mapping[str, "Mechanism | Unsupported"],

@@ -26,13 +26,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ldpsurvey.analysis.cells import check_cells
+from ldpsurvey.analysis.errors import AnalysisError, ConvergenceError
 from ldpsurvey.shared import DEFAULT_CONFIDENCE, Mechanism, unbiased_estimate
-from ldpsurvey.shared.distributions import beta_quantile
-from ldpsurvey.shared.estimate import clip_unit
-from ldpsurvey.shared.intervals import check_confidence, clopper_pearson, z_value
-
-from .cells import check_cells
-from .errors import AnalysisError, ConvergenceError
+from ldpsurvey.shared.stats.distributions import beta_quantile
+from ldpsurvey.shared.stats.estimate import clip_unit
+from ldpsurvey.shared.stats.intervals import check_confidence, clopper_pearson, z_value
 
 RAKING_TOLERANCE = 1e-10  # largest |weighted share / population share - 1| accepted
 MAX_RAKING_ITERATIONS = 1000  # full sweeps over the margins

@@ -15,10 +15,11 @@ from typing import Any
 
 from flask import Flask
 
-from ldpsurvey.aggregator import create_app, intake
-from ldpsurvey.aggregator.http import accepted_reply
-from ldpsurvey.aggregator.security import HEADERS
-from ldpsurvey.shared import strict_json
+from ldpsurvey.aggregator import create_app
+from ldpsurvey.aggregator.services import intake
+from ldpsurvey.aggregator.web.parsing import accepted_reply
+from ldpsurvey.aggregator.web.security import HEADERS
+from ldpsurvey.shared.survey import strict_json
 
 
 def bare(flask_app: Flask) -> Any:

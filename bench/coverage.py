@@ -17,7 +17,7 @@ ends included), and half at 0 and half at 1 ("ends").
 
     python bench/coverage.py [--repeats 1000] [--seed 40]   # writes a Markdown table
 
-The fast test (tests/test_coverage.py) samples this grid and holds each cell within binomial
+The fast test (tests/shared/test_coverage.py) samples this grid and holds each cell within binomial
 limits of the 0.94 floor.
 """
 
@@ -29,11 +29,11 @@ import pandas as pd
 
 from ldpsurvey.analysis.weights import rake, weighted_estimates
 from ldpsurvey.shared import Mechanism, crosstab, difference, parse_definition, uniform_beta
-from ldpsurvey.shared.cheating import CheatingDesign, estimate_cheating
-from ldpsurvey.shared.estimate import clip_unit, cover
-from ldpsurvey.shared.intervals import z_value
-from ldpsurvey.shared.mechanism import alpha_for_epsilon
-from ldpsurvey.shared.scheme import Settings
+from ldpsurvey.shared.mechanisms.cheating import CheatingDesign, estimate_cheating
+from ldpsurvey.shared.mechanisms.protocol import Settings
+from ldpsurvey.shared.stats.design import alpha_for_epsilon
+from ldpsurvey.shared.stats.estimate import clip_unit, cover
+from ldpsurvey.shared.stats.intervals import z_value
 
 MECHANISMS = ("duchi", "piecewise", "hybrid", "auto")
 EPSILONS = (0.5, 1.0, 2.0, 5.0, 8.0, 10.0)

@@ -82,8 +82,10 @@ def analyze(db) -> None:
 
 
 def run(name: str, url: str, folder: Path, rows: int) -> list[tuple[str, str]]:
-    from ldpsurvey.aggregator import close_app, create_api_key, create_app, releases, store
-    from ldpsurvey.aggregator.db import get_db
+    from ldpsurvey.aggregator import close_app, create_api_key, create_app
+    from ldpsurvey.aggregator.services import releases
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     app = create_app({"DATABASE_URL": url, "RELEASE_EVERY": 3600, "RATE_LIMITS_ENABLED": False},
                      instance_path=folder / f"instance-{name}")

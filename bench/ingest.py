@@ -240,7 +240,7 @@ def median_ms(url: str, key: str, repeats: int = 50) -> float:
 def aggregator_env(folder: Path, database_url: str) -> tuple[dict, str]:
     """Production settings with a fresh key file; returns (environment, researcher key)."""
     from ldpsurvey.aggregator import close_app, create_api_key, create_app
-    from ldpsurvey.aggregator.signing import write_key_file
+    from ldpsurvey.aggregator.config.signing import write_key_file
 
     write_key_file(folder / "key.pem")
     env = {"LDP_SURVEY_KEY_FILE": str(folder / "key.pem"),

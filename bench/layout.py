@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ingest import postgres_schema
 
-from ldpsurvey.aggregator.ids import BUCKETS, bucket_of, new_ids
+from ldpsurvey.aggregator.config.ids import BUCKETS, bucket_of, new_ids
 
 ROW = '{"q0":1,"q1":0,"q2":1,"q3":0}'
 RELEASE = 10_000

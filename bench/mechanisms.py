@@ -1,11 +1,11 @@
 """OUE and OLH side by side at n reports (default 10^6), k = 10 options, eps = ln 3: our
-vectorized simulation randomizer and our estimator (shared/oue.py, olh.py, support.py) beside
+vectorized simulation randomizer and our estimator (shared/mechanisms/oue.py, olh.py, support.py) beside
 pure-LDP (UEServer/LHServer aggregating our very reports, one call per report) and
 multi-freq-ldpy (its own clients and MI aggregators, one call per report); then, for every
 mechanism of shared/ at a fixed epsilon, the variance of its estimates over repeated simulated
 surveys against its formula (n Var at the truth used); and for number questions, at several
 epsilons, the worst-case variance of one report of Duchi's mechanism, the Piecewise and the
-Hybrid mechanisms (shared/numeric.py, piecewise.py): Wang et al.'s (ICDE 2019) continuous
+Hybrid mechanisms (shared/mechanisms/numeric.py, piecewise.py): Wang et al.'s (ICDE 2019) continuous
 formula, our discretized mechanism's exact value, and our simulation at the answers 0, 1/2 and 1
 of the range (the largest of the three sample variances of the decoded reports).
 
@@ -23,9 +23,9 @@ import time
 import numpy as np
 
 from ldpsurvey.shared import parse_definition
-from ldpsurvey.shared.piecewise import duchi_decoding, worst_variance
-from ldpsurvey.shared.scheme import Settings
-from ldpsurvey.shared.simulation import hashed_many
+from ldpsurvey.shared.mechanisms.piecewise import duchi_decoding, worst_variance
+from ldpsurvey.shared.mechanisms.protocol import Settings
+from ldpsurvey.shared.sim.simulation import hashed_many
 
 EPSILON = math.log(3)
 K = 10

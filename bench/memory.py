@@ -39,10 +39,10 @@ from pathlib import Path
 
 from ingest import aggregator_env, call, code_environment, gunicorn, released
 
-from ldpsurvey.aggregator.limits import SETTINGS
-from ldpsurvey.aggregator.store import ANSWERS_CHUNK
-from ldpsurvey.shared.crosstab import MAX_CELLS, NUMBER_BYTES, reply_bound
-from ldpsurvey.shared.manifest import MAX_OPTIONS, MAX_QUESTIONS
+from ldpsurvey.aggregator.store.queries import ANSWERS_CHUNK
+from ldpsurvey.aggregator.web.limits import SETTINGS
+from ldpsurvey.shared.stats.crosstab import MAX_CELLS, NUMBER_BYTES, reply_bound
+from ldpsurvey.shared.survey.manifest import MAX_OPTIONS, MAX_QUESTIONS
 
 OPTION_BYTES = 1024  # one option of the estimates document, JSON, at most (17 keys)
 ANSWER_BYTES = 48  # one answer of a stored response, JSON: a 40-character id, quotes, index

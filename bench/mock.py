@@ -29,7 +29,7 @@ from ldpsurvey.cli import batches
 from ldpsurvey.cli.embedded import embedded_aggregator, senders
 from ldpsurvey.cli.mock import EXAMPLES, read_truth, simulated_rows
 from ldpsurvey.shared import parse_definition, read_definition
-from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES as BATCH
+from ldpsurvey.shared.http_contract import MAX_BATCH_RESPONSES as BATCH
 
 SEED = 17
 

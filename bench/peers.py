@@ -17,8 +17,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ldpsurvey.shared import Mechanism, estimate
-from ldpsurvey.shared.randomizer import thresholds
-from ldpsurvey.shared.simulation import CHUNK, randomize_many, true_answers
+from ldpsurvey.shared.mechanisms.randomizer import thresholds
+from ldpsurvey.shared.sim.simulation import CHUNK, randomize_many, true_answers
 
 EPSILON = math.log(3)
 TRUE_P = 0.3  # the true proportion of option 1, the one estimated

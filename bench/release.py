@@ -45,9 +45,11 @@ def pending_has_size(db) -> bool:
 
 def one_case(url: str, folder: str, size: int) -> dict:
     """In this process: fill a pool of `size`, release it, report seconds and memory."""
-    from ldpsurvey.aggregator import close_app, create_api_key, create_app, releases, store
-    from ldpsurvey.aggregator.db import get_db
-    from ldpsurvey.aggregator.ids import new_ids
+    from ldpsurvey.aggregator import close_app, create_api_key, create_app
+    from ldpsurvey.aggregator.config.ids import new_ids
+    from ldpsurvey.aggregator.services import releases
+    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.web.request_connection import get_db
 
     app = create_app({"DATABASE_URL": url, "RELEASE_EVERY": 3600, "RATE_LIMITS_ENABLED": False},
                      instance_path=Path(folder) / "instance")

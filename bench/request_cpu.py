@@ -58,7 +58,7 @@ def wsgi_caller(case: str, folder: Path):
         app, path, method, keyed = namespace["app"], "/", "POST", False
     else:
         from ldpsurvey.aggregator import create_api_key, create_app
-        from ldpsurvey.aggregator.signing import write_key_file
+        from ldpsurvey.aggregator.config.signing import write_key_file
         from ldpsurvey.shared import read_definition
 
         write_key_file(folder / "key.pem")

@@ -26,13 +26,22 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ingest import ANSWERS, NOOP_APP, aggregator_env, code_environment, fastest, gunicorn, new_survey
+from ingest import (
+    ANSWERS,
+    NOOP_APP,
+    aggregator_env,
+    code_environment,
+    fastest,
+    gunicorn,
+    new_survey,
+)
 
 APP = "ldpsurvey.aggregator:create_app()"
 UNSYNCED_APP = '''"""The aggregator without the group commit's sync of the log (an experiment)."""
-from ldpsurvey.aggregator import create_app, database
+from ldpsurvey.aggregator import create_app
+from ldpsurvey.aggregator.store import connection
 
-database.sync_log = lambda fd: None  # GroupCommit._sync's call: commits stay in the page cache
+connection.sync_log = lambda fd: None  # GroupCommit._sync's call: commits stay in the page cache
 app = create_app()
 '''
 

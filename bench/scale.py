@@ -34,8 +34,9 @@ SURVEY = {"title": "Scale", "release_batch": BATCH, "questions": [
 # The same parsing and validation as the aggregator's batch intake, without storing anything.
 VALIDATE_APP = """
 from flask import Flask, request
-from ldpsurvey.aggregator.answers import parse_batch
-from ldpsurvey.shared import parse_definition, strict_json
+from ldpsurvey.aggregator.services.answers import parse_batch
+from ldpsurvey.shared import parse_definition
+from ldpsurvey.shared.survey import strict_json
 SURVEY = parse_definition({survey})
 app = Flask(__name__)
 @app.post("/validate")

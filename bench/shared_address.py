@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 
 from ldpsurvey.aggregator import DEFAULTS, close_app, create_api_key, create_app
-from ldpsurvey.aggregator.assets import bundle
-from ldpsurvey.aggregator.limits import SETTINGS
+from ldpsurvey.aggregator.web.assets import bundle
+from ldpsurvey.aggregator.web.limits import SETTINGS
 from ldpsurvey.shared import read_definition
 
 ANSWERS = {"answers": {"smoked": 0, "drank_and_drove": 0, "cannabis": 0, "sleep": 1}}

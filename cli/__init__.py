@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from . import math_commands, mock, privacy, public, researcher, respond, server, verify
+from ldpsurvey.cli import math_commands, mock, privacy, public, researcher, respond, server, verify
 
 
 class LdpSurveyGroup(click.Group):

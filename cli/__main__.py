@@ -1,5 +1,5 @@
 """`python -m ldpsurvey.cli` runs the ldp-survey command."""
 
-from . import main
+from ldpsurvey.cli import main
 
 main()

@@ -17,9 +17,8 @@ from typing import Any
 
 import click
 
+from ldpsurvey.cli.terminal import clean, clean_json
 from ldpsurvey.client import http
-
-from .terminal import clean, clean_json
 
 KEY_VARIABLE = "LDP_SURVEY_KEY"
 URL_VARIABLE = "LDP_SURVEY_URL"

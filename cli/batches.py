@@ -6,9 +6,8 @@ import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-from ldpsurvey.shared.scheme import Report, encode_many
-
-from .api import Api
+from ldpsurvey.cli.api import Api
+from ldpsurvey.shared.mechanisms.protocol import Report, encode_many
 
 SENDERS = 4  # batches in flight at once to an aggregator at --url (embedded.senders() to the mock's)
 

@@ -5,8 +5,8 @@ refusal with the change that would make respondents accept it."""
 import click
 
 from ldpsurvey.shared import Survey, SurveyError, parse_definition, read_definition
-from ldpsurvey.shared.check import DEFAULT_RESPONDENTS, refusals, refused_message, report
-from ldpsurvey.shared.scheme import required_n
+from ldpsurvey.shared.mechanisms.protocol import required_n
+from ldpsurvey.shared.survey.check import DEFAULT_RESPONDENTS, refusals, refused_message, report
 
 __all__ = ["DEFAULT_RESPONDENTS", "above_option", "lines", "read", "read_guarded", "refusals",
            "report"]

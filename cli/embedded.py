@@ -23,8 +23,8 @@ from collections.abc import Iterator
 
 import click
 
-from .api import Api
-from .extras import load
+from ldpsurvey.cli.api import Api
+from ldpsurvey.cli.extras import load
 
 RELEASE_EVERY = 1  # seconds between the embedded aggregator's scheduled releases
 THREADS = 2  # per worker: one request parsed while another waits for the writers' lock
@@ -79,7 +79,7 @@ def embedded_aggregator() -> Iterator[Api]:
                 [sys.executable, "-m", "gunicorn", "--bind", f"fd://{listener.fileno()}",
                  "--workers", str(workers()), "--worker-class", "gthread", "--threads",
                  str(THREADS), "--log-level", "warning", "--timeout", "300",
-                 "--logger-class", "ldpsurvey.aggregator.gunicorn_config.PrivateLogger",
+                 "--logger-class", "ldpsurvey.aggregator.web.gunicorn.PrivateLogger",
                  "ldpsurvey.aggregator:create_app()"],
                 env=env, cwd=folder, pass_fds=(listener.fileno(),), stdout=subprocess.DEVNULL)
             try:

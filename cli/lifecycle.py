@@ -1,17 +1,16 @@
 """A survey's life from the command line: `survey edit`, `publish`, `copy`, `archive`,
 `unarchive` and `delete` (drafts are made by `survey create --draft`), each one call of the
-API (see aggregator/lifecycle.py); and how `create` and `publish` announce a survey."""
+API (see aggregator/services/lifecycle.py); and how `create` and `publish` announce a survey."""
 
 from urllib.parse import quote
 
 import click
 
+from ldpsurvey.cli import check
+from ldpsurvey.cli.api import Api, can_prompt, pass_api, url_option
+from ldpsurvey.cli.options import json_option
+from ldpsurvey.cli.output import emit_json
 from ldpsurvey.shared import parse_manifest
-
-from . import check
-from .api import Api, can_prompt, pass_api, url_option
-from .options import json_option
-from .output import emit_json
 
 
 def _path(survey_id: str, action: str = "") -> str:

@@ -4,6 +4,9 @@ import math
 
 import click
 
+from ldpsurvey.cli.check import plan
+from ldpsurvey.cli.options import confidence_option, json_option, method_option
+from ldpsurvey.cli.output import emit, emit_json
 from ldpsurvey.shared import (
     DEFAULT_DELTA,
     Mechanism,
@@ -19,10 +22,6 @@ from ldpsurvey.shared import (
     posterior_bounds,
     release_batch_required,
 )
-
-from .check import plan
-from .options import confidence_option, json_option, method_option
-from .output import emit, emit_json
 
 ALPHA = click.FloatRange(0.0, 1.0, max_open=True)
 BETA = click.FloatRange(0.0, 1.0, min_open=True, max_open=True)

@@ -24,17 +24,16 @@ from urllib.parse import quote
 
 import click
 
+from ldpsurvey.cli import batches, embedded
+from ldpsurvey.cli.api import Api, check_url
+from ldpsurvey.cli.embedded import embedded_aggregator
+from ldpsurvey.cli.extras import load
+from ldpsurvey.cli.options import json_option
+from ldpsurvey.cli.output import emit_json, interval, note, release_lines, table
 from ldpsurvey.client.verify import verify_manifest
 from ldpsurvey.shared import Survey, SurveyError, read_definition
-from ldpsurvey.shared.mechanism import BETA_SUM_TOLERANCE
-from ldpsurvey.shared.protocol import MAX_BATCH_RESPONSES, next_instant, schedule_words
-
-from . import batches, embedded
-from .api import Api, check_url
-from .embedded import embedded_aggregator
-from .extras import load
-from .options import json_option
-from .output import emit_json, interval, note, release_lines, table
+from ldpsurvey.shared.http_contract import MAX_BATCH_RESPONSES, next_instant, schedule_words
+from ldpsurvey.shared.stats.design import BETA_SUM_TOLERANCE
 
 EXAMPLES = resources.files("ldpsurvey.shared") / "examples"
 ESTIMATE_KEYS = ("p_hat", "p_hat_clipped", "p_mle", "standard_error", "ci_low", "ci_high",
@@ -299,7 +298,7 @@ def true_answers(truth: Truth, survey: Survey, respondents: int, rng) -> dict:
     """Each question's true answers of the simulated respondents (NumPy arrays): drawn from
     the joint distribution for the questions of a [[joint]] table, an outcome of a
     [regression] or [weights] table from its covariates, else independently."""
-    simulation = load("ldpsurvey.shared.simulation")
+    simulation = load("ldpsurvey.shared.sim.simulation")
     answers = {}
     for joint in truth.joints:
         k_cols = len(joint.p[0])
@@ -475,7 +474,7 @@ def run_mock(api: Api, definition: dict, truth_path: Path, respondents: int, see
     read back the estimates, the cross-tab of the first joint table, the [regression] fit and
     the estimates weighted to the [weights] margins."""
     np = load("numpy")
-    load("ldpsurvey.shared.simulation")  # the sim extra, or a clear error saying so
+    load("ldpsurvey.shared.sim.simulation")  # the sim extra, or a clear error saying so
     survey_id = api.post("/api/surveys", json_body=definition).json()["survey_id"]
     click.echo(f"survey {survey_id} published on {api.url}", err=True)
     # Read the survey back as a respondent would: verified bytes only.

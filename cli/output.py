@@ -8,10 +8,9 @@ from typing import Any
 
 import click
 
-from ldpsurvey.shared.distributions import P_FLOOR
-from ldpsurvey.shared.protocol import schedule_words
-
-from .terminal import clean
+from ldpsurvey.cli.terminal import clean
+from ldpsurvey.shared.http_contract import schedule_words
+from ldpsurvey.shared.stats.distributions import P_FLOOR
 
 
 def format_value(value: Any) -> str:

@@ -1,17 +1,16 @@
 """`survey preview FILE`: the respondent form for a survey file, served on this machine exactly
-as respondents will see it, storing and sending nothing (aggregator/preview.py)."""
+as respondents will see it, storing and sending nothing (aggregator/web/preview.py)."""
 
 import contextlib
 import logging
 
 import click
 
+from ldpsurvey.cli import check
+from ldpsurvey.cli.extras import load
+from ldpsurvey.cli.options import json_option
+from ldpsurvey.cli.output import emit_json
 from ldpsurvey.shared import Survey, SurveyError, load_definition
-
-from . import check
-from .extras import load
-from .options import json_option
-from .output import emit_json
 
 
 def _reader(file: str):
@@ -40,9 +39,9 @@ def preview(file: str, host: str, port: int, as_json: bool) -> None:
     serves until Ctrl-C."""
     check.read(file)  # a file that does not read stops here, in one line
     load("ldpsurvey.aggregator")
-    app = load("ldpsurvey.aggregator.preview").preview_app(_reader(file))
+    app = load("ldpsurvey.aggregator.web.preview").preview_app(_reader(file))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    server = load("ldpsurvey.aggregator.serving").make_server(app, host, port)
+    server = load("ldpsurvey.aggregator.web.serving").make_server(app, host, port)
     shown = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # noqa: S104  # nosec B104
     url = f"http://{f'[{shown}]' if ':' in shown else shown}:{server.server_port}/"
     if as_json:

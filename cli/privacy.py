@@ -3,12 +3,11 @@ forgetting an aggregator (which never gives budget back)."""
 
 import click
 
+from ldpsurvey.cli.options import json_option
+from ldpsurvey.cli.output import emit_json, messages_to_stderr, table
+from ldpsurvey.cli.respond import aggregator_option, lifetime_option, open_state
+from ldpsurvey.cli.terminal import clean
 from ldpsurvey.client import LocalState, ledger
-
-from .options import json_option
-from .output import emit_json, messages_to_stderr, table
-from .respond import aggregator_option, lifetime_option, open_state
-from .terminal import clean
 
 
 @click.command()

@@ -4,7 +4,7 @@ and `ldp-survey deploy systemd`, the same setup as a systemd service.
 Caddy (Debian's `caddy` package) gets certificates (ACME, e.g. Let's Encrypt, or its own CA with
 `--tls internal`), redirects plain HTTP, sends HSTS, keeps no access log and no error-log line
 naming a client; gunicorn runs with the production settings of
-`ldpsurvey.aggregator.gunicorn_config` (no access-log line for the responses endpoints) on a
+`ldpsurvey.aggregator.web.gunicorn` (no access-log line for the responses endpoints) on a
 Unix socket only this user can reach. Everything Caddy keeps (certificates, its CA) is in the
 instance folder's `caddy/`, never in $HOME, and its root CA is never installed anywhere.
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import click
 
-from .extras import load
+from ldpsurvey.cli.extras import load
 
 CADDY_INSTALL = "apt-get install caddy"
 TLS_MODES = ("acme", "internal")
@@ -203,7 +203,7 @@ def production_settings(database: str | None, instance: str, site: Site) -> dict
     file, secret and storage key (created on first start, as `serve` does), the database, and
     PUBLIC_URL = the site's origin. The app is created once here, in production mode, so that
     a bad setting is one line now rather than a worker failing to boot."""
-    from .server import make_app, record_database
+    from ldpsurvey.cli.server import make_app, record_database
 
     aggregator = load("ldpsurvey.aggregator")
     app = make_app(database, instance)  # development mode: creates the instance's secrets
@@ -355,7 +355,7 @@ def serve_public(database: str | None, instance: str, site: Site) -> None:
     running: list[subprocess.Popen] = []
     try:
         gunicorn = subprocess.Popen(  # nosec B603: this Python, our own arguments
-            [sys.executable, "-m", "gunicorn", "-c", "python:ldpsurvey.aggregator.gunicorn_config"],
+            [sys.executable, "-m", "gunicorn", "-c", "python:ldpsurvey.aggregator.web.gunicorn"],
             env={**os.environ, **environment, "LDP_SURVEY_BIND": f"unix:{upstream}",
                  # one process: the rate limits (memory://) count every request
                  "LDP_SURVEY_WORKERS": "1"},
@@ -386,7 +386,7 @@ def serve_public(database: str | None, instance: str, site: Site) -> None:
 
 def announce(site: Site, environment: dict[str, str], instance: Path, storage: Path) -> None:
     """The addresses, on stdout; how to reach them, on stderr."""
-    shown = load("ldpsurvey.aggregator.database").display_url(
+    shown = load("ldpsurvey.aggregator.store.connection").display_url(
         environment["LDP_SURVEY_DATABASE_URL"])
     click.echo(f"respondents: {site.origin}/s/SURVEY_ID")
     click.echo(f"dashboard:   {site.origin}/researcher")

@@ -8,19 +8,13 @@ from urllib.parse import quote
 
 import click
 
-from ldpsurvey.shared import (
-    Difference,
-    Mechanism,
-    difference,
-    parse_manifest,
-)
-from ldpsurvey.shared.protocol import EXPORT_FORMATS, MAX_TOKENS_PER_REQUEST
-
-from . import check, lifecycle, preview
-from .api import Api, can_prompt, pass_api, url_option
-from .options import confidence_option, json_option, method_option
-from .output import emit_json, interval, note, p_text, release_lines, table
-from .terminal import clean_pieces
+from ldpsurvey.cli import check, lifecycle, preview
+from ldpsurvey.cli.api import Api, can_prompt, pass_api, url_option
+from ldpsurvey.cli.options import confidence_option, json_option, method_option
+from ldpsurvey.cli.output import emit_json, interval, note, p_text, release_lines, table
+from ldpsurvey.cli.terminal import clean_pieces
+from ldpsurvey.shared import Difference, Mechanism, difference, parse_manifest
+from ldpsurvey.shared.http_contract import EXPORT_FORMATS, MAX_TOKENS_PER_REQUEST
 
 
 @click.group()

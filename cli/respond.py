@@ -7,6 +7,10 @@ from typing import Any
 
 import click
 
+from ldpsurvey.cli.api import URL_VARIABLE, check_url
+from ldpsurvey.cli.options import json_option
+from ldpsurvey.cli.output import emit_json, messages_to_stderr
+from ldpsurvey.cli.terminal import clean
 from ldpsurvey.client import (
     WHY_IT_MAY_DIFFER,
     ApiError,
@@ -39,13 +43,8 @@ from ldpsurvey.client.respondent import Submission
 from ldpsurvey.client.urls import Link, parse_link
 from ldpsurvey.client.verify import VerifiedSurvey
 from ldpsurvey.shared import Question, Survey
-from ldpsurvey.shared.disclosed import WORDS as OPEN_WORDS
-from ldpsurvey.shared.manifest import key_id
-
-from .api import URL_VARIABLE, check_url
-from .options import json_option
-from .output import emit_json, messages_to_stderr
-from .terminal import clean
+from ldpsurvey.shared.mechanisms.disclosed import WORDS as OPEN_WORDS
+from ldpsurvey.shared.survey.manifest import key_id
 
 NOT_ANSWERING = (TrustError, SurveyUnavailable, OverBudget, CountedBefore, ApiError,
                  NetworkError, ValueError)

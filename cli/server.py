@@ -11,12 +11,11 @@ from typing import Any
 
 import click
 
-from ldpsurvey.shared.protocol import ROLES
-
-from .extras import load
-from .options import json_option
-from .output import emit_json, table
-from .public import checked_site, public_options, serve_public
+from ldpsurvey.cli.extras import load
+from ldpsurvey.cli.options import json_option
+from ldpsurvey.cli.output import emit_json, table
+from ldpsurvey.cli.public import checked_site, public_options, serve_public
+from ldpsurvey.shared.http_contract import ROLES
 
 database_option = click.option(
     "--database", metavar="URL", envvar="LDP_SURVEY_DATABASE_URL",
@@ -30,7 +29,7 @@ instance_option = click.option(
 
 def database_shown(app) -> str:
     """The app's database URL without user and password."""
-    return load("ldpsurvey.aggregator.database").display_url(app.config["DATABASE_URL"])
+    return load("ldpsurvey.aggregator.store.connection").display_url(app.config["DATABASE_URL"])
 
 
 DATABASE_FILE = "database-url"  # in the instance folder: the database `serve` was given
@@ -103,7 +102,7 @@ def serve(database: str | None, instance: str, host: str, port: int, hostname: s
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     app = make_app(database, instance)
     record_database(database, instance)
-    server = load("ldpsurvey.aggregator.serving").make_server(app, host, port)
+    server = load("ldpsurvey.aggregator.web.serving").make_server(app, host, port)
     click.echo(f"ldp-survey aggregator on http://{host}:{server.server_port} (database: "
                f"{database_shown(app)}); Ctrl-C stops it", err=True)
     try:
@@ -137,7 +136,7 @@ def database_session(database_url: str | None, instance: str) -> Iterator[tuple[
     app = make_app(database_url, instance)
     try:
         with app.app_context():
-            yield aggregator, load("ldpsurvey.aggregator.db").get_db()
+            yield aggregator, load("ldpsurvey.aggregator.web.request_connection").get_db()
     except aggregator.DomainError as exc:
         raise click.ClickException(str(exc)) from None
     else:

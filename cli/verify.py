@@ -7,14 +7,13 @@ import binascii
 
 import click
 
+from ldpsurvey.cli.api import check_url
+from ldpsurvey.cli.options import json_option
+from ldpsurvey.cli.output import emit_json
+from ldpsurvey.cli.respond import open_state
 from ldpsurvey.client import ApiError, NetworkError
 from ldpsurvey.client.form_audit import Audit, audit
 from ldpsurvey.client.urls import parse_link
-
-from .api import check_url
-from .options import json_option
-from .output import emit_json
-from .respond import open_state
 
 KEY_WORDS = {
     "pinned": "the key this device pinned for the aggregator",

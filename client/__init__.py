@@ -9,10 +9,10 @@ randomized answers.
     submit(verified, submission, state)                     # charged, then sent
 """
 
-from .ceilings import Ceilings
-from .http import ApiError, NetworkError
-from .ledger import CountedBefore, OverBudget
-from .notes import (
+from ldpsurvey.client.ceilings import Ceilings
+from ldpsurvey.client.http import ApiError, NetworkError
+from ldpsurvey.client.ledger import CountedBefore, OverBudget
+from ldpsurvey.client.notes import (
     ALL_OPEN,
     INTRO,
     OPEN_INTRO,
@@ -27,9 +27,9 @@ from .notes import (
     sent_note,
     survey_notes,
 )
-from .respondent import Submission, prepare, submit, unanswered
-from .state import LocalState
-from .verify import SurveyUnavailable, TrustError, VerifiedSurvey, fetch_survey
+from ldpsurvey.client.respondent import Submission, prepare, submit, unanswered
+from ldpsurvey.client.state import LocalState
+from ldpsurvey.client.verify import SurveyUnavailable, TrustError, VerifiedSurvey, fetch_survey
 
 __all__ = [
     "ALL_OPEN", "INTRO", "OPEN_INTRO", "WHY_IT_MAY_DIFFER", "ApiError", "Ceilings", "CountedBefore",

@@ -7,7 +7,7 @@ epsilon e makes it at most e^e times likelier. ln 3 per question means at most 3
 
 from dataclasses import dataclass
 
-from ldpsurvey.shared.budget import (
+from ldpsurvey.shared.mechanisms.budget import (
     DEFAULT_MAX_EPSILON,
     DEFAULT_MAX_LIFETIME_EPSILON,
     DEFAULT_MAX_TOTAL_EPSILON,

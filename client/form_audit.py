@@ -15,14 +15,13 @@ import urllib.parse
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+from ldpsurvey.client import http
+from ldpsurvey.client.state import LocalState
+from ldpsurvey.client.urls import parse_link
+from ldpsurvey.client.verify import TrustError, check_origin, verify_manifest
 from ldpsurvey.shared import Survey
-from ldpsurvey.shared.form_integrity import module_imports, release_digests, sri
-from ldpsurvey.shared.manifest import key_id
-
-from . import http
-from .state import LocalState
-from .urls import parse_link
-from .verify import TrustError, check_origin, verify_manifest
+from ldpsurvey.shared.survey.form_integrity import module_imports, release_digests, sri
+from ldpsurvey.shared.survey.manifest import key_id
 
 IMPORT_MAP = "importmap"
 MAX_FILES = 64  # a page that loads more than this is not the form

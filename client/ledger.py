@@ -23,13 +23,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ldpsurvey.client.state import LocalState
 from ldpsurvey.shared import Question, total_epsilon
-from ldpsurvey.shared.budget import exceeds
-
-from .state import LocalState
+from ldpsurvey.shared.mechanisms.budget import exceeds
 
 if TYPE_CHECKING:
-    from .verify import VerifiedSurvey
+    from ldpsurvey.client.verify import VerifiedSurvey
 
 
 class OverBudget(Exception):

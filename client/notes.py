@@ -2,10 +2,9 @@
 
 from collections.abc import Iterable
 
+from ldpsurvey.client.verify import VerifiedSurvey
 from ldpsurvey.shared import Question, posterior_bounds
-from ldpsurvey.shared.scheme import percent
-
-from .verify import VerifiedSurvey
+from ldpsurvey.shared.mechanisms.protocol import percent
 
 # The words a respondent reads first, in the CLI and the web form (shared/web/form.js has a
 # copy of each, which the browser tests compare): what happens, in everyday words. Epsilon,

@@ -5,14 +5,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ldpsurvey.client import http, ledger
+from ldpsurvey.client.state import LocalState
+from ldpsurvey.client.verify import VerifiedSurvey, check_unchanged, parameters
 from ldpsurvey.shared import Question, Survey
-from ldpsurvey.shared.protocol import REPLAYED_HEADER
-from ldpsurvey.shared.randomizer import Draw, randomize, secure_draw
-from ldpsurvey.shared.scheme import Report
-
-from . import http, ledger
-from .state import LocalState
-from .verify import VerifiedSurvey, check_unchanged, parameters
+from ldpsurvey.shared.http_contract import REPLAYED_HEADER
+from ldpsurvey.shared.mechanisms.protocol import Report
+from ldpsurvey.shared.mechanisms.randomizer import Draw, randomize, secure_draw
 
 SUBMIT_RETRIES = 4
 

@@ -59,10 +59,9 @@ if sys.platform == "win32":
 else:
     import fcntl
 
-from ldpsurvey.shared.manifest import key_id
-
-from .ceilings import DEFAULT_MAX_TOTAL_EPSILON
-from .urls import origin
+from ldpsurvey.client.ceilings import DEFAULT_MAX_TOTAL_EPSILON
+from ldpsurvey.client.urls import origin
+from ldpsurvey.shared.survey.manifest import key_id
 
 VERSION = 3
 # What a survey sent before the ledger existed is charged until it is seen again: the most the

@@ -10,15 +10,14 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from ldpsurvey.client import http, ledger
+from ldpsurvey.client.ceilings import DEFAULTS, Ceilings
+from ldpsurvey.client.state import LocalState
+from ldpsurvey.client.urls import origin
 from ldpsurvey.shared import Survey, SurveyError, parse_manifest, total_epsilon
-from ldpsurvey.shared.budget import exceeds
-from ldpsurvey.shared.manifest import check_instantaneous, key_id, web_origin
-from ldpsurvey.shared.randomizer import Thresholds, thresholds
-
-from . import http, ledger
-from .ceilings import DEFAULTS, Ceilings
-from .state import LocalState
-from .urls import origin
+from ldpsurvey.shared.mechanisms.budget import exceeds
+from ldpsurvey.shared.mechanisms.randomizer import Thresholds, thresholds
+from ldpsurvey.shared.survey.manifest import check_instantaneous, key_id, web_origin
 
 
 class TrustError(Exception):

@@ -12,4 +12,4 @@ holds no client address either (gunicorn names one when it refuses a malformed r
 """
 
 # The settings live in the installed package, where `ldp-survey serve --public` finds them too.
-from ldpsurvey.aggregator.gunicorn_config import *  # noqa: F403
+from ldpsurvey.aggregator.web.gunicorn import *  # noqa: F403

@@ -5,10 +5,17 @@
 1.0986
 """
 
-from .budget import EPSILON_TOLERANCE, exceeds, total_epsilon
-from .crosstab import Cell, Conditional, CrossTab, crosstab
-from .difference import Difference, difference
-from .estimate import (
+from ldpsurvey.shared.mechanisms.budget import EPSILON_TOLERANCE, exceeds, total_epsilon
+from ldpsurvey.shared.stats.crosstab import Cell, Conditional, CrossTab, crosstab
+from ldpsurvey.shared.stats.design import (
+    Mechanism,
+    alpha_for_epsilon,
+    epsilon,
+    report_probability,
+    uniform_beta,
+)
+from ldpsurvey.shared.stats.difference import Difference, difference
+from ldpsurvey.shared.stats.estimate import (
     DEFAULT_CONFIDENCE,
     DEFAULT_METHOD,
     FIT_LEVEL,
@@ -19,9 +26,23 @@ from .estimate import (
     standard_error,
     unbiased_estimate,
 )
-from .intervals import METHODS, simultaneous_confidence
-from .likelihood import feasible_rates, fit_p_value, maximum_likelihood
-from .manifest import (
+from ldpsurvey.shared.stats.intervals import METHODS, simultaneous_confidence
+from ldpsurvey.shared.stats.likelihood import feasible_rates, fit_p_value, maximum_likelihood
+from ldpsurvey.shared.stats.planning import (
+    expected_margin,
+    n_required,
+    n_required_central_laplace,
+    n_required_question,
+)
+from ldpsurvey.shared.stats.posterior import PosteriorBounds, best_guess_accuracy, posterior_bounds
+from ldpsurvey.shared.stats.shuffle import (
+    DEFAULT_DELTA,
+    central_epsilon,
+    closed_form_epsilon,
+    numerical_epsilon,
+    release_batch_required,
+)
+from ldpsurvey.shared.survey.manifest import (
     Question,
     Survey,
     SurveyError,
@@ -29,21 +50,6 @@ from .manifest import (
     parse_definition,
     parse_manifest,
     read_definition,
-)
-from .mechanism import Mechanism, alpha_for_epsilon, epsilon, report_probability, uniform_beta
-from .planning import (
-    expected_margin,
-    n_required,
-    n_required_central_laplace,
-    n_required_question,
-)
-from .posterior import PosteriorBounds, best_guess_accuracy, posterior_bounds
-from .shuffle import (
-    DEFAULT_DELTA,
-    central_epsilon,
-    closed_form_epsilon,
-    numerical_epsilon,
-    release_batch_required,
 )
 
 __all__ = [

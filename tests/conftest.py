@@ -37,7 +37,7 @@ def limits_no_test_reaches():
     """The suite floods the aggregator from one address (127.0.0.1), in-process and through the
     processes it starts (they inherit the environment): every class of rate limit is set far
     above what any test sends. test_limits.py tests the real limits with its own settings."""
-    from ldpsurvey.aggregator.limits import SETTINGS
+    from ldpsurvey.aggregator.web.limits import SETTINGS
 
     names = [f"LDP_SURVEY_{name}" for name in SETTINGS.values()]
     saved = {name: os.environ.get(name) for name in names}

@@ -8,7 +8,7 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
-from ldpsurvey.aggregator.assets import form_digests
+from ldpsurvey.aggregator.web.assets import form_digests
 
 PATH = Path(__file__).resolve().parent.parent / "shared" / "form_digests.json"
 

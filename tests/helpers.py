@@ -45,7 +45,7 @@ OPEN_AND_HIDDEN = {"title": "Open and hidden", "release_batch": 1, "questions": 
 # by OUE, OLH and auto, multi_select by bits, padding and auto, numeric by Duchi's, piecewise,
 # hybrid and auto, cheating detection, and yes/no, choice and numeric answered openly.
 # test_every_type.py and test_form_every_type.py check it against the registries
-# (shared/schemes.py); the first takes it through every server surface, the second through the
+# (shared/mechanisms/registry.py); the first takes it through every server surface, the second through the
 # form's accessibility, plain-word, keyboard and touch-target tests. Every randomized question
 # at epsilon 0.3, 4.2 in all: within a respondent's default limits (ln 3 a question, 4 ln 3 a
 # submission). At most two ticks on each multi_select question.
@@ -105,7 +105,7 @@ def every_type_answered(client, auth, n: int = 240) -> str:
     import random
 
     from ldpsurvey.shared import parse_definition
-    from ldpsurvey.shared.randomizer import secure_draw
+    from ldpsurvey.shared.mechanisms.randomizer import secure_draw
 
     survey = parse_definition(EVERY_TYPE)
     survey_id = published(client, auth, EVERY_TYPE)
@@ -166,7 +166,7 @@ def description(config) -> tuple[dict, object]:
     pair of limits it depends on: parsing takes far longer than a validation)."""
     from openapi_core import OpenAPI
 
-    from ldpsurvey.aggregator.openapi import document
+    from ldpsurvey.aggregator.web.openapi import document
 
     limits = (config["MAX_BATCH_RESPONSES"], config["MAX_TOKENS_PER_REQUEST"])
     if limits not in _DESCRIPTIONS:
@@ -290,8 +290,8 @@ def release_due(app) -> int:
     """Run the releases due at a scheduled instant now (releases.release_due), as the app's
     release clock would: for tests that read results right after posting, without waiting for
     the clock. Returns how many responses were released."""
-    from ldpsurvey.aggregator import releases
-    from ldpsurvey.aggregator.database import connection_to
+    from ldpsurvey.aggregator.services import releases
+    from ldpsurvey.aggregator.store.connection import connection_to
 
     with connection_to(app.extensions["ldp_database"]) as connection:
         return releases.release_due(connection, app.config["IDEMPOTENCY_DAYS"])

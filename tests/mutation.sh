@@ -19,20 +19,20 @@ VENV="$REPO/.venv"
 CHILDREN=${MUTATION_CHILDREN:-2}
 
 # module name -> "source file|tests that exercise it"
-CLIENT_TESTS="tests/test_client.py tests/test_client_state.py tests/test_ledger.py tests/test_ledger_attacks.py \
-tests/test_concepts.py tests/test_cli_respond.py tests/test_mutation_survivors.py"
+CLIENT_TESTS="tests/client/test_client.py tests/client/test_client_state.py tests/client/test_ledger.py tests/client/test_ledger_attacks.py \
+tests/shared/test_concepts.py tests/cli/test_cli_respond.py tests/system/test_mutation_survivors.py"
 declare -A MODULES=(
-  [mechanism]="shared/mechanism.py|tests/test_mechanism.py tests/test_randomizer.py tests/test_estimate.py"
-  [estimate]="shared/estimate.py|tests/test_estimate.py tests/test_intervals.py"
-  [intervals]="shared/intervals.py|tests/test_intervals.py tests/test_estimate.py tests/test_difference.py"
-  [randomizer]="shared/randomizer.py|tests/test_randomizer.py"
+  [mechanism]="shared/stats/design.py|tests/shared/test_mechanism.py tests/shared/test_randomizer.py tests/shared/test_estimate.py"
+  [estimate]="shared/stats/estimate.py|tests/shared/test_estimate.py tests/shared/test_intervals.py"
+  [intervals]="shared/stats/intervals.py|tests/shared/test_intervals.py tests/shared/test_estimate.py tests/shared/test_difference.py"
+  [randomizer]="shared/mechanisms/randomizer.py|tests/shared/test_randomizer.py"
   [verify]="client/verify.py|$CLIENT_TESTS"
   [respondent]="client/respondent.py|$CLIENT_TESTS"
-  [state]="client/state.py|$CLIENT_TESTS tests/test_client_migration.py"
-  [store]="aggregator/store.py|tests/test_aggregator_storage.py tests/test_aggregator_surveys.py \
-tests/test_aggregator_intake.py tests/test_aggregator_tokens_export.py tests/test_aggregator_crosstab.py \
-tests/test_accounts.py tests/test_release_batches.py tests/test_unlinkable_storage.py \
-tests/test_storage_key.py"
+  [state]="client/state.py|$CLIENT_TESTS tests/client/test_client_migration.py"
+  [store]="aggregator/store/queries.py|tests/aggregator/test_aggregator_storage.py tests/aggregator/test_aggregator_surveys.py \
+tests/aggregator/test_aggregator_intake.py tests/aggregator/test_aggregator_tokens_export.py tests/aggregator/test_aggregator_crosstab.py \
+tests/aggregator/test_accounts.py tests/aggregator/test_release_batches.py tests/aggregator/test_unlinkable_storage.py \
+tests/aggregator/test_storage_key.py"
 )
 ORDER=(mechanism estimate intervals randomizer verify respondent state store)
 

@@ -29,7 +29,7 @@ def production(tmp_path: Path, database_url: str):
     researcher key; and a direct handle on the database (under that storage key) for
     checking."""
     from ldpsurvey.aggregator import create_api_key, create_app
-    from ldpsurvey.aggregator.signing import write_key_file
+    from ldpsurvey.aggregator.config.signing import write_key_file
 
     write_key_file(tmp_path / "signing-key.pem")  # 0600: production refuses others
     env = {"LDP_SURVEY_KEY_FILE": str(tmp_path / "signing-key.pem"),

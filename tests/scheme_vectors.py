@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from ldpsurvey.shared import parse_definition
-from ldpsurvey.shared.piecewise import Hybrid, Piecewise
-from ldpsurvey.shared.randomizer import N
+from ldpsurvey.shared.mechanisms.piecewise import Hybrid, Piecewise
+from ldpsurvey.shared.mechanisms.randomizer import N
 
 PATH = Path(__file__).resolve().parent.parent / "shared" / "scheme_vectors.json"
 ABOUT = ("Test vectors for the schemes of ldpsurvey/shared (oue.py, olh.py, multi_select.py, "

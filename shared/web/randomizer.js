@@ -9,11 +9,11 @@
 // Randomness comes only from the operating system's CSPRNG, never a non-cryptographic generator.
 
 export const N = 2 ** 53;
-export const EPSILON_TOLERANCE = 1e-9; // ldpsurvey.shared.budget.EPSILON_TOLERANCE
+export const EPSILON_TOLERANCE = 1e-9; // ldpsurvey.shared.mechanisms.budget.EPSILON_TOLERANCE
 export const DEFAULT_MAX_EPSILON = Math.log(3); // per question, as the Python client
 export const DEFAULT_MAX_TOTAL_EPSILON = 4 * Math.log(3); // per submission
 export const DEFAULT_MAX_LIFETIME_EPSILON = 8 * Math.log(3); // per site (origin), all surveys
-export const DEFAULT_IRR_ALPHA = 0.75; // ldpsurvey.shared.manifest.DEFAULT_IRR_ALPHA
+export const DEFAULT_IRR_ALPHA = 0.75; // ldpsurvey.shared.survey.manifest.DEFAULT_IRR_ALPHA
 
 export function secureDraw() {
   const words = new Uint32Array(2);
@@ -68,7 +68,7 @@ export function reportProbability(alpha, beta, trueOption, reported) {
   return alpha * (trueOption === reported ? 1 : 0) + (1 - alpha) * beta[reported];
 }
 
-// Two forced-response layers in a row as one (ldpsurvey.shared.mechanism.compose, derived
+// Two forced-response layers in a row as one (ldpsurvey.shared.stats.design.compose, derived
 // there): alpha = aP aI, beta_r = (aI (1 - aP) bP_r + (1 - aI) bI_r) / (1 - aP aI).
 export function compose(alphaP, betaP, alphaI, betaI) {
   const alpha = alphaP * alphaI;

@@ -1,0 +1,1 @@
+"""What the aggregator is configured with: settings, the instance folder, its signing key, random ids."""

@@ -1,0 +1,1 @@
+"""The store: SQL only, over a `connection.Connection` (either database); no Flask, no HTTP."""

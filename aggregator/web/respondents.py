@@ -1,0 +1,51 @@
+"""What respondents call: the key, a survey's manifest and signature, its status. Their
+submissions are served ahead of Flask (submissions.py)."""
+
+from flask import Blueprint, Response, current_app, jsonify
+
+from ldpsurvey.aggregator.services import surveys
+from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.web.request_connection import get_db
+
+bp = Blueprint("respondents", __name__)
+
+
+@bp.get("/healthz")
+def health():
+    """Liveness: the process answers, whatever the database does (a load balancer that
+    restarts on failure must not restart every replica for a database outage)."""
+    return jsonify(status="ok")
+
+
+@bp.get("/readyz")
+def ready():
+    """Readiness: the database answers, within DATABASE_NETWORK_TIMEOUT seconds; else 503
+    database_unavailable with Retry-After (errors.py)."""
+    store.ping(get_db())
+    return jsonify(status="ready")
+
+
+@bp.get("/api/key")
+def public_key():
+    """The aggregator's Ed25519 public key, for clients to pin."""
+    return jsonify(current_app.extensions["ldp_signing_key"].public_json())
+
+
+@bp.get("/api/surveys/<survey_id>")
+def manifest(survey_id: str):
+    """The signed manifest, byte for byte as signed."""
+    return Response(surveys.published(get_db(), survey_id).manifest, mimetype="application/json")
+
+
+@bp.get("/api/surveys/<survey_id>/manifest.sig")
+def manifest_signature(survey_id: str):
+    """The 64-byte Ed25519 signature over exactly the manifest bytes."""
+    return Response(surveys.published(get_db(), survey_id).signature,
+                    mimetype="application/octet-stream")
+
+
+@bp.get("/api/surveys/<survey_id>/status")
+def status(survey_id: str):
+    """open or closed: kept outside the signed, immutable manifest."""
+    return jsonify(survey_id=survey_id, status=surveys.published(get_db(), survey_id).status)
+

@@ -1,0 +1,2 @@
+"""The statistics: the forced-response design, estimators, intervals, likelihood, planning,
+posterior bounds and shuffling, standard library only."""

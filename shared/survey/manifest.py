@@ -1,0 +1,749 @@
+"""The survey format: the definition a researcher writes, and the manifest the aggregator signs.
+
+A definition (TOML or JSON) holds title, description, optional max_epsilon (the promised
+per-respondent ceiling), invitation_only, public_results, release_batch (how many responses the
+server pools before it releases them, shuffled, to counts and exports; default 100) and
+questions. Each question has id, text, type ("yes_no" or "choice" with options; or a type with
+a module of its own, schemes.TYPES: "multi_select" with options, "numeric" with min and max),
+for a choice question an optional mechanism ("forced_response", the default, "oue", "olh" or
+"auto", which picks the lowest variance at the question's epsilon: schemes.py), an optional
+concept (a name for a stable trait it asks about, shared by questions that ask the same across
+surveys: the respondent's device randomizes it once, permanently, and reports a fresh
+randomization of that permanent answer each time, with irr_alpha, default 0.75, and uniform
+beta) and either alpha (with optional beta, uniform by default) or a target epsilon (alpha
+derived, beta uniform unless given). Texts may not hold control characters other than newline
+and tab, nor bidirectional overrides, which could repaint a respondent's terminal or reorder
+what the respondent reads.
+
+The manifest is that survey with every parameter spelled out (beta as a full list, derived
+epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
+Client and aggregator both read it through parse_manifest. Format /8 added form: the SHA-384
+digest of every file the web form loads (its modules and stylesheet, by name:
+form_integrity.py), signed at publication, so that anyone can check the page a server sends
+against what was signed (`ldp-survey verify`) and against a release's own digests; every
+survey published since is /8, and earlier clients refuse it by its format. Format /7 added design on yes/no
+questions ("cheating_detection": two forced-response groups, with groups in place of alpha and
+beta; cheating.py), the number mechanisms piecewise and hybrid (piecewise.py), and `disclosed:
+true` on yes/no, choice and numeric questions answered openly (disclosed.py: no randomization,
+no epsilon field, counted in no epsilon); a survey using none of them is written as before, so
+earlier clients read it, and they refuse a /7 one by its format. Format /6 added mechanism on
+choice questions (oue, olh: shared/mechanisms/oue.py, olh.py, with their parameters in place of alpha and
+beta; `auto` in a definition is written as the mechanism it chose) and the types multi_select
+and numeric (multi_select.py, numeric.py); a survey with only
+forced-response questions is still written as /5, so earlier clients read it, and they refuse a
+/6 one by its format. Format /5 added origin, the web
+origin (scheme://host[:port]) the aggregator serves respondents at, signed so that a client or
+the web form refuses the survey reached at any other address (the browser keeps its memory and
+ledger per origin: one server reached at two origins would get two budgets); every survey
+published since is /5, with crosstabs always listed. A client reading an older manifest has no
+origin to check and behaves as before. Format /4 added crosstabs (pairs
+of question ids whose joint counts the aggregator keeps as it releases); a survey that declares
+none is written as /3, field for field as before, so clients of earlier releases keep reading
+every survey that uses nothing new. /3 added irr_alpha on
+concept questions; /2 added release_batch and concept (no aggregator published a /2 concept,
+publishing refused it; one would read with the default irr_alpha); a /1 manifest (written
+before release batches existed) reads as release_batch = 1, which is how its aggregator behaved.
+"""
+
+import difflib
+import hashlib
+import math
+import re
+import tomllib
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ldpsurvey.shared.mechanisms import disclosed
+from ldpsurvey.shared.mechanisms.budget import EPSILON_TOLERANCE, exceeds, total_epsilon
+from ldpsurvey.shared.mechanisms.forced_response import NAME as FORCED_RESPONSE
+from ldpsurvey.shared.mechanisms.forced_response import ForcedResponse
+from ldpsurvey.shared.mechanisms.multi_select import AUTO_MEASURE as CHOICE_MEASURE
+from ldpsurvey.shared.mechanisms.piecewise import HYBRID, PIECEWISE
+from ldpsurvey.shared.mechanisms.protocol import FieldError, Fields, Scheme
+from ldpsurvey.shared.mechanisms.registry import (
+    BUILDERS,
+    CHOICE_MECHANISMS,
+    DESIGNS,
+    MECHANISM_FIELDS,
+    TYPES,
+    auto_choice,
+    choice,
+)
+from ldpsurvey.shared.stats.crosstab import size_problem
+from ldpsurvey.shared.stats.design import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
+from ldpsurvey.shared.survey import form_integrity, strict_json
+
+MANIFEST_FORMAT = "ldp-survey-manifest/8"
+FORMAT_7 = "ldp-survey-manifest/7"
+FORMAT_6 = "ldp-survey-manifest/6"
+FORMAT_5 = "ldp-survey-manifest/5"
+FORMAT_4 = "ldp-survey-manifest/4"
+FORMAT_3 = "ldp-survey-manifest/3"
+FORMAT_2 = "ldp-survey-manifest/2"
+FORMAT_1 = "ldp-survey-manifest/1"
+QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
+CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+# What a /6 reader does not know: a survey using one of these is /7, so earlier clients refuse
+# it by its format rather than by a field they cannot read.
+SCHEMES_SINCE_7 = frozenset(DESIGNS) | {PIECEWISE, HYBRID, disclosed.NAME}
+FORMATS = (MANIFEST_FORMAT, FORMAT_7, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
+DEFAULT_RELEASE_BATCH = 100
+DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
+MAX_IRR_ALPHA = DEFAULT_IRR_ALPHA  # published and answered at most (check_instantaneous)
+MIN_BETA = 1e-9  # smallest forced-answer probability of an option
+MAX_RELEASE_BATCH = 1_000_000
+YES_NO_OPTIONS = ("No", "Yes")
+MAX_QUESTIONS = 100
+MAX_OPTIONS = 64
+MAX_TEXT = 2000
+MAX_CROSSTABS = 20  # declared pairs per survey: each keeps k_A x k_B counters
+# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional marks, embeddings,
+# overrides and isolates (Unicode TR9): in a terminal or a page they can hide or reorder text.
+FORBIDDEN_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f"
+                                  "\u202a-\u202e\u2066-\u2069]")
+
+
+def key_id(public_key: bytes) -> str:
+    """A signing key's id: the first 16 hex digits of SHA-256 over the raw 32-byte public key."""
+    return hashlib.sha256(public_key).hexdigest()[:16]
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def web_origin(url: str) -> str:
+    """The web origin of an http(s) URL as browsers serialize it (location.origin): scheme and
+    host in lower case, the default port dropped, no path. ValueError if it has no http(s)
+    scheme and host."""
+    parts = urllib.parse.urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http:// or https:// address with a host")
+    try:
+        host = parts.hostname.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise ValueError(f"{parts.hostname!r} is not a valid host name") from None
+    host = f"[{host}]" if ":" in host else host
+    port = parts.port  # ValueError when it is not a number in range
+    return f"{scheme}://{host}" + ("" if port in (None, DEFAULT_PORTS[scheme]) else f":{port}")
+
+
+class SurveyError(ValueError):
+    """A survey definition or manifest is invalid; the message names the question and field."""
+
+
+@dataclass(frozen=True)
+class Auto:
+    """What `mechanism = "auto"` chose for a question, and the variances it compared
+    (schemes.auto_choice). Not part of the manifest, which names the chosen mechanism."""
+
+    chosen: str
+    variances: dict[str, float]
+    measure: str = CHOICE_MEASURE  # what `auto` compares for choices; numbers' is their own
+
+    def words(self) -> str:
+        """The choice in words, for `survey check`."""
+        compared = ", ".join(f"{name} {value:.3g}" for name, value in self.variances.items())
+        return f"mechanism auto chose {self.chosen}: the lowest {self.measure}: {compared})"
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question and its scheme (scheme.py), which randomizes, tallies and estimates it.
+    options[j] is option index j."""
+
+    id: str
+    text: str
+    type: str
+    options: tuple[str, ...]
+    scheme: Scheme
+    concept: str | None = None
+    irr_alpha: float | None = None  # set exactly for concept questions
+    auto: "Auto | None" = None  # what `mechanism = "auto"` compared (definitions only)
+
+    @property
+    def epsilon(self) -> float:
+        """The epsilon the integer randomizer realizes (what is published, capped and charged).
+        For a concept question, the permanent layer's: every report of the concept is
+        post-processing of the one permanent answer, so together they reveal at most this."""
+        return self.scheme.epsilon
+
+    @property
+    def mechanism(self) -> Mechanism:
+        """A forced-response question's (permanent) mechanism."""
+        return self.scheme.mechanism
+
+    @property
+    def instantaneous(self) -> Mechanism | None:
+        """A concept question's second layer: irr_alpha with uniform beta (None otherwise)."""
+        return self.scheme.instantaneous
+
+    @property
+    def disclosed(self) -> bool:
+        """Whether the question is answered openly (disclosed.py): sent as given."""
+        return self.scheme.name == disclosed.NAME
+
+    @property
+    def reported_mechanism(self) -> Mechanism:
+        """What one report of a forced-response question is, given the true answer: its
+        mechanism, or for a concept question both layers composed (mechanism.compose)."""
+        return self.scheme.reported
+
+    def as_dict(self) -> dict[str, Any]:
+        options = {"options": list(self.options)} if self.options else {}  # none: numeric
+        epsilon = {} if self.disclosed else {"epsilon": self.epsilon}  # open: counted in none
+        fields = {"id": self.id, "text": self.text, "type": self.type, **options,
+                  **self.scheme.fields(), **epsilon}
+        if self.concept is None:
+            return fields
+        return {**fields, "concept": self.concept, "irr_alpha": self.irr_alpha}
+
+
+@dataclass(frozen=True)
+class Survey:
+    """A validated survey. survey_id and key_id are set once the aggregator publishes it."""
+
+    title: str
+    description: str
+    questions: tuple[Question, ...]
+    max_epsilon: float | None = None
+    invitation_only: bool = False
+    public_results: bool = False
+    release_batch: int = DEFAULT_RELEASE_BATCH
+    crosstabs: tuple[tuple[str, str], ...] = ()  # (rows, cols) question ids
+    survey_id: str | None = None
+    key_id: str | None = None
+    origin: str | None = None  # the web origin respondents reach it at (format /5 on)
+    form: dict[str, str] | None = None  # the web form's file digests (format /8, published)
+
+    def __hash__(self) -> int:
+        """Its id's hash: equal surveys have equal ids, so it agrees with ==, and a published
+        survey, a key of the aggregator's per-survey caches on every submission, is hashed
+        without hashing every field of every question (a third of what the cached value
+        costs to compute)."""
+        return hash(self.survey_id)
+
+    @property
+    def total_epsilon(self) -> float:
+        """Per-respondent epsilon: the sum over questions (sequential composition)."""
+        return total_epsilon(q.epsilon for q in self.questions)
+
+    @property
+    def opened(self) -> tuple[str, ...]:
+        """The ids of the questions answered openly (disclosed), in order."""
+        return tuple(q.id for q in self.questions if q.disclosed)
+
+    def question(self, question_id: str) -> Question:
+        for q in self.questions:
+            if q.id == question_id:
+                return q
+        raise KeyError(question_id)
+
+    def manifest(self) -> dict[str, Any]:
+        """The manifest's fields: format /8 when it carries the form's digests (every survey
+        published since /8); else format /7 when a question has a design (cheating_detection),
+        a number mechanism new in /7 (piecewise, hybrid) or is answered openly; else /6 when a
+        question uses another mechanism than forced response (with origin and crosstabs); else
+        /5 with the origin (and crosstabs) when the survey has one (every survey published
+        since /5); else /4 with crosstabs if it declares any, else /3 without them. So clients
+        of earlier releases keep reading every survey that uses nothing new, and refuse the
+        others by their format."""
+        designed = any(q.scheme.name in SCHEMES_SINCE_7 for q in self.questions)
+        new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
+        version = (MANIFEST_FORMAT if self.form else FORMAT_7 if designed else FORMAT_6 if new
+                   else FORMAT_5 if self.origin else FORMAT_4 if self.crosstabs else FORMAT_3)
+        fields = {"format": version,
+                  "survey_id": self.survey_id, "key_id": self.key_id,
+                  "title": self.title, "description": self.description,
+                  "max_epsilon": self.max_epsilon, "invitation_only": self.invitation_only,
+                  "public_results": self.public_results, "release_batch": self.release_batch,
+                  "questions": [q.as_dict() for q in self.questions],
+                  "total_epsilon": self.total_epsilon}
+        if version != FORMAT_3:
+            fields["crosstabs"] = [list(pair) for pair in self.crosstabs]
+        if self.origin:
+            fields["origin"] = self.origin
+        if self.form:
+            fields["form"] = dict(sorted(self.form.items()))
+        return fields
+
+    def manifest_bytes(self) -> bytes:
+        """The canonical bytes that are signed and served; never re-serialize after signing."""
+        return strict_json.dumps(self.manifest())
+
+
+# --- reading fields -------------------------------------------------------------------------
+
+def _fail(where: str, message: str) -> SurveyError:
+    return SurveyError(f"{where}: {message}")
+
+
+def _keys(data: Any, where: str, required: set[str], optional: set[str]) -> Mapping[str, Any]:
+    """The mapping, if it has every required field and no unknown one. An unknown field is
+    reported first, with the known field it most resembles: a typo (`typ`) then explains the
+    missing field (`type`) too."""
+    if not isinstance(data, Mapping):
+        raise _fail(where, f"must be a table/object, got {type(data).__name__}")
+    unknown = sorted(map(str, data.keys() - required - optional))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(required | optional), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise _fail(where, f"unknown field {unknown[0]!r}{hint}")
+    missing = required - data.keys()
+    if missing:
+        raise _fail(where, f"missing field {sorted(missing)[0]!r}")
+    return data
+
+
+def _text(value: Any, where: str, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise _fail(where, f"must be a string, got {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise _fail(where, "must not be empty")
+    if len(value) > MAX_TEXT:
+        raise _fail(where, f"longer than {MAX_TEXT} characters")
+    forbidden = FORBIDDEN_CHARACTERS.search(value)
+    if forbidden:
+        raise _fail(where, f"holds the control or bidirectional character "
+                    f"U+{ord(forbidden.group()):04X} at position {forbidden.start()}: it could hide "
+                    "or reorder what respondents read")
+    return value
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _fail(where, f"must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _count(value: Any, where: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _fail(where, f"must be a whole number from {low} to {high:,}, got {value!r}")
+    return value
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(where, f"must be true or false, got {value!r}")
+    return value
+
+
+def _options(data: Mapping[str, Any], kind: str, where: str) -> tuple[str, ...]:
+    if kind == "numeric":
+        if "options" in data:
+            raise _fail(f"{where}.options", "a numeric question has min and max, not options")
+        return ()
+    if kind == "yes_no":
+        if data.get("options", list(YES_NO_OPTIONS)) != list(YES_NO_OPTIONS):
+            raise _fail(f"{where}.options", "yes_no questions have the fixed options No, Yes")
+        return YES_NO_OPTIONS
+    options = data.get("options")
+    if not isinstance(options, list) or not 2 <= len(options) <= MAX_OPTIONS:
+        raise _fail(f"{where}.options", f"a {kind} question needs a list of 2 to {MAX_OPTIONS} "
+                    "options")
+    texts = tuple(_text(o, f"{where}.options[{j}]") for j, o in enumerate(options))
+    if len(set(texts)) != len(texts):
+        raise _fail(f"{where}.options", "options must be distinct")
+    return texts
+
+
+def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
+    if value is None:
+        return uniform_beta(k)
+    if k == 2 and not isinstance(value, list):
+        value = _number(value, where)
+        if not 0.0 < value < 1.0:
+            raise _fail(where, f"P(report Yes) must be in (0, 1), got {value!r}")
+    elif not isinstance(value, list):
+        raise _fail(where, f"must be a list of {k} probabilities")
+    else:
+        value = [_number(b, f"{where}[{j}]") for j, b in enumerate(value)]
+    beta = as_beta(value)
+    if len(beta) != k:
+        raise _fail(where, f"needs one probability per option ({k}), got {len(beta)}")
+    for j, b in enumerate(beta):
+        if not 0.0 < b < 1.0:
+            raise _fail(f"{where}[{j}]", f"must be in (0, 1), got {b!r}")
+        if b < MIN_BETA:
+            raise _fail(f"{where}[{j}]", f"must be at least {MIN_BETA:g}: the randomizer's "
+                        f"53-bit thresholds cannot realize a smaller probability's epsilon, "
+                        f"got {b!r}")
+    if abs(math.fsum(beta) - 1.0) > 1e-9:
+        raise _fail(where, f"must sum to 1, got {math.fsum(beta)!r}")
+    return beta
+
+
+FORCED_RESPONSE_FIELDS = {"alpha", "beta", "epsilon", "concept", "irr_alpha"}
+QUESTION_FIELDS_6 = {"options", "mechanism"} | FORCED_RESPONSE_FIELDS | set().union(
+    *MECHANISM_FIELDS.values(), *(fields for module in TYPES.values()
+                                  for fields in module.FIELDS.values()))
+QUESTION_FIELDS = QUESTION_FIELDS_6 | {"disclosed"} | set().union(
+    *(module.FIELDS for module in DESIGNS.values()))
+
+
+def _question(data: Any, index: int, seen: set[str]) -> Question:
+    qid = data.get("id") if isinstance(data, Mapping) else None
+    named = isinstance(qid, str) and QUESTION_ID.fullmatch(qid) and qid not in seen
+    where = f"question {qid!r}" if named else f"questions[{index}]"
+    data = _keys(data, where, {"id", "text", "type"}, QUESTION_FIELDS)
+    qid = data["id"]
+    if not isinstance(qid, str) or not QUESTION_ID.fullmatch(qid):
+        raise _fail(f"{where}.id", f"must match [a-z][a-z0-9_]{{0,39}}, got {qid!r}")
+    if qid in seen:
+        raise _fail(f"{where}.id", f"duplicate question id {qid!r}")
+    seen.add(qid)
+    where = f"question {qid!r}"
+    text = _text(data["text"], f"{where}.text")
+    kind = data["type"]
+    if kind not in ("yes_no", "choice", *TYPES):
+        raise _fail(f"{where}.type", f"must be one of yes_no, choice, {', '.join(TYPES)}, got "
+                    f"{kind!r}")
+    options = _options(data, kind, where)
+    if _flag(data.get("disclosed", False), f"{where}.disclosed"):
+        return _open(data, qid, text, kind, options, where)
+    data = {key: value for key, value in data.items() if key != "disclosed"}
+    if kind in TYPES:
+        return _typed(data, qid, text, kind, options, where)
+    if "design" in data:
+        return _designed(data, qid, text, kind, options, where)
+    mechanism = data.get("mechanism", "forced_response")
+    if mechanism not in CHOICE_MECHANISMS or (kind == "yes_no" and mechanism in BUILDERS):
+        allowed = ("auto", "forced_response") if kind == "yes_no" else CHOICE_MECHANISMS
+        raise _fail(f"{where}.mechanism", f"must be one of {', '.join(allowed)} for a {kind} "
+                    f"question, got {mechanism!r}")
+    auto = None
+    if mechanism == "auto":
+        _only(data, MECHANISM_FIELDS["auto"], "auto", where)
+        mechanism, variances = auto_choice(len(options), _epsilon(data, where))
+        auto = Auto(mechanism, variances)
+    if mechanism == "forced_response":
+        _only(data, FORCED_RESPONSE_FIELDS, mechanism, where)
+        return _forced_response(data, qid, text, kind, options, where, auto)
+    if auto is None:
+        _only(data, MECHANISM_FIELDS[mechanism], mechanism, where)
+    try:
+        scheme = choice(mechanism, options, Fields(data))
+    except FieldError as exc:
+        raise _fail(f"{where}.{exc.field}", str(exc)) from None
+    return Question(qid, text, kind, options, scheme, auto=auto)
+
+
+def _typed(data: Mapping[str, Any], qid: str, text: str, kind: str, options: tuple[str, ...],
+           where: str) -> Question:
+    """A question of a type with a module of its own (schemes.TYPES): its mechanism (the
+    module's first by default), its fields, its scheme."""
+    module = TYPES[kind]
+    mechanism = data.get("mechanism", module.MECHANISMS[0])
+    if mechanism not in module.MECHANISMS:
+        raise _fail(f"{where}.mechanism", f"must be one of {', '.join(module.MECHANISMS)} for a "
+                    f"{kind} question, got {mechanism!r}")
+    _only(data, module.FIELDS[mechanism], mechanism, where)
+    try:
+        scheme, variances = module.scheme_for(mechanism, options, Fields(data))
+    except FieldError as exc:
+        raise _fail(f"{where}.{exc.field}", str(exc)) from None
+    auto = None if variances is None else Auto(scheme.name, variances,
+                                                    module.AUTO_MEASURE)
+    return Question(qid, text, kind, options, scheme, auto=auto)
+
+
+def _designed(data: Mapping[str, Any], qid: str, text: str, kind: str,
+              options: tuple[str, ...], where: str) -> Question:
+    """A yes/no question asked with a design of its own (schemes.DESIGNS): its fields, its
+    scheme."""
+    design = data["design"]
+    if kind != "yes_no" or design not in DESIGNS or "mechanism" in data:
+        problem = (f"a design is for yes/no questions, not {kind}" if kind != "yes_no" else
+                   "a design replaces mechanism: give one of them" if design in DESIGNS else
+                   f"must be one of {', '.join(DESIGNS)}, got {design!r}")
+        raise _fail(f"{where}.design", problem)
+    module = DESIGNS[design]
+    _only(data, module.FIELDS, design, where)
+    try:
+        scheme = module.scheme_for(options, Fields(data))
+    except FieldError as exc:
+        raise _fail(f"{where}.{exc.field}", str(exc)) from None
+    return Question(qid, text, kind, options, scheme)
+
+
+def _open(data: Mapping[str, Any], qid: str, text: str, kind: str, options: tuple[str, ...],
+          where: str) -> Question:
+    """An openly answered question (disclosed.py): yes/no, choice or numeric, with no
+    randomization fields."""
+    if kind not in disclosed.TYPES:
+        raise _fail(f"{where}.disclosed", f"a {kind} question cannot be answered openly (only "
+                    f"{', '.join(disclosed.TYPES)})")
+    _only(data, disclosed.NUMERIC_FIELDS if kind == "numeric" else disclosed.FIELDS,
+          "disclosed", where)
+    if "mechanism" in data:
+        raise _fail(f"{where}.mechanism", "an openly answered question is not randomized")
+    try:
+        scheme = disclosed.scheme_for(kind, options, Fields(data))
+    except FieldError as exc:
+        raise _fail(f"{where}.{exc.field}", str(exc)) from None
+    return Question(qid, text, kind, options, scheme)
+
+
+def _only(data: Mapping[str, Any], fields: set[str], mechanism: str, where: str) -> None:
+    """SurveyError for a field the mechanism does not take (alpha on an OUE question, ...)."""
+    extra = sorted(set(data) - {"id", "text", "type", "options", "mechanism"} - fields)
+    if extra:
+        raise _fail(f"{where}.{extra[0]}", f"does not apply to mechanism {mechanism!r} (it "
+                    f"takes {', '.join(sorted(fields))})")
+
+
+def _epsilon(data: Mapping[str, Any], where: str) -> float:
+    if "epsilon" not in data:
+        raise _fail(f"{where}.epsilon", "is needed (the epsilon to spend on the question)")
+    eps = _number(data["epsilon"], f"{where}.epsilon")
+    if eps <= 0.0:
+        raise _fail(f"{where}.epsilon", f"must be > 0, got {eps!r}")
+    return eps
+
+
+def _forced_response(data: Mapping[str, Any], qid: str, text: str, kind: str,
+                     options: tuple[str, ...], where: str, auto: "Auto | None") -> Question:
+    """A yes/no or choice question randomized by forced response: alpha, or epsilon (alpha
+    derived); beta uniform unless given; an optional concept."""
+    beta = _beta(data.get("beta"), len(options), f"{where}.beta")
+    if ("alpha" in data) == ("epsilon" in data):
+        raise _fail(where, "give exactly one of alpha or epsilon")
+    if "alpha" in data:
+        alpha = _number(data["alpha"], f"{where}.alpha")
+        if not 0.0 < alpha < 1.0:
+            raise _fail(f"{where}.alpha", f"must be in (0, 1), got {alpha!r}")
+    else:
+        eps = _epsilon(data, where)
+        alpha = alpha_for_epsilon(eps, beta)
+        if not 0.0 < alpha < 1.0:
+            raise _fail(f"{where}.epsilon", f"{eps!r} gives no usable alpha")
+    concept = data.get("concept")
+    if concept is not None and not (isinstance(concept, str) and CONCEPT.fullmatch(concept)):
+        raise _fail(f"{where}.concept", f"must match {CONCEPT.pattern}, got {concept!r}")
+    irr_alpha = _irr_alpha(data, concept, where)
+    return Question(qid, text, kind, options,
+                    ForcedResponse(kind, options, Mechanism(alpha, beta), irr_alpha), concept,
+                    irr_alpha, auto)
+
+
+def _irr_alpha(data: Mapping[str, Any], concept: str | None, where: str) -> float | None:
+    """A concept question's instantaneous alpha, in (0, 1) (default DEFAULT_IRR_ALPHA); None
+    for other questions, which may not give one."""
+    if concept is None:
+        if "irr_alpha" in data:
+            raise _fail(f"{where}.irr_alpha", "only a question with a concept has one")
+        return None
+    irr_alpha = _number(data.get("irr_alpha", DEFAULT_IRR_ALPHA), f"{where}.irr_alpha")
+    if not 0.0 < irr_alpha < 1.0:
+        raise _fail(f"{where}.irr_alpha", f"must be in (0, 1), got {irr_alpha!r}")
+    return irr_alpha
+
+
+def check_instantaneous(question: Question) -> None:
+    """SurveyError unless a concept question's irr_alpha is at most MAX_IRR_ALPHA (0.75, the
+    default). Each report of a concept is its permanent answer with probability irr_alpha +
+    (1 - irr_alpha) / k; as irr_alpha nears 1 every report repeats the permanent answer, and a
+    person's reports of a few concepts become a fingerprint linking their surveys (the reason
+    RAPPOR's instantaneous layer is the weaker one). The bound is on alpha, not on the layer's
+    epsilon ln(1 + k irr_alpha / (1 - irr_alpha)): an epsilon bound equal to the permanent
+    layer's would refuse the default for a question at ln 3. Checked at publish and by the
+    respondent's client; manifests signed before keep reading."""
+    if question.irr_alpha is not None and question.irr_alpha > MAX_IRR_ALPHA:
+        raise _fail(f"question {question.id!r}.irr_alpha", f"must be at most {MAX_IRR_ALPHA} "
+                    f"(got {question.irr_alpha!r}): closer to 1, each report repeats the "
+                    "permanent answer and a person's reports link their surveys")
+
+
+def _crosstabs(value: Any, questions: tuple[Question, ...]) -> tuple[tuple[str, str], ...]:
+    """Pairs [rows, cols] of two different questions of the survey, each pair once (in
+    either order), at most MAX_CROSSTABS."""
+    where = "survey.crosstabs"
+    if not isinstance(value, list) or len(value) > MAX_CROSSTABS:
+        raise _fail(where, f"must be a list of at most {MAX_CROSSTABS} pairs of question ids")
+    ids = {q.id for q in questions}
+    pairs: list[tuple[str, str]] = []
+    for index, pair in enumerate(value):
+        if (not isinstance(pair, list) or len(pair) != 2
+                or not all(isinstance(qid, str) and qid in ids for qid in pair)
+                or pair[0] == pair[1]):
+            raise _fail(f"{where}[{index}]", f"must be two different question ids of this "
+                        f"survey, got {pair!r}")
+        if any(q.scheme.name != FORCED_RESPONSE for q in questions if q.id in pair):
+            raise _fail(f"{where}[{index}]", f"cross-tabs need forced-response questions, got "
+                        f"{pair!r}")
+        if tuple(pair) in pairs or tuple(reversed(pair)) in pairs:
+            raise _fail(f"{where}[{index}]", f"the pair {pair!r} is declared twice")
+        pairs.append((pair[0], pair[1]))
+    return tuple(pairs)
+
+
+def parse_definition(data: Any) -> Survey:
+    """Validate a researcher's survey definition (already parsed from TOML or JSON), with the
+    rules of this release for new surveys (check_instantaneous, at most crosstab.MAX_CELLS
+    cells per declared cross-tab, no public results with an openly answered question)."""
+    survey = _survey(data)
+    for question in survey.questions:
+        check_instantaneous(question)
+    if survey.opened and survey.public_results:
+        raise _fail("survey.public_results", f"must be false: question {survey.opened[0]!r} is "
+                    "answered openly, and public results could single a respondent out")
+    for index, (rows, cols) in enumerate(survey.crosstabs):
+        problem = size_problem(len(survey.question(rows).options), len(survey.question(cols).options))
+        if problem:
+            raise _fail(f"survey.crosstabs[{index}]", problem)
+    return survey
+
+
+def _survey(data: Any) -> Survey:
+    """A survey from its definition's fields, as every manifest format reads them."""
+    data = _keys(data, "survey", {"title", "questions"},
+                 {"description", "max_epsilon", "invitation_only", "public_results",
+                  "release_batch", "crosstabs"})
+    questions = data["questions"]
+    if not isinstance(questions, list) or not 1 <= len(questions) <= MAX_QUESTIONS:
+        raise _fail("survey.questions", f"needs a list of 1 to {MAX_QUESTIONS} questions")
+    seen: set[str] = set()
+    parsed = tuple(_question(q, i, seen) for i, q in enumerate(questions))
+    max_epsilon = data.get("max_epsilon")
+    if max_epsilon is not None:
+        max_epsilon = _number(max_epsilon, "survey.max_epsilon")
+        if max_epsilon <= 0:
+            raise _fail("survey.max_epsilon", f"must be > 0, got {max_epsilon!r}")
+    survey = Survey(
+        title=_text(data["title"], "survey.title"),
+        description=_text(data.get("description", ""), "survey.description", allow_empty=True),
+        questions=parsed,
+        max_epsilon=max_epsilon,
+        invitation_only=_flag(data.get("invitation_only", False), "survey.invitation_only"),
+        public_results=_flag(data.get("public_results", False), "survey.public_results"),
+        release_batch=_count(data.get("release_batch", DEFAULT_RELEASE_BATCH),
+                             "survey.release_batch", 1, MAX_RELEASE_BATCH),
+        crosstabs=_crosstabs(data.get("crosstabs", []), parsed),
+    )
+    if max_epsilon is not None and exceeds(survey.total_epsilon, max_epsilon):
+        raise _fail("survey.max_epsilon", f"the questions add up to epsilon "
+                    f"{survey.total_epsilon:.6g}, above the survey's ceiling {max_epsilon:.6g}: "
+                    f"lower the questions' epsilon by {survey.total_epsilon - max_epsilon:.6g} "
+                    "in all, or raise max_epsilon")
+    return survey
+
+
+def read_definition(path: str | Path) -> dict[str, Any]:
+    """Parse a definition file, unvalidated: TOML, or JSON when the name ends in .json."""
+    path = Path(path)
+    return decode_definition(path.read_bytes(), path.name)
+
+
+def decode_definition(raw: bytes, name: str) -> dict[str, Any]:
+    """Parse the bytes of a definition file called `name`, unvalidated: TOML, or JSON when the
+    name ends in .json. SurveyError names the file and the problem."""
+    try:
+        if name.endswith(".json"):
+            return strict_json.loads(raw)
+        return tomllib.loads(raw.decode())
+    except (ValueError, tomllib.TOMLDecodeError) as exc:  # UnicodeDecodeError is a ValueError
+        raise SurveyError(f"{name}: {exc}") from None
+
+
+def load_definition(path: str | Path) -> Survey:
+    """Read and validate a definition file."""
+    return parse_definition(read_definition(path))
+
+
+def parse_manifest(raw: bytes) -> Survey:
+    """Parse published manifest bytes. Stated epsilons are recomputed from alpha and beta and
+    must agree within the shared tolerance; callers use the recomputed values, never the stated.
+    """
+    try:
+        data = strict_json.loads(raw)
+    except ValueError as exc:
+        raise SurveyError(f"manifest: {exc}") from None
+    fields = {"format", "survey_id", "key_id", "title", "description", "max_epsilon",
+              "invitation_only", "public_results", "questions", "total_epsilon"}
+    version = data.get("format") if isinstance(data, Mapping) else None
+    if isinstance(version, str) and version not in FORMATS:
+        raise _fail("manifest.format", f"unsupported format {version[:60]!r}: this release "
+                    f"reads up to {MANIFEST_FORMAT}; a newer ldp-survey may read it")
+    batched = version in (MANIFEST_FORMAT, FORMAT_7, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2)
+    fields |= {"release_batch"} if batched else set()
+    fields |= {"crosstabs"} if version in FORMATS[:FORMATS.index(FORMAT_4) + 1] else set()
+    fields |= {"origin"} if version in FORMATS[:FORMATS.index(FORMAT_5) + 1] else set()
+    fields |= {"form"} if version == MANIFEST_FORMAT else set()
+    data = _keys(data, "manifest", fields, set())
+    if data["format"] not in FORMATS:
+        raise _fail("manifest.format", f"unsupported format {data['format']!r}")
+    question_fields = {FORMAT_5: {"concept", "irr_alpha"},
+                       FORMAT_4: {"concept", "irr_alpha"}, FORMAT_3: {"concept", "irr_alpha"},
+                       FORMAT_2: {"concept"}}
+    required = {"id", "text", "type", "options", "alpha", "beta", "epsilon"}
+    if version in (MANIFEST_FORMAT, FORMAT_7, FORMAT_6):  # its mechanism's fields
+        required = {"id", "text", "type"}  # epsilon: on every question but an open one
+        question_fields[version] = QUESTION_FIELDS_6 if version == FORMAT_6 else QUESTION_FIELDS
+    definition = {key: data[key] for key in ("title", "description", "invitation_only",
+                                             "public_results")}
+    definition["release_batch"] = data["release_batch"] if batched else 1
+    if "crosstabs" in fields:
+        definition["crosstabs"] = data["crosstabs"]
+    if data["max_epsilon"] is not None:
+        definition["max_epsilon"] = data["max_epsilon"]
+    stated = []
+    definition["questions"] = []
+    for index, q in enumerate(data["questions"] if isinstance(data["questions"], list) else []):
+        q = _keys(q, f"questions[{index}]", required, question_fields.get(version, set()))
+        if q.get("disclosed") is True:  # open: no epsilon stated (_open refuses one)
+            stated.append(None)
+            definition["questions"].append(dict(q))
+            continue
+        if "epsilon" not in q:
+            raise _fail(f"questions[{index}]", "missing field 'epsilon'")
+        stated.append(_number(q["epsilon"], f"questions[{index}].epsilon"))
+        definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
+    survey = _survey(definition)
+    for question, eps in zip(survey.questions, stated, strict=True):
+        if version not in (MANIFEST_FORMAT, FORMAT_7) and question.scheme.name in SCHEMES_SINCE_7:
+            raise _fail(f"question {question.id!r}.mechanism", f"{question.scheme.name} "
+                        f"needs format {FORMAT_7}, not {version}")
+        if eps is not None and _disagree(eps, question.epsilon, question.scheme.nominal_epsilon):
+            raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but its "
+                        f"parameters give {question.epsilon!r}")
+    nominal_total = total_epsilon(q.scheme.nominal_epsilon for q in survey.questions)
+    if _disagree(_number(data["total_epsilon"], "manifest.total_epsilon"), survey.total_epsilon,
+                 nominal_total):
+        raise _fail("manifest.total_epsilon", "does not equal the sum of the questions' epsilon")
+    for key in ("survey_id", "key_id"):
+        _text(data[key], f"manifest.{key}")
+    return replace(survey, survey_id=data["survey_id"], key_id=data["key_id"],
+                   origin=_origin(data["origin"]) if "origin" in fields else None,
+                   form=_form(data["form"]) if "form" in fields else None)
+
+
+def _form(value: Any) -> dict[str, str]:
+    """A manifest's form digests (form_integrity.parse_form)."""
+    try:
+        return form_integrity.parse_form(value)
+    except ValueError as exc:
+        raise _fail("manifest.form", str(exc)) from None
+
+
+def _origin(value: Any) -> str:
+    """A manifest's origin: exactly a web origin as web_origin writes it."""
+    where = "manifest.origin"
+    _text(value, where)
+    try:
+        canonical = web_origin(value)
+    except ValueError:
+        canonical = None
+    if canonical != value:
+        raise _fail(where, f"must be a web origin such as https://survey.example.org, got "
+                    f"{value!r}")
+    return value
+
+
+def _disagree(stated: float, realized: float, nominal: float) -> bool:
+    """Whether a stated epsilon matches neither the realized one (published since 0.2) nor the
+    nominal formula's (published before)."""
+    return all(abs(stated - computed) > EPSILON_TOLERANCE * max(1.0, abs(computed))
+               for computed in (realized, nominal))
