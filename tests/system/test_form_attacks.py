@@ -21,7 +21,7 @@ from ldpsurvey.shared import parse_manifest
 from ldpsurvey.shared.survey.form_integrity import module_imports, release_digests, sri
 from ldpsurvey.shared.survey.manifest import key_id
 
-from helpers import SURVEY, respond
+from helpers import SURVEY, doc_blocks, respond
 
 
 @pytest.fixture
@@ -90,6 +90,23 @@ def test_the_untouched_page_matches(form_url, tmp_path):
     assert document["matches"] and not document["problems"]
     assert {f["name"] for f in document["files"]} == set(form_digests())
     assert document["key_checked_against"] is None  # nothing pinned, no key given
+
+
+def test_the_documented_verify_commands_run_as_written(form_url, tmp_path, app):
+    """docs/respondents.md's verify-commands, against the proxy's aggregator: both match."""
+    import shlex
+
+    (block,) = set(doc_blocks("verify-commands"))
+    base, _, survey_id = form_url.rpartition("/s/")
+    key = app.extensions["ldp_signing_key"].public_json()["public_key"]
+    commands = [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+    assert [command[:2] for command in commands] == [["ldp-survey", "verify"]] * 2
+    for command in commands:
+        args = [argument.replace("https://survey.example.org", base).replace("/s/ID", f"/s/{survey_id}")
+                .replace("KEY", key) for argument in command[2:]]
+        result = verify(*args, client_dir=tmp_path)
+        assert result.exit_code == 0, (args, result.output)
+    assert json.loads(result.output)["key_checked_against"] == "given"
 
 
 def one_byte_changed(name: str):
