@@ -10,7 +10,6 @@ import re
 from dataclasses import replace
 
 import pytest
-from attack_proxy import attack_proxy
 from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -21,25 +20,13 @@ from ldpsurvey.shared import parse_manifest
 from ldpsurvey.shared.survey.form_integrity import module_imports, release_digests, sri
 from ldpsurvey.shared.survey.manifest import key_id
 
-from helpers import SURVEY, doc_blocks, respond
+from helpers import doc_blocks, respond
 
 
-@pytest.fixture
-def proxy(app, live_server):
-    """A proxy in front of the aggregator, at the origin its surveys are signed for."""
-    with attack_proxy(live_server) as found:
-        app.config["PUBLIC_URL"] = found.url
-        yield found
-
-
-# Within the form's default ceilings (ln 3 per question), so that it runs in the browser.
-FORM_SURVEY = {**SURVEY, "questions": [q for q in SURVEY["questions"] if q["id"] != "drove"]}
-
-
-@pytest.fixture
-def form_url(proxy, client, auth) -> str:
-    survey_id = client.post("/api/surveys", json=FORM_SURVEY, headers=auth).json["survey_id"]
-    return f"{proxy.url}/s/{survey_id}"
+@pytest.fixture(params=["sqlite"])
+def database_url(request, tmp_path):
+    """These tests attack the page, not the database: SQLite only."""
+    return f"sqlite:///{tmp_path / 'test.sqlite3'}"
 
 
 def verify(url: str, *options: str, client_dir=None):
@@ -63,6 +50,7 @@ def test_the_release_ships_the_digests_of_its_form():
     import form_digests as generator
 
     assert json.loads(generator.PATH.read_text()) == json.loads(generator.generated())
+    assert generator.EXTENSION.read_text() == generator.for_extension()
     assert release_digests()["form"] == form_digests()
 
 
