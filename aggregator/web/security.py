@@ -3,7 +3,7 @@
 import base64
 import hashlib
 
-from flask import Flask, current_app, g
+from flask import Flask, current_app, g, has_app_context
 from flask.sessions import SecureCookieSessionInterface
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -30,6 +30,11 @@ def allow_inline_script(text: str) -> None:
     g.setdefault("inline_scripts", []).append(f"'sha256-{digest}'")
 
 
+def allowed_inline_scripts() -> list[str]:
+    """The hashes allow_inline_script gathered for this response (none outside a request)."""
+    return g.get("inline_scripts", []) if has_app_context() else []
+
+
 def content_security_policy(inline_scripts: list[str]) -> str:
     """CONTENT_SECURITY_POLICY with the hashes of the inline scripts a page may run."""
     return CONTENT_SECURITY_POLICY.replace(
@@ -44,7 +49,7 @@ def add_headers(response):
     for name, value in HEADERS.items():
         if name.lower() not in present:
             response.headers.add(name, value if name != "Content-Security-Policy" else
-                                 content_security_policy(g.get("inline_scripts", [])))
+                                 content_security_policy(allowed_inline_scripts()))
     return response
 
 
