@@ -5,6 +5,7 @@ stack trace."""
 import csv
 import hmac
 import io
+import json
 import secrets
 
 from flask import (
@@ -20,12 +21,13 @@ from flask import (
     session,
     url_for,
 )
+from markupsafe import Markup
 
 from ldpsurvey.aggregator.config import settings
 from ldpsurvey.aggregator.exceptions import DomainError
 from ldpsurvey.aggregator.services import access, accounts, lifecycle, surveys
 from ldpsurvey.aggregator.services.exports import spreadsheet_safe
-from ldpsurvey.aggregator.web import assets, auth, languages, preview
+from ldpsurvey.aggregator.web import assets, auth, languages, preview, security
 from ldpsurvey.aggregator.web.charts import distribution_chart, estimate_chart, timeline_chart
 from ldpsurvey.aggregator.web.qr import FORMATS, qr_code
 from ldpsurvey.aggregator.web.request_connection import get_db
@@ -63,6 +65,29 @@ def asset(digest: str, filename: str):
 def asset_url(filename: str) -> str:
     """The URL pages link for an asset (assets.py)."""
     return url_for("pages.asset", digest=assets.bundle().digest, filename=filename)
+
+
+@bp.app_template_global()
+def asset_integrity(filename: str) -> str:
+    """The integrity attribute of an asset: sha384-<base64> of its body."""
+    return assets.bundle().files[filename].integrity
+
+
+@bp.app_template_global()
+def form_modules() -> tuple[str, ...]:
+    """The form's modules (assets.form_modules), for its modulepreload links."""
+    return assets.form_modules()
+
+
+@bp.app_template_global()
+def form_import_map() -> Markup:
+    """The form's import map: each module's URL with its integrity, so that every import is
+    checked, not only the entry script. Its hash is added to this response's script-src
+    (security.allow_inline_script); JSON of URLs and base64 needs no escaping in a script."""
+    text = json.dumps({"integrity": {asset_url(name): asset_integrity(name)
+                                     for name in assets.form_modules()}}, sort_keys=True)
+    security.allow_inline_script(text)
+    return Markup(text)  # noqa: S704  # nosec B704: our assets' URLs and base64, no "<" or "&"
 
 
 @bp.get("/s/<survey_id>")
@@ -212,7 +237,7 @@ def dashboard_upload():
 
 def _publish(db, caller, survey_id: str) -> None:
     lifecycle.publish(db, caller, survey_id, current_app.extensions["ldp_signing_key"],
-                      float(current_app.config["EPSILON_CAP"]), _origin())
+                      float(current_app.config["EPSILON_CAP"]), _origin(), assets.form_digests())
 
 
 # The dashboard's buttons: the service each calls, and what it says once done.
@@ -306,7 +331,7 @@ def _draft_survey(survey_id: str):
     return lifecycle.preview(get_db(), caller, survey_id,
                              float(current_app.config["EPSILON_CAP"]),
                              current_app.extensions["ldp_signing_key"].key_id,
-                             _origin())
+                             _origin(), assets.form_digests())
 
 
 @bp.post("/researcher/login")

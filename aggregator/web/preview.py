@@ -57,7 +57,9 @@ def preview_app(load: Callable[[], Survey]) -> Flask:
                      lambda: manifest(survey()))
     app.add_url_rule("/web/<filename>", "pages.web_asset", pages.web_asset)
     app.add_url_rule("/web/<digest>/<filename>", "pages.asset", pages.asset)
-    app.add_template_global(pages.asset_url)
+    for helper in (pages.asset_url, pages.asset_integrity, pages.form_modules,
+                   pages.form_import_map):
+        app.add_template_global(helper)
     app.register_error_handler(SurveyError, lambda exc: (render_template(
         "unavailable.html", heading="This survey file has a problem", message=str(exc)), 422))
     app.after_request(security.add_headers)

@@ -24,9 +24,12 @@ missing anywhere is refused, naming the language and the question (see Translati
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
 Client and aggregator both read it through parse_manifest. Format /8 added languages and
-translations (always written in /8), the question's hint, and the number mechanism square_wave
-(square_wave.py, with its histogram's bins); a survey using none of these is written as before.
-Format /7 added design on yes/no
+translations (always written in /8), the question's hint, the number mechanism square_wave
+(square_wave.py, with its histogram's bins) and form: the SHA-384 digest of every file the web
+form loads (its modules and stylesheet, by name: form_integrity.py), signed at publication, so
+that anyone can check the page a server sends against what was signed (`ldp-survey verify`) and
+against a release's own digests; every survey published since is /8, and earlier clients refuse
+it by its format. Format /7 added design on yes/no
 questions ("cheating_detection": two forced-response groups, with groups in place of alpha and
 beta; cheating.py), the number mechanisms piecewise and hybrid (piecewise.py), and `disclosed:
 true` on yes/no, choice and numeric questions answered openly (disclosed.py: no randomization,
@@ -81,7 +84,7 @@ from ldpsurvey.shared.mechanisms.registry import (
 from ldpsurvey.shared.mechanisms.square_wave import SQUARE_WAVE
 from ldpsurvey.shared.stats.crosstab import size_problem
 from ldpsurvey.shared.stats.design import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
-from ldpsurvey.shared.survey import strict_json
+from ldpsurvey.shared.survey import form_integrity, strict_json
 
 MANIFEST_FORMAT = "ldp-survey-manifest/8"
 FORMAT_7 = "ldp-survey-manifest/7"
@@ -274,6 +277,7 @@ class Survey:
     origin: str | None = None  # the web origin respondents reach it at (format /5 on)
     languages: tuple[str, ...] = (DEFAULT_LANGUAGE,)  # the first is the texts' above (/8 on)
     translations: Mapping[str, Translation] = field(default_factory=dict)  # the others'
+    form: dict[str, str] | None = None  # the web form's file digests (format /8, published)
 
     def __hash__(self) -> int:
         """Its id's hash: equal surveys have equal ids, so it agrees with ==, and a published
@@ -307,10 +311,10 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /8 when the survey has other languages than English alone,
-        a question has a hint or a question uses square_wave (with languages and translations);
-        else /7 when a question
-        has a design (cheating_detection),
+        """The manifest's fields: format /8 when it carries the form's digests (every survey
+        published since /8), the survey has other languages than English alone, a question has
+        a hint or a question uses square_wave (with languages and translations); else /7 when a
+        question has a design (cheating_detection),
         a number mechanism new in /7 (piecewise, hybrid) or is answered openly; else /6 when a
         question uses another mechanism than forced response (with origin and crosstabs); else
         /5 with the origin (and crosstabs) when the survey has one (every survey published
@@ -320,7 +324,7 @@ class Survey:
         names = {q.scheme.name for q in self.questions}
         new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
         worded = self.languages != (DEFAULT_LANGUAGE,) or any(q.hint for q in self.questions)
-        version = (MANIFEST_FORMAT if worded or names & SCHEMES_SINCE_8 else FORMAT_7
+        version = (MANIFEST_FORMAT if self.form or worded or names & SCHEMES_SINCE_8 else FORMAT_7
                    if names & SCHEMES_SINCE_7 else FORMAT_6 if new else FORMAT_5 if self.origin
                    else FORMAT_4 if self.crosstabs else FORMAT_3)
         fields = {"format": version,
@@ -338,6 +342,8 @@ class Survey:
             fields["languages"] = list(self.languages)
             fields["translations"] = {language: words.as_dict()
                                       for language, words in self.translations.items()}
+        if self.form:
+            fields["form"] = dict(sorted(self.form.items()))
         return fields
 
     def manifest_bytes(self) -> bytes:
@@ -826,7 +832,8 @@ def parse_manifest(raw: bytes) -> Survey:
     fields |= {"crosstabs"} if version in FORMATS[:FORMATS.index(FORMAT_4) + 1] else set()
     fields |= {"origin"} if version in FORMATS[:FORMATS.index(FORMAT_5) + 1] else set()
     fields |= {"languages", "translations"} if version == MANIFEST_FORMAT else set()
-    data = _keys(data, "manifest", fields, set())
+    signed_form = {"form"} if version == MANIFEST_FORMAT else set()  # a published survey's
+    data = _keys(data, "manifest", fields, signed_form)
     if data["format"] not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {data['format']!r}")
     question_fields = {FORMAT_5: {"concept", "irr_alpha"},
@@ -874,7 +881,16 @@ def parse_manifest(raw: bytes) -> Survey:
     for key in ("survey_id", "key_id"):
         _text(data[key], f"manifest.{key}")
     return replace(survey, survey_id=data["survey_id"], key_id=data["key_id"],
-                   origin=_origin(data["origin"]) if "origin" in fields else None)
+                   origin=_origin(data["origin"]) if "origin" in fields else None,
+                   form=_form(data["form"]) if "form" in data else None)
+
+
+def _form(value: Any) -> dict[str, str]:
+    """A manifest's form digests (form_integrity.parse_form)."""
+    try:
+        return form_integrity.parse_form(value)
+    except ValueError as exc:
+        raise _fail("manifest.form", str(exc)) from None
 
 
 def _origin(value: Any) -> str:

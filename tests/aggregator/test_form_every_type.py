@@ -6,6 +6,7 @@ exact reports in "How your answers are protected". The plain-word targets run on
 survey in test_form_words.py."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from test_browser import (  # noqa: F401 (database_url: the browser tests' SQLite fixture)
@@ -337,10 +338,14 @@ def test_survey_file_md_names_the_format_each_survey_is_published_as(client, aut
     from helpers import doc_text
 
     survey_id = create(client, auth, {"title": "T", "questions": questions})
-    manifest = json.loads(client.get(f"/api/surveys/{survey_id}").data)
-    assert manifest["format"] == f"ldp-survey-manifest/{version}"
+    raw = client.get(f"/api/surveys/{survey_id}").data
+    manifest = json.loads(raw)
+    assert manifest["format"] == "ldp-survey-manifest/8" and "form" in manifest
+    assert replace(parse_manifest(raw), form=None).manifest()["format"] == (
+        f"ldp-survey-manifest/{version}")
     assert "origin" in manifest
     text = " ".join(doc_text("survey-file").split())
+    assert "Every survey published since format `ldp-survey-manifest/8` is /8" in text
     said = {5: "else `/5`, with the `origin`", 6: "else `/6` when a question uses another "
             "mechanism than forced response", 7: "else `/7` when a question has a `design`, "
             "a number mechanism `piecewise` or `hybrid`, or is answered openly",
