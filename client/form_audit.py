@@ -24,6 +24,8 @@ from ldpsurvey.shared.survey.form_integrity import module_imports, release_diges
 from ldpsurvey.shared.survey.manifest import key_id
 
 IMPORT_MAP = "importmap"
+# Script elements a browser never runs (HTML's data blocks): the form's words, as JSON.
+DATA_BLOCKS = frozenset({"application/json"})
 MAX_FILES = 64  # a page that loads more than this is not the form
 
 
@@ -75,7 +77,8 @@ class Audit:
 
 class PageReader(HTMLParser):
     """The scripts, stylesheets and import maps of a page, and anything else that would run
-    code: an inline script that is not an import map, an event-handler attribute."""
+    code: an inline script that is not an import map or a JSON data block, an event-handler
+    attribute."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -110,7 +113,7 @@ class PageReader(HTMLParser):
             text = "".join(self._text)
             if self._script == IMPORT_MAP:
                 self.import_maps.append(text)
-            elif text.strip():
+            elif self._script not in DATA_BLOCKS and text.strip():
                 self.inline.append("the page runs an inline script")
             self._script = None
 

@@ -222,7 +222,8 @@ def test_auto_asks_square_wave_for_a_distribution_and_the_manifest_is_format_8()
     back = parse_manifest(survey.manifest_bytes())
     assert back.questions[0].scheme == survey.questions[0].scheme
     older = survey.manifest_bytes().replace(b"manifest/8", b"manifest/7")
-    with pytest.raises(SurveyError, match="bins"):
+    # a /7 reader knows neither /8's languages (always written in /8) nor a question's bins
+    with pytest.raises(SurveyError, match="unknown field 'languages'|bins"):
         parse_manifest(older)
 
 
