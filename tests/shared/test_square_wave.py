@@ -223,7 +223,7 @@ def test_auto_asks_square_wave_for_a_distribution_and_the_manifest_is_format_8()
     assert back.questions[0].scheme == survey.questions[0].scheme
     older = survey.manifest_bytes().replace(b"manifest/8", b"manifest/7")
     # a /7 reader knows neither /8's languages (always written in /8) nor a question's bins
-    with pytest.raises(SurveyError, match="unknown field 'languages'|bins"):
+    with pytest.raises(SurveyError, match=r"unknown field 'languages'|bins"):
         parse_manifest(older)
 
 
