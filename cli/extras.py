@@ -9,7 +9,8 @@ import click
 # then by the module found missing (ldpsurvey.analysis.regression needs pandas, say).
 EXTRAS = {"ldpsurvey.aggregator": "server", "gunicorn": "server", "numpy": "sim",
           "ldpsurvey.analysis": "analysis", "formulaic": "analysis", "pandas": "analysis",
-          "pyreadstat": "exports", "openpyxl": "exports"}
+          "pyreadstat": "exports", "openpyxl": "exports",
+          "ldpsurvey.xlsform": "xlsform", "pyxform": "xlsform", "tomli_w": "xlsform"}
 
 
 def extra_for(*modules: str) -> str | None:

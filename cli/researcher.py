@@ -8,19 +8,20 @@ from urllib.parse import quote
 
 import click
 
-from ldpsurvey.cli import check, export_files, lifecycle, preview, written
+from ldpsurvey.cli import check, export_files, lifecycle, preview, written, xlsform
 from ldpsurvey.cli.api import Api, can_prompt, pass_api, url_option
 from ldpsurvey.cli.options import confidence_option, json_option, method_option
 from ldpsurvey.cli.output import emit_json, interval, note, p_text, release_lines, table
 from ldpsurvey.cli.terminal import clean_pieces
 from ldpsurvey.shared import Difference, Mechanism, difference, parse_manifest
 from ldpsurvey.shared.http_contract import EXPORT_FORMATS, MAX_TOKENS_PER_REQUEST
+from ldpsurvey.shared.mechanisms.square_wave import distribution_rows
 
 
 @click.group()
 def survey() -> None:
-    """Write, check and preview survey files; create, publish, share, close, archive and
-    delete surveys on an aggregator."""
+    """Write, check and preview survey files, import them from XLSForms and back; create,
+    publish, share, close, archive and delete surveys on an aggregator."""
 
 
 @survey.command("create")
@@ -360,15 +361,17 @@ def _export(api: Api, survey_id: str, export: str, output: str | None,
 def _print_estimates(body: dict) -> None:
     """The estimates for people: each option's constrained maximum-likelihood estimate (p_mle,
     in [0, 1]) inside its interval; the unbiased estimates and their standard errors, which
-    may leave [0, 1], only in --json."""
+    may leave [0, 1], only in --json. A number question's distribution (square_wave) adds its
+    quartiles and its bins' shares, each inside its exact interval."""
     together = "simultaneous " if body["simultaneous"] else ""
     click.echo(f"{body['title']} ({body['status']}); epsilon per respondent "
                f"{body['total_epsilon']:.4g}; {body['confidence']:.0%} {together}"
                f"{body['ci_method']} CIs. MLE: the maximum-likelihood estimate, in [0, 1] "
                "and inside its CI; the unbiased estimates (p_hat) and their standard errors "
                "are in --json.")
-    rows = [(q["id"], o["option"], o["n"], o["p_mle"], interval(o), q["epsilon"], note(o))
-            for q in body["questions"] for o in q["options"]]
+    rows = [(q["id"], o["option"], o.get("n", q["n"]), o["p_mle"], interval(o), q["epsilon"],
+             note(o)) for q in body["questions"]
+            for o in [*q["options"], *distribution_rows(q)]]
     click.echo(table(rows, ["question", "option", "n", "MLE", "CI", "eps", "note"]))
     for line in release_lines(body):
         click.echo(line)
@@ -503,7 +506,7 @@ def _print_regression(fit: dict) -> None:
 
 
 
-for command in (*lifecycle.COMMANDS, *preview.COMMANDS):
+for command in (*lifecycle.COMMANDS, *preview.COMMANDS, *xlsform.COMMANDS):
     survey.add_command(command)
 
 COMMANDS = (survey, results)

@@ -43,12 +43,13 @@ OPEN_AND_HIDDEN = {"title": "Open and hidden", "release_batch": 1, "questions": 
 # One survey holding every question type, mechanism and design the product supports (issue
 # 39: "every surface, every type"): yes/no and choice by forced response (one a concept), choice
 # by OUE, OLH and auto, multi_select by bits, padding and auto, numeric by Duchi's, piecewise,
-# hybrid and auto, cheating detection, and yes/no, choice and numeric answered openly.
+# hybrid, auto and its distribution (square wave), cheating detection, and yes/no, choice and
+# numeric answered openly.
 # test_every_type.py and test_form_every_type.py check it against the registries
 # (shared/mechanisms/registry.py); the first takes it through every server surface, the second through the
 # form's accessibility, plain-word, keyboard and touch-target tests. Every randomized question
-# at epsilon 0.3, 4.2 in all: within a respondent's default limits (ln 3 a question, 4 ln 3 a
-# submission). At most two ticks on each multi_select question.
+# at epsilon 0.3 but the distribution at 0.15, 4.35 in all: within a respondent's default
+# limits (ln 3 a question, 4 ln 3 = 4.39 a submission). At most two ticks on each multi_select question.
 EVERY_TYPE = {"title": "Every kind of question", "release_batch": 1, "questions": [
     {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
      "epsilon": 0.3},
@@ -82,6 +83,9 @@ EVERY_TYPE = {"title": "Every kind of question", "release_batch": 1, "questions"
      "min": 0, "max": 24, "unit": "hours", "mechanism": "hybrid", "epsilon": 0.3},
     {"id": "commute", "text": "How many minutes does your trip to work take?", "type": "numeric",
      "min": 0, "max": 90, "unit": "minutes", "mechanism": "auto", "epsilon": 0.3},
+    {"id": "income", "text": "What is your yearly income, in thousands?", "type": "numeric",
+     "min": 0, "max": 200, "unit": "thousand", "mechanism": "auto", "distribution": True,
+     "bins": 8, "epsilon": 0.15},
     {"id": "age", "text": "How old are you?", "type": "numeric", "min": 18, "max": 120,
      "unit": "years", "disclosed": True},
     {"id": "region", "text": "Where do you live?", "type": "choice",
@@ -91,7 +95,7 @@ EVERY_TYPE = {"title": "Every kind of question", "release_batch": 1, "questions"
 EVERY_TYPE_ANSWERS = {"smoked": "No", "ever": "Yes", "shoplifted": "No", "sleep": "6 to 8 hours",
                       "fruit": "Pears", "bread": "Rye", "travel": "Bus",
                       "sports": ["Running", "Cycling"], "drinks": ["Wine"], "games": ["Chess"],
-                      "glasses": "6", "steps": "7.5", "screen": "5", "commute": "25",
+                      "glasses": "6", "steps": "7.5", "screen": "5", "commute": "25", "income": "55",
                       "age": "40", "region": "East", "member": "Yes"}
 # Words of a report exactly as the server reads it (scheme.shown_report, web/*.js `shown`):
 # kept for "How your answers are protected" and `respond --details`, never the plain view.
@@ -103,14 +107,22 @@ def every_type_answered(client, auth, n: int = 240, definition: dict = EVERY_TYP
     """EVERY_TYPE (or another `definition`) published with n responses released, each
     question's true answer drawn at random and randomized by its own scheme on the device's
     draws; its survey id."""
+    survey_id = published(client, auth, definition)
+    answered(client, auth, survey_id, definition, n, seed=39)
+    assert released_n(client, auth, survey_id) == n
+    return survey_id
+
+
+def answered(client, auth, survey_id: str, definition: dict, n: int, seed: int) -> None:
+    """n responses to the published `definition`, each true answer drawn at random (seeded)
+    and randomized by its question's own scheme on the device's draws, sent in one batch."""
     import random
 
     from ldpsurvey.shared import parse_definition
     from ldpsurvey.shared.mechanisms.randomizer import secure_draw
 
     survey = parse_definition(definition)
-    survey_id = published(client, auth, definition)
-    rng = random.Random(39)
+    rng = random.Random(seed)
 
     def truth(question):
         if question.type == "multi_select":
@@ -125,8 +137,6 @@ def every_type_answered(client, auth, n: int = 240, definition: dict = EVERY_TYP
     response = client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
                            json={"responses": responses})
     assert response.status_code == 201, response.json
-    assert released_n(client, auth, survey_id) == n
-    return survey_id
 
 
 REPOSITORY = Path(__file__).resolve().parents[1]

@@ -6,6 +6,7 @@ exact reports in "How your answers are protected". The plain-word targets run on
 survey in test_form_words.py."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from test_browser import (  # noqa: F401 (database_url: the browser tests' SQLite fixture)
@@ -328,18 +329,26 @@ def test_the_question_types_example_passes_survey_check_with_default_limits(tmp_
        "epsilon": 1.0}], 7),
     ([{"id": "q", "text": "Q?", "type": "numeric", "min": 0, "max": 9, "mechanism": "hybrid",
        "epsilon": 1.0}], 7),
-    ([{"id": "q", "text": "Q?", "type": "yes_no", "disclosed": True}], 7)])
+    ([{"id": "q", "text": "Q?", "type": "yes_no", "disclosed": True}], 7),
+    ([{"id": "q", "text": "Q?", "type": "numeric", "min": 0, "max": 9, "mechanism": "auto",
+       "distribution": True, "epsilon": 1.0}], 8)])
 def test_survey_file_md_names_the_format_each_survey_is_published_as(client, auth, questions,
                                                                      version):
     """What docs/survey-file.md says each survey is published as, and that it says it."""
     from helpers import doc_text
 
     survey_id = create(client, auth, {"title": "T", "questions": questions})
-    manifest = json.loads(client.get(f"/api/surveys/{survey_id}").data)
-    assert manifest["format"] == f"ldp-survey-manifest/{version}"
+    raw = client.get(f"/api/surveys/{survey_id}").data
+    manifest = json.loads(raw)
+    assert manifest["format"] == "ldp-survey-manifest/8" and "form" in manifest
+    assert replace(parse_manifest(raw), form=None).manifest()["format"] == (
+        f"ldp-survey-manifest/{version}")
     assert "origin" in manifest
     text = " ".join(doc_text("survey-file").split())
+    assert "Every survey published since format `ldp-survey-manifest/8` is /8" in text
     said = {5: "else `/5`, with the `origin`", 6: "else `/6` when a question uses another "
-            "mechanism than forced response", 7: "`ldp-survey-manifest/7` when a question has "
-            "a `design`, a number mechanism `piecewise` or `hybrid`, or is answered openly"}
+            "mechanism than forced response", 7: "else `/7` when a question has a `design`, "
+            "a number mechanism `piecewise` or `hybrid`, or is answered openly",
+            8: "`ldp-survey-manifest/8` when a number question asks for its distribution "
+            "(mechanism `square_wave`, with its `bins`)"}
     assert said[version] in text

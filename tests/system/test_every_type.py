@@ -133,7 +133,7 @@ def test_read_export_reads_every_export(answered, tmp_path, export):
     refused = {m.question for m in mechanisms.values() if isinstance(m, Unsupported)}
     assert refused == {"fruit", "bread", "sports", "drinks",
                        "games", "glasses", "steps", "screen",
-                       "commute", "shoplifted"}
+                       "commute", "income", "shoplifted"}
     assert frame["age"].dtype.kind == "i" and frame["steps"].dtype.kind in "if"
     assert list(frame["region"].cat.categories) == ["North", "South", "East", "West"]
     labels, _ = read_export(tmp_path / "labels.csv", tmp_path / "codebook.json")
@@ -197,11 +197,11 @@ def test_the_cli_says_what_weights_leave_out_and_why_shuffling_does_not_help(
     lines = [line for line in weighted.stdout.splitlines() if line.startswith("Not weighted: ")]
     assert [line.split("'")[1] for line in lines] == [
         "shoplifted", "fruit", "bread", "sports", "drinks", "games",
-        "glasses", "steps", "screen", "commute"]
+        "glasses", "steps", "screen", "commute", "income"]
     assert "cheating detection" in lines[0] and "(OUE)" in lines[1]
     document = json.loads(CliRunner().invoke(
         main, [*args, "--weights", str(tmp_path / "m.json"), "--json"]).stdout)
-    assert len(document["left_out"]) == 10
+    assert len(document["left_out"]) == 11
     shown = CliRunner().invoke(main, args)
     assert shown.exit_code == 0, shown.output
     assert "openly answered questions can tell one response" in shown.stdout
