@@ -9,7 +9,7 @@ for the same frame, but at any number of rows in the memory of one chunk
 (tests/test_export_files.py compares the two).
 
 Layouts (uncompressed, ReadStat's byte order):
-- Stata 119 (dta_119.pdf, Stata's "Description of .dta file format"): `<N>` holds the row
+- Stata 118 (Stata's "Description of .dta file format", dta_118): `<N>` holds the row
   count (8 bytes); `<map>` 14 offsets, of which the 11th to the 14th (strls, value_labels,
   </stata_dta>, end of file) follow the data; `<data>` holds rows of fixed width, each
   variable by its `<variable_types>` code (65528 long: 4 bytes, 65526 double: 8).
@@ -32,7 +32,7 @@ SPSS_CASES_RECORD = struct.pack("<4i", 7, 16, 8, 2)  # then int64 1, int64 ncase
 
 
 def write_dta(path: str, book_columns: list[Column], rows: Iterable[list], label: str) -> int:
-    """A Stata 14+ file (format 119) at `path`: answer columns long with value labels, every
+    """A Stata 14+ file (format 118) at `path`: answer columns long with value labels, every
     other column double, each variable labelled with its column's label; the rows written
     a chunk at a time. The number of rows."""
     template = dictionary("dta", book_columns, label)
@@ -84,6 +84,7 @@ def dictionary(kind: str, book_columns: list[Column], label: str) -> bytes:
     else:
         write = pyreadstat.write_dta
         metadata["file_label"] = label[:80]  # Stata's dataset label: 80 characters at most
+        metadata["version"] = 14  # format 118: Stata 14 and later read it (119 needs 15)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, f"dictionary.{kind}")
         try:

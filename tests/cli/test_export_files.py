@@ -238,6 +238,8 @@ def test_the_streamed_files_are_pyreadstats_own(tmp_path, kind):
                 "variable_value_labels": {"smoked": {0: "No", 1: "Yes"}}}
     if kind == "sav":
         metadata["variable_measure"] = {c.name: c.measure for c in columns}
+    else:
+        metadata["version"] = 14  # format 118, what Stata 14 reads
     (pyreadstat.write_dta if kind == "dta" else pyreadstat.write_sav)(
         frame, tmp_path / f"whole.{kind}", **metadata)
     streamed, whole = ((tmp_path / f"{name}.{kind}").read_bytes() for name in ("streamed", "whole"))
