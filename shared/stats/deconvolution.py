@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
-from ldpsurvey.shared.stats.intervals import clopper_pearson
+from ldpsurvey.shared.stats.distributions import beta_quantile
 
 TOLERANCE = 1e-7  # EMS stops when an iteration raises the log-likelihood per report by less
 MAX_ITERATIONS = 5000
@@ -114,8 +114,17 @@ def ems(channel: Window, counts: Sequence[int]) -> list[float]:
 def reported_bounds(counts: Sequence[int], delta: float) -> tuple[list[float], list[float]]:
     """One-sided Clopper-Pearson bounds on P(j <= s), s = 0..M-1, each failing with
     probability at most delta."""
-    n = sum(counts)
-    pairs = [clopper_pearson(below, n, 1 - 2 * delta) for below in accumulate(counts)]
+    n, known = sum(counts), {}
+
+    def bounds(x: int) -> tuple[float, float]:
+        """[B(delta; x, n - x + 1), B(1 - delta; x + 1, n - x)], 0 at x = 0, 1 at x = n (any
+        delta in (0, 1), a confidence of 5e-324 too: delta = 1/2)."""
+        if x not in known:
+            known[x] = (0.0 if x == 0 else beta_quantile(delta, x, n - x + 1),
+                        1.0 if x == n else beta_quantile(1 - delta, x + 1, n - x))
+        return known[x]
+
+    pairs = [bounds(below) for below in accumulate(counts)]
     return [low for low, _ in pairs], [high for _, high in pairs]
 
 

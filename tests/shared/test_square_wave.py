@@ -343,3 +343,15 @@ def test_the_distribution_is_computed_once_per_counts_and_never_shared():
     assert distribution_of.cache_info().hits == hits + 1
     assert second["distribution"]["bins"][0]["share"] >= 0
     assert second["distribution"] == s.distribution(counts, 0.95)
+
+
+@pytest.mark.parametrize("confidence", [5e-324, 0.5, 0.95, 1 - 1e-12])
+def test_every_confidence_gives_intervals_inside_the_range(confidence):
+    """The estimates endpoint takes any confidence in (0, 1): at 5e-324 a one-sided bound
+    fails with probability 1/2 (it was a 500: Clopper-Pearson at confidence 0)."""
+    s = SquareWave.from_epsilon(0.0, 10.0, 2.0, grid=64, bins=4)
+    distribution = s.distribution([2] * s.counters, confidence)
+    for q in distribution["quantiles"]:
+        assert 0 <= q["ci_low"] <= q["value"] <= q["ci_high"] <= 10
+    for b in distribution["bins"]:
+        assert 0 <= b["ci_low"] <= b["share"] <= b["ci_high"] <= 1
