@@ -1,11 +1,12 @@
 """Helpers of the tests that drive the aggregator's pages in Debian's Chromium (Playwright):
 publish a survey, record the page's requests, review and randomize, open "How your answers are
-protected", screenshots, and axe-core's check of a state."""
+protected", screenshots, axe-core's check of a state, and the answers of the survey of every
+type (helpers.EVERY_TYPE) given by pointer."""
 
 from importlib import resources
 from pathlib import Path
 
-from helpers import require
+from helpers import EVERY_TYPE_ANSWERS, require
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 NO_SIDEWAYS_SCROLL = "document.documentElement.scrollWidth <= window.innerWidth"
@@ -21,6 +22,20 @@ def record(page) -> list:
     requests = []
     page.on("request", lambda request: requests.append(request))
     return requests
+
+
+def group(page, qid):
+    return page.locator(f'fieldset[data-question="{qid}"]')
+
+
+def answer_every_type(page, answers=EVERY_TYPE_ANSWERS):
+    """Answer each question by pointer: a number typed, options ticked, one option picked."""
+    for qid, answer in answers.items():
+        if page.locator(f"#q-{qid}-value").count():
+            page.fill(f"#q-{qid}-value", answer)
+            continue
+        for option in [answer] if isinstance(answer, str) else answer:
+            group(page, qid).locator("label", has_text=option).click()
 
 
 def randomize(page):
