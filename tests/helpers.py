@@ -44,11 +44,12 @@ OPEN_AND_HIDDEN = {"title": "Open and hidden", "release_batch": 1, "questions": 
 # 39: "every surface, every type"): yes/no and choice by forced response (one a concept), choice
 # by OUE, OLH and auto, multi_select by bits, padding and auto, numeric by Duchi's, piecewise,
 # hybrid and auto, cheating detection, and yes/no, choice and numeric answered openly.
-# test_every_type.py and test_form_every_type.py check it against the registries
-# (shared/mechanisms/registry.py); the first takes it through every server surface, the second through the
-# form's accessibility, plain-word, keyboard and touch-target tests. Every randomized question
-# at epsilon 0.3, 4.2 in all: within a respondent's default limits (ln 3 a question, 4 ln 3 a
-# submission). At most two ticks on each multi_select question.
+# tests/conformance/ (the conformance suite) checks it against the registry
+# (shared/mechanisms/registry.py, through tests/conformance/mechanisms.py): test_every_surface.py
+# takes it through every server surface, test_every_form.py through the form's accessibility,
+# plain-word, keyboard and touch-target tests, each also on every entry's question alone. Every
+# randomized question at epsilon 0.3, 4.2 in all: within a respondent's default limits (ln 3 a
+# question, 4 ln 3 a submission). At most two ticks on each multi_select question.
 EVERY_TYPE = {"title": "Every kind of question", "release_batch": 1, "questions": [
     {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
      "epsilon": 0.3},
