@@ -8,6 +8,8 @@ test of tests/conformance follows. An entry without an example fails the suite
 (test_registry.py).
 """
 
+import pytest
+
 from helpers import EVERY_TYPE
 
 
@@ -36,3 +38,11 @@ def registered() -> dict[tuple[str, str], dict | None]:
         examples.setdefault(declared(question), question)
     return {(kind, name): examples.get((kind, name)) for kind, names in offered.items()
             for name in names}
+
+
+def each_entry(test):
+    """Run `test` once per registry entry (its id "type-name"), given the entry's example
+    question (None where EVERY_TYPE has none: the test then fails on it)."""
+    entries = registered()
+    return pytest.mark.parametrize("question", list(entries.values()),
+                                   ids=["-".join(entry) for entry in entries])(test)

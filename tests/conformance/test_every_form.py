@@ -28,10 +28,9 @@ from form_page import (
     screenshot,
 )
 from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS, TECHNICAL
-from mechanisms import registered
+from mechanisms import each_entry
 
 TARGET_PX = 24  # WCAG 2.2's 2.5.8 Target Size (Minimum)
-REGISTERED = registered()
 VECTORS = json.loads((resources.files("ldpsurvey.shared") / "scheme_vectors.json").read_text())
 
 
@@ -334,12 +333,6 @@ def test_survey_file_md_names_the_format_each_survey_is_published_as(client, aut
 
 
 # --- per registry entry ------------------------------------------------------------------
-
-
-def each_entry(test):
-    """Run `test` once per registry entry, given the entry's example question."""
-    return pytest.mark.parametrize("question", list(REGISTERED.values()),
-                                   ids=["-".join(entry) for entry in REGISTERED])(test)
 
 
 @pytest.fixture(scope="module")

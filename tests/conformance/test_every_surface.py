@@ -14,7 +14,7 @@ import re
 import pytest
 
 from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS, every_type_answered, published, released_n
-from mechanisms import registered
+from mechanisms import each_entry, registered
 
 pytest.importorskip("pandas")
 
@@ -27,12 +27,6 @@ NUMBERS = {q["id"] for q in EVERY_TYPE["questions"] if q["type"] == "numeric"}
 REGISTERED = registered()
 # Reports no scheme can produce (each also refused past a scheme's largest report: malformed).
 MALFORMED = [None, True, "0", -1, 0.5, {}, [], [[]], 2**64]
-
-
-def each_entry(test):
-    """Run `test` once per registry entry, given the entry's example question."""
-    return pytest.mark.parametrize("question", list(REGISTERED.values()),
-                                   ids=["-".join(entry) for entry in REGISTERED])(test)
 
 
 def malformed(scheme) -> list:

@@ -6,10 +6,8 @@ comparisons)."""
 
 import math
 
-import pytest
-
 from helpers import tally
-from mechanisms import registered
+from mechanisms import each_entry, registered
 
 REGISTERED = registered()
 REPEATS, RESPONDENTS = 200, 200
@@ -34,8 +32,7 @@ def scenario(scheme, kind: str):
     return scheme.truth_of(given[kind])
 
 
-@pytest.mark.parametrize("question", list(REGISTERED.values()),
-                         ids=["-".join(entry) for entry in REGISTERED])
+@each_entry
 def test_its_intervals_cover_the_truth(question):
     """REPEATS simulated surveys of RESPONDENTS drawn from the scenario, through the scheme's
     own simulated reports, the aggregator's counters and its summary (the printed 95 %
