@@ -44,12 +44,13 @@ OPEN_AND_HIDDEN = {"title": "Open and hidden", "release_batch": 1, "questions": 
 # 39: "every surface, every type"): yes/no and choice by forced response (one a concept), choice
 # by OUE, OLH and auto, multi_select by bits, padding and auto, numeric by Duchi's, piecewise,
 # hybrid, auto and its distribution (square wave), cheating detection, and yes/no, choice and
-# numeric answered openly.
-# test_every_type.py and test_form_every_type.py check it against the registries
-# (shared/mechanisms/registry.py); the first takes it through every server surface, the second through the
-# form's accessibility, plain-word, keyboard and touch-target tests. Every randomized question
-# at epsilon 0.3 but the distribution at 0.15, 4.35 in all: within a respondent's default
-# limits (ln 3 a question, 4 ln 3 = 4.39 a submission). At most two ticks on each multi_select question.
+# numeric answered openly. tests/conformance/ (the conformance suite) checks it against the
+# registry (shared/mechanisms/registry.py, through tests/conformance/mechanisms.py):
+# test_every_surface.py takes it through every server surface, test_every_form.py through the
+# form's accessibility, plain-word, keyboard and touch-target tests, each also on every entry's
+# question alone. Every randomized question at epsilon 0.3 but the distribution at 0.15, 4.35
+# in all: within a respondent's default limits (ln 3 a question, 4 ln 3 = 4.39 a submission).
+# At most two ticks on each multi_select question.
 EVERY_TYPE = {"title": "Every kind of question", "release_batch": 1, "questions": [
     {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
      "epsilon": 0.3},
@@ -216,6 +217,48 @@ def conforms(config, sent, response) -> None:
         api.validate_response(request, WerkzeugOpenAPIResponse(response))
 
 
+def empty_tables(schema: str) -> None:
+    """Delete every row but the schema version (DELETE: far quicker than TRUNCATE on tables
+    this small; foreign-key triggers are off for this session, so any order will do)."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
+        tables = [name for (name,) in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> "
+            "'schema_version'", (schema,))]
+        with conn.transaction():
+            for table in tables:
+                conn.execute(f"DELETE FROM {schema}.{table}")
+
+
+@contextlib.contextmanager
+def database(request, folder: Path) -> Iterator[str]:
+    """The URL of an empty database for a fixture parametrized "sqlite" or "postgresql": a
+    fresh SQLite file in folder, or the session's PostgreSQL schema (emptied afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{folder / 'test.sqlite3'}"
+        return
+    schema = request.getfixturevalue("postgres_schema")
+    try:
+        yield postgres_url(schema)
+    finally:
+        empty_tables(schema)
+
+
+@contextlib.contextmanager
+def aggregator(database_url: str, instance_path: Path):
+    """The aggregator on this database, its test client recording every API response."""
+    from ldpsurvey.aggregator import close_app, create_app
+
+    application = create_app({"DATABASE_URL": database_url}, instance_path=instance_path)
+    application.test_client_class = recording_client_class()
+    try:
+        yield application
+    finally:
+        close_app(application)
+
+
 def require(available: bool, reason: str) -> None:
     """Fail (LDP_REQUIRE_ALL=1) or skip loudly when a real dependency is missing: the reason is
     in capitals so nobody mistakes a skip for a pass."""
@@ -321,6 +364,26 @@ def serving(handler: type) -> Iterator[str]:
         server.shutdown()
         thread.join()
         server.server_close()
+
+
+@contextlib.contextmanager
+def served(app) -> Iterator[str]:
+    """The app served over real HTTP on a loopback port, in a thread; its URL, which is also
+    the app's PUBLIC_URL (where respondents reach it: signed into new surveys)."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    # A short poll interval: shutdown() waits for it (0.5 s by default, for every test).
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
+                              daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    app.config["PUBLIC_URL"] = url
+    try:
+        yield url
+    finally:
+        server.shutdown()
+        thread.join()
 
 
 def sent_body(stdout: str) -> dict:

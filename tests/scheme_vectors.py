@@ -2,11 +2,11 @@
 `--check` exits 1 if it differs (test_piecewise runs the check).
 
 Every case's epsilon and outputs are recomputed from its question and draws by the Python
-schemes, so the file states what Python does; the browser test (test_browser_mechanisms) checks
-that JavaScript does the same. The other mechanisms' draws are kept as they are; the piecewise
-, hybrid and square_wave cases' draws are made here: the ends (0 and 2^53 - 1), the edges of every integer
-threshold the rule compares against (U = t - 1 and t, for the rounding threshold, T, B and the
-quotients' multiples of u and v) and seeded uniform ones."""
+schemes, so the file states what Python does; the browser test (tests/conformance/
+test_every_form.py) checks that JavaScript does the same. The other mechanisms' draws are kept
+as they are; the piecewise, hybrid and square_wave cases' draws are made here: the ends (0 and
+2^53 - 1), the edges of every integer threshold the rule compares against (U = t - 1 and t, for
+the rounding threshold, T, B and the quotients' multiples of u and v) and seeded uniform ones."""
 
 import json
 import random

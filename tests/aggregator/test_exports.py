@@ -144,7 +144,7 @@ def test_the_codebook_holds_the_manifests_numbers(client, auth):
         assert book[field] == manifest[field]
     for question, signed in zip(book["questions"], manifest["questions"], strict=True):
         options = question.pop("options")
-        assert question.pop("report") and question.pop("cells")  # in words (test_every_type)
+        assert question.pop("report") and question.pop("cells")  # in words (test_every_surface)
         assert question == {k: v for k, v in signed.items() if k != "options"}
         assert [o["label"] for o in options] == signed["options"]
         assert [o["code"] for o in options] == list(range(len(signed["options"])))

@@ -1,8 +1,10 @@
-"""Every surface, every type (issue 39): one survey holding every question type, mechanism and
-design (helpers.EVERY_TYPE), answered and released, through the results page, the exports and
-codebooks (each response checked against the OpenAPI description as it arrives: helpers.
-conforms), read_export, the regression and the weights, which use each question or refuse it in
-one line naming it."""
+"""Every surface, every type (issues 39 and 41): one survey holding every question type,
+mechanism and design the registry offers (helpers.EVERY_TYPE; tests/conformance/mechanisms.py),
+answered and released once per module, on SQLite and PostgreSQL, through the published epsilon,
+intake, the dashboard and the results page, the exports and codebooks (each response checked
+against the OpenAPI description as it arrives: helpers.conforms), read_export, the regression
+and the weights, which use each question or refuse it in one line naming it. The tests named
+after an entry run once per registry entry, on its example question."""
 
 import csv
 import io
@@ -11,7 +13,8 @@ import re
 
 import pytest
 
-from helpers import EVERY_TYPE, every_type_answered
+from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS, every_type_answered, published, released_n
+from mechanisms import each_entry, registered
 
 pytest.importorskip("pandas")
 
@@ -21,34 +24,44 @@ FILES = {**EXPORTS, "codebook.json": "codebook.json", "codebook.md": "codebook.m
 IDS = [q["id"] for q in EVERY_TYPE["questions"]]
 MARGINS = {"region": dict.fromkeys(["North", "South", "East", "West"], 0.25)}
 NUMBERS = {q["id"] for q in EVERY_TYPE["questions"] if q["type"] == "numeric"}
+REGISTERED = registered()
+# Reports no scheme can produce (each also refused past a scheme's largest report: malformed).
+MALFORMED = [None, True, "0", -1, 0.5, {}, [], [[]], 2**64]
 
 
-@pytest.fixture
-def answered(client, auth, tmp_path):
-    """The survey's id, with every export and codebook written to tmp_path as served (read
+def malformed(scheme) -> list:
+    """MALFORMED, and one past the scheme's largest report (one more, or one element more)."""
+    largest = scheme.largest_report()
+    return [*MALFORMED, [*largest, 0] if isinstance(largest, list) else largest + 1]
+
+
+def log_in(client, researcher_key):
+    """Log the client in at the dashboard (its session then opens every survey's results)."""
+    client.get("/researcher")
+    with client.session_transaction() as session:
+        token = session["csrf"]
+    assert client.post("/researcher/login", data={"csrf": token, "key": researcher_key}
+                       ).status_code == 302
+
+
+@pytest.fixture(scope="module")
+def answered(app, auth):
+    """The survey's id (EVERY_TYPE with 240 responses released), the module's to read only."""
+    return every_type_answered(app.test_client(), auth)
+
+
+@pytest.fixture(scope="module")
+def exported(app, auth, answered, tmp_path_factory):
+    """A folder holding every export and codebook of the answered survey as served (read
     unbuffered: the recording client checks them in test_every_surface_is_served_as_described,
     so that each test here fails for its own reason)."""
-    survey_id = every_type_answered(client, auth)
+    folder = tmp_path_factory.mktemp("exports")
+    client = app.test_client()
     for name, path in FILES.items():
-        response = client.get(f"/api/surveys/{survey_id}/{path}", headers=auth, buffered=False)
-        (tmp_path / name).write_bytes(response.get_data())
+        response = client.get(f"/api/surveys/{answered}/{path}", headers=auth, buffered=False)
+        (folder / name).write_bytes(response.get_data())
         response.close()
-    return survey_id
-
-
-def test_the_survey_holds_every_type_mechanism_and_design():
-    """Nothing the scheme registry offers is left out of EVERY_TYPE."""
-    from ldpsurvey.shared import parse_definition
-    from ldpsurvey.shared.mechanisms import disclosed
-    from ldpsurvey.shared.mechanisms.registry import CHOICE_MECHANISMS, DESIGNS, TYPES
-
-    held = {(q.type, q.scheme.name) for q in parse_definition(EVERY_TYPE).questions}
-    offered = {("choice", name) for name in CHOICE_MECHANISMS if name != "auto"} | {
-        (kind, name) for kind, module in TYPES.items() for name in module.MECHANISMS
-        if name != "auto"} | {("yes_no", design) for design in DESIGNS} | {
-        (kind, disclosed.NAME) for kind in disclosed.TYPES} | {("yes_no", "forced_response")}
-    assert offered <= held, offered - held
-    assert {"concept", "mechanism"} <= {key for q in EVERY_TYPE["questions"] for key in q}
+    return folder
 
 
 def test_the_dashboards_results_button_shows_every_question(client, auth, researcher_key,
@@ -56,11 +69,7 @@ def test_the_dashboards_results_button_shows_every_question(client, auth, resear
     """The dashboard's Results button led to a 500 for any survey with an openly answered
     question ('dict object' has no attribute 'alpha'); an open question is said to be answered
     openly, and the page does not blame the release size for what the open questions cause."""
-    client.get("/researcher")
-    with client.session_transaction() as session:
-        token = session["csrf"]
-    assert client.post("/researcher/login", data={"csrf": token, "key": researcher_key}
-                       ).status_code == 302
+    log_in(client, researcher_key)
     dashboard = client.get("/researcher")
     assert dashboard.status_code == 200
     button = re.search(rf'href="(/s/{answered}/results)">Results',
@@ -81,7 +90,7 @@ def test_the_dashboards_results_button_shows_every_question(client, auth, resear
 
 
 @pytest.mark.parametrize("path", [*FILES.values(), "estimates", "estimates?simultaneous=true"])
-def test_every_surface_is_served_as_described(client, auth, answered, tmp_path, path):
+def test_every_surface_is_served_as_described(client, auth, answered, path):
     """200, and the body as /api/openapi.json describes it (the recording client checks each
     response as it arrives): the codebook of a piecewise or hybrid question broke the schema;
     the Markdown codebook was a 500 for a multi_select question under bits, and has one row
@@ -93,14 +102,14 @@ def test_every_surface_is_served_as_described(client, auth, answered, tmp_path, 
             assert f"| {qid} |" in response.get_data(as_text=True)
 
 
-def test_the_codebook_explains_every_cell(answered, tmp_path):
+def test_the_codebook_explains_every_cell(exported):
     """Every column of every CSV belongs to a question of the codebook (its `columns`), each
     question says what its cells and reports hold, and a cell of an option column is one of
     the options' csv_value (labels) or code (codes): padding's placeholders included."""
-    book = json.loads((tmp_path / "codebook.json").read_text())
+    book = json.loads((exported / "codebook.json").read_text())
     questions = {q["id"]: q for q in book["questions"]}
     for name, codes in (("labels.csv", False), ("codes.csv", True)):
-        rows = list(csv.DictReader(io.StringIO((tmp_path / name).read_text())))
+        rows = list(csv.DictReader(io.StringIO((exported / name).read_text())))
         columns = {column: q for q in questions.values()
                    for column in q.get("columns", [q["id"]])}
         assert set(rows[0]) == set(columns)
@@ -117,7 +126,7 @@ def test_the_codebook_explains_every_cell(answered, tmp_path):
 
 
 @pytest.mark.parametrize("export", list(EXPORTS))
-def test_read_export_reads_every_export(answered, tmp_path, export):
+def test_read_export_reads_every_export(exported, export):
     """read_export stopped with KeyError 'alpha' (cheating detection) and errors on OUE,
     padding and numeric columns; it reads every column of every export now, and only the
     forced-response questions get a mechanism."""
@@ -125,7 +134,7 @@ def test_read_export_reads_every_export(answered, tmp_path, export):
     from ldpsurvey.analysis.data import Unsupported
     from ldpsurvey.shared import Mechanism
 
-    frame, mechanisms = read_export(tmp_path / export, tmp_path / "codebook.json",
+    frame, mechanisms = read_export(exported / export, exported / "codebook.json",
                                     codes=export == "codes.csv")
     assert len(frame) == 240
     usable = {name for name, m in mechanisms.items() if isinstance(m, Mechanism)}
@@ -136,20 +145,20 @@ def test_read_export_reads_every_export(answered, tmp_path, export):
                        "commute", "income", "shoplifted"}
     assert frame["age"].dtype.kind == "i" and frame["steps"].dtype.kind in "if"
     assert list(frame["region"].cat.categories) == ["North", "South", "East", "West"]
-    labels, _ = read_export(tmp_path / "labels.csv", tmp_path / "codebook.json")
+    labels, _ = read_export(exported / "labels.csv", exported / "codebook.json")
     for column in labels.columns:  # the same frame, but where codes hold a randomized number's
         if column not in NUMBERS:  # report and labels its unbiased value
             assert list(frame[column].astype(str)) == list(labels[column].astype(str)), column
 
 
 @pytest.mark.parametrize("qid", IDS[1:])
-def test_a_regression_uses_each_question_or_refuses_it_naming_it(answered, tmp_path, qid):
+def test_a_regression_uses_each_question_or_refuses_it_naming_it(exported, qid):
     """smoked ~ QID on the export: a forced-response or open question is fitted (or fails as
     a fit does); any other is refused in one line naming it, as the outcome too."""
     from ldpsurvey.analysis import AnalysisError, ConvergenceError, read_export, rr_logistic
     from ldpsurvey.analysis.data import Unsupported
 
-    frame, mechanisms = read_export(tmp_path / "labels.csv", tmp_path / "codebook.json")
+    frame, mechanisms = read_export(exported / "labels.csv", exported / "codebook.json")
     if isinstance(mechanisms.get(qid), Unsupported):
         for formula in (f"smoked ~ {qid}", f"{qid} ~ smoked"):
             with pytest.raises(AnalysisError) as refused:
@@ -163,12 +172,12 @@ def test_a_regression_uses_each_question_or_refuses_it_naming_it(answered, tmp_p
     assert fit.n == 240
 
 
-def test_weights_say_which_questions_they_leave_out_and_why(answered, tmp_path):
+def test_weights_say_which_questions_they_leave_out_and_why(exported):
     """results --weights left cheating-detection and OUE questions out in silence: the
     document lists each question it does not weight, with the reason."""
     from ldpsurvey.analysis import read_export, weighted_results
 
-    frame, mechanisms = read_export(tmp_path / "labels.csv", tmp_path / "codebook.json")
+    frame, mechanisms = read_export(exported / "labels.csv", exported / "codebook.json")
     body = weighted_results(frame, mechanisms, MARGINS)
     weighted = {q["id"] for q in body["questions"]}
     assert weighted == {"smoked", "ever", "sleep", "travel", "region", "member"}
@@ -179,7 +188,7 @@ def test_weights_say_which_questions_they_leave_out_and_why(answered, tmp_path):
 
 
 def test_the_cli_says_what_weights_leave_out_and_why_shuffling_does_not_help(
-        live_server, client, auth, researcher_key, monkeypatch, tmp_path):
+        live_server, answered, researcher_key, monkeypatch, tmp_path):
     """`results --weights` (the estimates endpoint's weights) names each question it does not
     weight and why, one line each (it left cheating-detection and OUE questions out in
     silence); `results` says the open questions, not the release size, keep shuffling from
@@ -188,7 +197,7 @@ def test_the_cli_says_what_weights_leave_out_and_why_shuffling_does_not_help(
 
     from ldpsurvey.cli import main
 
-    survey_id = every_type_answered(client, auth)
+    survey_id = answered
     monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
     (tmp_path / "m.json").write_text(json.dumps(MARGINS))
     args = ["results", "--url", live_server, "--survey", survey_id]
@@ -208,7 +217,8 @@ def test_the_cli_says_what_weights_leave_out_and_why_shuffling_does_not_help(
     assert "no release has been large enough" not in shown.stdout
 
 
-def test_the_servers_regression_and_weights_use_or_refuse_each_question(client, auth):
+def test_the_servers_regression_and_weights_use_or_refuse_each_question(client, auth,
+                                                                        answered):
     """The estimates endpoint's regress and weights, over every question: a forced-response or
     open question is fitted (or its fit fails as a fit does: 422), any other refused in a 400
     whose one line names it; a margin on one was a 500 (its list reports tallied)."""
@@ -216,7 +226,7 @@ def test_the_servers_regression_and_weights_use_or_refuse_each_question(client, 
 
     from ldpsurvey.shared import parse_definition
 
-    survey_id = every_type_answered(client, auth)
+    survey_id = answered
     schemes = {q.id: q.scheme.name for q in parse_definition(EVERY_TYPE).questions}
     for qid in IDS[1:]:
         response = client.get(f"/api/surveys/{survey_id}/estimates?regress="
@@ -231,3 +241,119 @@ def test_the_servers_regression_and_weights_use_or_refuse_each_question(client, 
                            headers=auth)
         if qid != "member":  # the one open yes/no: raked
             assert raked.status_code == 400 and repr(qid) in raked.json["detail"], qid
+
+
+def test_the_survey_holds_every_entry_the_registry_offers(client, auth):
+    """Every choice mechanism, every type's mechanisms, every design, and an open question of
+    each type that takes one (REGISTERED, auto's choices aside): a mechanism added to the
+    registry and not to EVERY_TYPE fails, here and in test_registry.py."""
+    from ldpsurvey.shared import parse_definition, parse_manifest
+    from ldpsurvey.shared.mechanisms import multi_select, numeric
+
+    offered = {entry for entry in REGISTERED if entry[1] != "auto"}
+    assert offered <= {(q.type, q.scheme.name) for q in parse_definition(EVERY_TYPE).questions}
+    assert {"concept", "mechanism"} <= {key for q in EVERY_TYPE["questions"] for key in q}
+    survey = parse_manifest(client.get(f"/api/surveys/{published(client, auth, EVERY_TYPE)}"
+                                       ).data)
+    assert {(q.type, q.scheme.name) for q in survey.questions} == offered
+    assert any(q.concept for q in survey.questions)
+    limited = {q.scheme.name for q in survey.questions if q.type == multi_select.TYPE}
+    assert limited == {"bits", "padding"} and all(
+        q.scheme.max_selected == 2 for q in survey.questions if q.type == multi_select.TYPE)
+    assert {q.scheme.name for q in survey.questions if q.type == numeric.TYPE} >= {
+        "duchi", "piecewise", "hybrid"}
+
+
+@each_entry
+def test_the_manifest_states_the_exact_epsilon(client, answered, question):
+    """The epsilon the published manifest states is its scheme's exact epsilon, recomputed from
+    the manifest's own fields and from the definition, to the last bit; an open question
+    states none and costs none."""
+    from ldpsurvey.shared import parse_definition, parse_manifest
+
+    raw = client.get(f"/api/surveys/{answered}").data
+    stated = next(q for q in json.loads(raw)["questions"] if q["id"] == question["id"])
+    exact = parse_manifest(raw).question(question["id"]).scheme.epsilon
+    assert exact == stated.get("epsilon", 0.0)
+    assert exact == parse_definition(EVERY_TYPE).question(question["id"]).scheme.epsilon
+    assert ("epsilon" in stated) == (not question.get("disclosed", False))
+
+
+@pytest.fixture(scope="module")
+def intake_survey(app, auth):
+    """EVERY_TYPE published again (its responses are this module's intake tests' own) and
+    each question's report of its EVERY_TYPE_ANSWERS answer."""
+    from ldpsurvey.shared import parse_definition
+    from ldpsurvey.shared.mechanisms.randomizer import secure_draw
+
+    reports = {}
+    for q in parse_definition(EVERY_TYPE).questions:
+        answer = EVERY_TYPE_ANSWERS[q.id]
+        truth = q.scheme.parse_text(answer if isinstance(answer, str) else ";".join(answer))
+        reports[q.id] = q.scheme.randomize(truth, secure_draw)
+    return published(app.test_client(), auth, EVERY_TYPE), reports
+
+
+@each_entry
+def test_intake_takes_its_reports_and_refuses_malformed_ones(client, auth, intake_survey,
+                                                            question):
+    """Each malformed report (MALFORMED, one past the largest) is a 422 whose JSON names the
+    question, and nothing is stored; a report its scheme produced is taken and counted."""
+    from ldpsurvey.shared import parse_definition
+
+    survey_id, reports = intake_survey
+    scheme = parse_definition(EVERY_TYPE).question(question["id"]).scheme
+    before = released_n(client, auth, survey_id)
+    for value in malformed(scheme):
+        response = client.post(f"/api/surveys/{survey_id}/responses",
+                               json={"answers": {**reports, question["id"]: value}})
+        assert response.status_code == 422, (value, response.json)
+        assert response.json["error"] == "invalid_answers"
+        assert f"answers.{question['id']} " in response.json["detail"], value
+    assert released_n(client, auth, survey_id) == before
+    response = client.post(f"/api/surveys/{survey_id}/responses", json={"answers": reports})
+    assert response.status_code == 201, response.json
+    assert released_n(client, auth, survey_id) == before + 1
+
+
+@each_entry
+def test_the_results_page_and_the_estimates_show_it(client, auth, researcher_key, answered,
+                                                    question):
+    """The results page (reached from the dashboard's login) asks the question, its chart is
+    an SVG, the page's estimates CSV has its rows, and the API's estimates count its 240
+    reports with an interval for each quantity."""
+    from html import escape
+
+    log_in(client, researcher_key)
+    page = client.get(f"/s/{answered}/results")
+    assert page.status_code == 200
+    assert escape(question["text"]) in page.get_data(as_text=True)
+    chart = client.get(f"/s/{answered}/results/{question['id']}.svg")
+    assert chart.status_code == 200 and chart.mimetype == "image/svg+xml"
+    rows = client.get(f"/s/{answered}/results/estimates.csv").get_data(as_text=True)
+    assert question["id"] in {row["question_id"] for row in csv.DictReader(io.StringIO(rows))}
+    body = client.get(f"/api/surveys/{answered}/estimates", headers=auth).json
+    estimated = next(q for q in body["questions"] if q["id"] == question["id"])
+    assert estimated["n"] == 240
+    assert all(o["ci_low"] <= o["ci_high"] for o in estimated["options"])
+
+
+@each_entry
+def test_every_export_and_the_codebook_hold_it(exported, question):
+    """The codebook says what the question's cells and report hold; its columns head both
+    plain CSVs and read_export reads them back; each JSON line holds its report."""
+    from ldpsurvey.analysis import read_export
+
+    book = json.loads((exported / "codebook.json").read_text())
+    described = next(q for q in book["questions"] if q["id"] == question["id"])
+    assert described["cells"] and described["report"]
+    columns = described.get("columns", [question["id"]])
+    for name in ("labels.csv", "codes.csv"):
+        header = next(csv.reader(io.StringIO((exported / name).read_text())))
+        assert set(columns) <= set(header), name
+        frame, _ = read_export(exported / name, exported / "codebook.json",
+                               codes=name == "codes.csv")
+        assert set(columns) <= set(frame.columns) and frame[columns].notna().all().all(), name
+    lines = (exported / "export.jsonl").read_text().splitlines()[1:]
+    assert len(lines) == 240
+    assert all(question["id"] in json.loads(line)["answers"] for line in lines)
