@@ -19,6 +19,7 @@ def registered() -> dict[tuple[str, str], dict | None]:
     may declare. A question declaring none has its type's default: forced response for yes/no
     and choice, else the first of the type module's MECHANISMS."""
     from ldpsurvey.shared.mechanisms import disclosed, forced_response, registry
+    from ldpsurvey.shared.mechanisms.square_wave import SQUARE_WAVE
 
     offered = {"yes_no": [forced_response.NAME, *registry.DESIGNS],
                "choice": [forced_response.NAME, *(name for name in registry.CHOICE_MECHANISMS
@@ -31,6 +32,8 @@ def registered() -> dict[tuple[str, str], dict | None]:
         kind = question["type"]
         if question.get("disclosed"):
             return kind, disclosed.NAME
+        if question.get("distribution"):  # `auto` asking for the distribution: square wave
+            return kind, SQUARE_WAVE
         return kind, question.get("design", question.get("mechanism", offered[kind][0]))
 
     examples: dict[tuple[str, str], dict] = {}
