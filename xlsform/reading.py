@@ -337,7 +337,7 @@ class _Reader:
         options in each language (none for yes/no, whose words are the form's own)."""
         choices = element.get("choices", [])
         names = [str(choice.get("name", "")).lower() for choice in choices]
-        first = [self.texts(choice, [], of="")[0] for choice in choices]
+        first = [self.texts(choice, [])[0] for choice in choices]
         if (kind == SELECT_ONE and sorted(names) == ["no", "yes"]
                 and [label.lower() for label in first] == names):
             if constraint:

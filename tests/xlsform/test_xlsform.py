@@ -344,6 +344,17 @@ def test_a_language_column_without_a_code_is_refused_in_one_line(tmp_path):
     assert refused_lines(form) == [
         "label::French: a language column needs its code, as label::French (fr) (the survey "
         "file names each language by it)"]
+    def plain_and_french(name: str, settings: dict | None = None) -> Path:
+        return xlsform(tmp_path / name, [["select_one yes_no", "smoked", "Smoked?", "Fumé ?",
+                                          1]], YES_NO, settings=settings,
+                       header=["type", "name", "label", "label::French (fr)", "epsilon"])
+
+    assert refused_lines(plain_and_french("plain.xlsx")) == [
+        "label: a column without a language beside others in a language: name it, as "
+        "label::English (en), or give its name in the settings' default_language"]
+    named = plain_and_french("named.xlsx", {"form_title": "T",
+                                            "default_language": "English (en)"})
+    assert read_form(named).definition["languages"] == ["en", "fr"]
 
 
 def test_a_text_missing_in_one_language_is_refused_naming_row_and_language(tmp_path):
@@ -371,6 +382,18 @@ def test_the_export_writes_a_column_per_language_named_by_babel(tmp_path):
         [cell.value for cell in row] for row in workbook["settings"].iter_rows()), strict=True))
     assert settings["default_language"] == "English (en)"
     assert settings["translated_title::French (fr)"] == "Santé et habitudes"
+
+
+def test_a_regional_tag_keeps_its_code_through_babels_name(tmp_path):
+    survey = read_definition(REPOSITORY / "shared" / "examples" / "languages.toml")
+    survey = {**survey, "languages": ["en", "pt-BR", "es"],
+              "translations": {("pt-BR" if tag == "fr" else tag): words
+                               for tag, words in survey["translations"].items()}}
+    write_form(survey, tmp_path / "form.xlsx")
+    header = [cell.value for cell in load_workbook(tmp_path / "form.xlsx")["survey"][1]]
+    assert "label::Portuguese (Brazil) (pt-BR)" in header
+    assert read_form(tmp_path / "form.xlsx").definition == survey
+    create_survey_from_xls(str(tmp_path / "form.xlsx")).to_xml()  # pyxform accepts it
 
 
 def test_a_form_pyxform_refuses_is_refused_in_its_words(tmp_path):
