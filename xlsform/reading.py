@@ -284,8 +284,8 @@ class _Reader:
         if key == "label" and not any(t.strip() for t in texts):
             problems.append(f"{of}needs a label (what respondents read)")
         elif any(t.strip() for t in texts):
-            problems.extend(f"{of}no {key} in {name}" for name, t in zip(self.names, texts, strict=True)
-                            if not t.strip())
+            problems.extend(f"{of}no {key} in {name}"
+                            for name, t in zip(self.names, texts, strict=True) if not t.strip())
         piped = next((PIPED.search(t) for t in texts if PIPED.search(t)), None)
         if piped:
             problems.append(f"{key} {piped.group()}: shows another answer, which the form "
@@ -321,9 +321,10 @@ class _Reader:
             question |= fields
             if options:
                 words = [w | {"options": labels} for w, labels in zip(words, options, strict=True)]
-        question |= {key: cells.value(element[key], key) for key in sorted(PARAMETERS - {"unit"})
-                     if key in element}
-        question |= {"unit": words[0]["unit"]} if "unit" in words[0] else {}
+        question |= {key: cells.value(element[key], key) for key in sorted(PARAMETERS)
+                     if key in element and not isinstance(element[key], dict)}
+        if "unit" in words[0]:  # from `unit::Language (code)` columns, a dict by language
+            question.setdefault("unit", words[0]["unit"])
         if not ({"epsilon", "alpha", "groups"} & question.keys() or question.get("disclosed")):
             if self.epsilon is None:
                 problems.append("no epsilon: give it in an epsilon column, or --epsilon for "

@@ -512,7 +512,9 @@ def test_the_export_wants_an_xlsx_name_and_a_valid_survey(tmp_path):
 def test_a_text_starting_with_an_equals_sign_stays_text(tmp_path):
     definition = {"title": "=1+1", "questions": [
         {"id": "q", "text": "=SUM(A1:A2)", "type": "choice", "options": ["=1", "=2"],
-         "epsilon": 1.0}]}
+         "epsilon": 1.0},
+        {"id": "n", "text": "=1", "type": "numeric", "min": 0, "max": 1, "unit": "1",
+         "epsilon": 1.0}]}  # a unit that reads as a number stays text
     write_form(definition, tmp_path / "f.xlsx")
     assert read_form(tmp_path / "f.xlsx").definition == definition
 
