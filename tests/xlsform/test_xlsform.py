@@ -498,6 +498,19 @@ def test_the_export_through_the_cli_is_read_by_the_import(tmp_path):
     parse_definition(read_definition(tmp_path / "back.toml"))
 
 
+def test_a_survey_in_three_languages_goes_through_the_cli_and_back(tmp_path):
+    survey = REPOSITORY / "shared" / "examples" / "languages.toml"
+    assert run("survey", "export-xlsform", str(survey), "-o", str(tmp_path / "f.xlsx")
+               ).exit_code == 0
+    imported = run("survey", "import", str(tmp_path / "f.xlsx"), "-o", str(tmp_path / "b.toml"))
+    assert imported.exit_code == 0, imported.output
+    assert tomllib.loads((tmp_path / "b.toml").read_text()) == read_definition(survey)
+    assert imported.stderr.splitlines()[-1].startswith("wrote ")
+    checked = run("survey", "check", str(tmp_path / "b.toml"))
+    assert checked.exit_code == 0
+    assert "in 3 languages: en (the texts' own), fr, es, every text translated" in checked.stdout
+
+
 def test_the_export_wants_an_xlsx_name_and_a_valid_survey(tmp_path):
     starter = REPOSITORY / "shared" / "examples" / "starter.toml"
     wrong = run("survey", "export-xlsform", str(starter), "--output", str(tmp_path / "s.xls"))
