@@ -6,13 +6,17 @@ cannot take it.
 Mapped: `select_one` (a yes/no question when its two choices are yes and no, names and
 labels, else a choice question), `select_multiple` (a multi-select, with `count-selected(.)
 <= N` as max_selected), `integer` and `decimal` with the constraint `. >= A and . <= B` (a
-number from A to B), a `note` before the first question (the introduction), `hint` (added to
-the question's text in brackets), `required` yes or no (every ldp-survey question is
-answered), the survey-file fields of a question as extra columns (cells.py), the settings'
-`form_title` and the survey-file fields of a survey. Metadata the form would record on its own
+number from A to B), a `note` before the first question (the introduction), `hint` (the
+question's hint), `required` yes or no (every ldp-survey question is answered), the survey-file
+fields of a question as extra columns (cells.py), the settings' `form_title` and the
+survey-file fields of a survey. Columns in several languages (`label::French (fr)`, `hint::`,
+`unit::`, the settings' `translated_title::`) become `languages` (the settings' `default_language`
+first, else the first label column's) and `translations.<tag>`, the tag the code in
+parentheses (languages.py). Metadata the form would record on its own
 (start, end, today, deviceid, username, ...) is not asked, and said so. Everything else (free
 text, groups, repeats, calculations, relevance, defaults, choice filters, media, other
-constraints, several languages) is refused, one line per row.
+constraints, a language column without a code, a text missing in one language) is refused,
+one line per row.
 """
 
 import re
@@ -26,8 +30,8 @@ from pyxform.xls2json import workbook_to_json
 from pyxform.xls2json_backends import get_xlsform
 
 from ldpsurvey.shared import SurveyError, parse_definition
-from ldpsurvey.shared.survey.manifest import QUESTION_FIELDS, QUESTION_ID
-from ldpsurvey.xlsform import cells
+from ldpsurvey.shared.survey.manifest import DEFAULT_LANGUAGE, QUESTION_FIELDS, QUESTION_ID
+from ldpsurvey.xlsform import cells, languages
 
 SELECT_ONE = "select one"
 SELECT_MULTIPLE = "select all that apply"
@@ -103,16 +107,28 @@ def read_form(path: str | Path, epsilon: float | None = None) -> Imported:
                                 warnings=warnings)
     except PyXFormError as exc:
         raise FormRefused([f"{Path(path).name}: {' '.join(str(exc).split())}"]) from None
-    reader = _Reader(rows, _language(form), epsilon)
+    names, refusals = _languages(form)
+    reader = _Reader(rows, names, epsilon)
     reader.read(form["children"])
-    definition = {"title": form["title"]}
+    titles = _titles(form, names, reader.notes)
+    definition = {"title": titles[0]}
     if reader.introduction:
-        definition["description"] = "\n\n".join(reader.introduction)
+        definition["description"] = "\n\n".join(texts[0] for texts in reader.introduction)
     for key in SURVEY_SETTINGS:
         if key in form:
             definition[key] = cells.value(form[key], key)
     definition["questions"] = reader.questions
-    refusals = reader.refusals if reader.language is not None else [_several_languages(form)]
+    tags = [languages.tag(name) or DEFAULT_LANGUAGE for name in names]
+    if tags != [DEFAULT_LANGUAGE]:
+        definition["languages"] = tags
+    if len(tags) > 1:
+        definition["translations"] = {tag: {
+            "title": titles[index],
+            **({"description": "\n\n".join(texts[index] for texts in reader.introduction)}
+               if reader.introduction else {}),
+            "questions": {qid: words[index] for qid, words in reader.wordings.items()}}
+            for index, tag in enumerate(tags) if index}
+    refusals = refusals or reader.refusals
     if not refusals:
         try:
             parse_definition(definition)
@@ -139,43 +155,61 @@ def _rows(survey: list[dict[str, str]]) -> dict[str, list[tuple[int, str]]]:
     return rows
 
 
-def _languages(form: dict[str, Any]) -> set[str]:
-    """The languages of every label and hint, of questions and choices."""
-    found: set[str] = set()
+def _languages(form: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The form's languages as pyxform names them (`French (fr)`), the settings'
+    `default_language` first, else the first label column's ([NO_LANGUAGE] when its labels name
+    none); and the refusal of each language column without a code."""
+    found: dict[str, None] = {}
 
     def visit(element: dict[str, Any]) -> None:
         for key in ("label", "hint"):
             if isinstance(element.get(key), dict):
-                found.update(element[key])
+                found.update(dict.fromkeys(element[key]))
         for child in (*element.get("children", ()), *element.get("choices", ())):
             visit(child)
 
     for child in form["children"]:  # the form's own "choices" are its questions' again
         visit(child)
-    return found
+    names = list(found) or [languages.NO_LANGUAGE]
+    default = form.get("default_language")
+    if default in names:
+        names.remove(default)
+        names.insert(0, default)
+    if names == [languages.NO_LANGUAGE]:
+        return names, []
+    return names, [
+        f"label::{name}: a language column needs its code, as label::French (fr) (the survey "
+        "file names each language by it)" if name != languages.NO_LANGUAGE else
+        "label: a column without a language beside others in a language: name it, as "
+        "label::English (en), or give its name in the settings' default_language"
+        for name in names if languages.tag(name) is None]
 
 
-def _language(form: dict[str, Any]) -> str | None:
-    """The form's one language ("" when its labels name none); None when it has several."""
-    languages = _languages(form)
-    return "" if not languages else next(iter(languages)) if len(languages) == 1 else None
-
-
-def _several_languages(form: dict[str, Any]) -> str:
-    """The refusal of a form in several languages."""
-    names = ", ".join(sorted(_languages(form)))
-    return (f"labels in several languages ({names}): a survey is in one language until "
-            "translations land (issue 43, item 2): keep one language's label and hint columns")
+def _titles(form: dict[str, Any], names: list[str], notes: list[str]) -> list[str]:
+    """The form's title in each language: the settings' `translated_title::Language (code)`
+    (pyxform turns a `form_title::` column into no XForm), else its form_title, said in a note
+    for each other language."""
+    title = form["title"] if isinstance(form["title"], dict) else {
+        languages.NO_LANGUAGE: form["title"]}
+    title |= form.get("translated_title") or {}
+    default = title.get(names[0]) or title.get(languages.NO_LANGUAGE) or ""
+    for name in names[1:]:
+        if not title.get(name):
+            notes.append(f"settings: no translated_title::{name}: that language's title is "
+                         "the form_title")
+    return [default, *(title.get(name) or default for name in names[1:])]
 
 
 class _Reader:
-    """The walk over pyxform's elements, in row order: questions, introduction, refusals."""
+    """The walk over pyxform's elements, in row order: questions, their words in each
+    language, introduction, refusals."""
 
-    def __init__(self, rows: dict[str, list[tuple[int, str]]], language: str | None,
+    def __init__(self, rows: dict[str, list[tuple[int, str]]], names: list[str],
                  epsilon: float | None):
-        self.rows, self.language, self.epsilon = rows, language, epsilon
+        self.rows, self.names, self.epsilon = rows, names, epsilon
         self.questions: list[dict[str, Any]] = []
-        self.introduction: list[str] = []
+        self.wordings: dict[str, list[dict[str, Any]]] = {}  # per id, a Wording per language
+        self.introduction: list[list[str]] = []  # per note, its text per language
         self.refusals: list[str] = []
         self.notes: list[str] = []
         self.unused: set[str] = set()  # columns (pyxform's keys) read from no row
@@ -216,13 +250,14 @@ class _Reader:
                 problems.append("a note between or after questions: ldp-survey shows text "
                                 "only above them (the introduction): move it before the "
                                 "first question")
-            text = self.text(element, problems)
+            texts = self.texts(element, problems)
             if not problems:
-                self.introduction.append(text)
+                self.introduction.append(texts)
         else:
-            question = self.question(element, kind, problems)
+            question, words = self.question(element, kind, problems)
             if not problems:
                 self.questions.append(question)
+                self.wordings[question["id"]] = words
         self.refusals.extend(f"{where}: {problem}" for problem in problems)
 
     def column_problems(self, element: dict[str, Any]):
@@ -238,26 +273,37 @@ class _Reader:
             if element.get(key):
                 yield f"{key}: {reason}"
 
-    def text(self, element: dict[str, Any], problems: list[str], key: str = "label") -> str:
-        """The element's label (or hint) in the form's language; a problem if it has none or
-        it shows another answer (${name})."""
+    def texts(self, element: dict[str, Any], problems: list[str], key: str = "label",
+              of: str = "") -> list[str]:
+        """The element's label (or hint, or unit) in each language, in order; a problem if it
+        has no label, a text missing in one language while another has it, or a text showing
+        another answer (${name}). `of` names a choice in the problems."""
         value = element.get(key) or ""
-        value = value.get(self.language, "") if isinstance(value, dict) else value
-        if key == "label" and not value.strip():
-            problems.append("needs a label (what respondents read)")
-        if PIPED.search(value):
-            problems.append(f"{key} {PIPED.search(value).group()}: shows another answer, which "
-                            "the form never does")
-        return value
+        value = value if isinstance(value, dict) else {self.names[0]: value}
+        texts = [value.get(name) or "" for name in self.names]
+        if key == "label" and not any(t.strip() for t in texts):
+            problems.append(f"{of}needs a label (what respondents read)")
+        elif any(t.strip() for t in texts):
+            problems.extend(f"{of}no {key} in {name}"
+                            for name, t in zip(self.names, texts, strict=True) if not t.strip())
+        piped = next((PIPED.search(t) for t in texts if PIPED.search(t)), None)
+        if piped:
+            problems.append(f"{key} {piped.group()}: shows another answer, which the form "
+                            "never does")
+        return texts
 
     def question(self, element: dict[str, Any], kind: str,
-                 problems: list[str]) -> dict[str, Any]:
+                 problems: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The question's survey-file fields, and its Wording (text, hint, options, unit) in
+        each language."""
         qid = re.sub(r"[-.]", "_", element["name"].lower())
         if not QUESTION_ID.fullmatch(qid):
             problems.append("a name of lower-case letters, digits and _ (at most 40, first a "
                             "letter) is needed: it names the question's column in exports")
-        text, hint = self.text(element, problems), self.text(element, problems, "hint")
-        question: dict[str, Any] = {"id": qid, "text": f"{text} ({hint})" if hint else text}
+        texts, hints = self.texts(element, problems), self.texts(element, problems, "hint")
+        words = [{"text": text, **({"hint": hint} if hint else {})}
+                 for text, hint in zip(texts, hints, strict=True)]
+        question: dict[str, Any] = dict(id=qid, **words[0])
         constraint = element.get("bind", {}).get("constraint")
         if kind in NUMBERS:
             bounds = cells.parse_range(constraint or "")
@@ -267,34 +313,49 @@ class _Reader:
                                 "add the constraint . >= A and . <= B")
             else:
                 question |= {"type": "numeric", "min": bounds[0], "max": bounds[1]}
+            units = self.texts(element, problems, "unit")
+            if units[0]:
+                words = [w | {"unit": unit} for w, unit in zip(words, units, strict=True)]
         else:
-            question |= self.options(element, kind, constraint, problems)
+            fields, options = self.options(element, kind, constraint, problems)
+            question |= fields
+            if options:
+                words = [w | {"options": labels} for w, labels in zip(words, options, strict=True)]
         question |= {key: cells.value(element[key], key) for key in sorted(PARAMETERS)
-                     if key in element}
+                     if key in element and not isinstance(element[key], dict)}
+        if "unit" in words[0]:  # from `unit::Language (code)` columns, a dict by language
+            question.setdefault("unit", words[0]["unit"])
         if not ({"epsilon", "alpha", "groups"} & question.keys() or question.get("disclosed")):
             if self.epsilon is None:
                 problems.append("no epsilon: give it in an epsilon column, or --epsilon for "
                                 "every question without one")
             question["epsilon"] = self.epsilon
-        return question
+        return question, words
 
     def options(self, element: dict[str, Any], kind: str, constraint: str | None,
-                problems: list[str]) -> dict[str, Any]:
-        """A select's type and options (and max_selected from count-selected(.) <= N)."""
+                problems: list[str]) -> tuple[dict[str, Any], list[list[str]]]:
+        """A select's type and options (and max_selected from count-selected(.) <= N), and its
+        options in each language (none for yes/no, whose words are the form's own)."""
         choices = element.get("choices", [])
-        labels = [self.text(choice, problems) for choice in choices]
+        names = [str(choice.get("name", "")).lower() for choice in choices]
+        first = [self.texts(choice, [])[0] for choice in choices]
+        if (kind == SELECT_ONE and sorted(names) == ["no", "yes"]
+                and [label.lower() for label in first] == names):
+            if constraint:
+                problems.append(f"constraint {constraint!r}: a select_one question takes none")
+            return {"type": "yes_no"}, []
+        labels = [self.texts(choice, problems, of=f"choice {name!r}: ")
+                  for name, choice in zip(names, choices, strict=True)]
+        options = [list(words) for words in zip(*labels, strict=True)] or [[] for _ in self.names]
         if kind == SELECT_ONE:
             if constraint:
                 problems.append(f"constraint {constraint!r}: a select_one question takes none")
-            names = [str(choice.get("name", "")).lower() for choice in choices]
-            if sorted(names) == ["no", "yes"] and [label.lower() for label in labels] == names:
-                return {"type": "yes_no"}
-            return {"type": "choice", "options": labels}
-        fields: dict[str, Any] = {"type": "multi_select", "options": labels}
+            return {"type": "choice", "options": options[0]}, options
+        fields: dict[str, Any] = {"type": "multi_select", "options": options[0]}
         if constraint:
             most = cells.parse_count_selected(constraint)
             if most is None:
                 problems.append(f"constraint {constraint!r}: a select_multiple question takes "
                                 "only count-selected(.) <= N")
             fields["max_selected"] = most
-        return fields
+        return fields, options

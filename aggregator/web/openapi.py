@@ -532,6 +532,8 @@ def codebook_schema() -> dict:
                 "required": ["id", "text", "type", "options", "report", "cells"],
                 "additionalProperties": False,
                 "properties": {"id": text, "text": text, "type": text,
+                               "hint": {**text, "description": "Shown under the text, when "
+                                        "the question has one"},
                                **question_fields(), **MECHANISM_PARAMETERS,
                                "columns": {"type": "array", "items": text},
                                "report": {**text, "description": "What one report is"},

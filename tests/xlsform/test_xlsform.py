@@ -105,7 +105,8 @@ def test_a_kobotoolbox_form_becomes_a_survey_that_survey_check_passes(tmp_path):
         "description": "Your phone randomizes every answer.",
         "questions": [
             {"id": "smoked", "type": "yes_no", "epsilon": 1.0,
-             "text": "Have you smoked in the last 30 days? (Cigarettes, cigars or pipes)"},
+             "text": "Have you smoked in the last 30 days?",
+             "hint": "Cigarettes, cigars or pipes"},  # XLSForm's hint, the question's hint
             {"id": "sleep", "text": "How many hours do you sleep?", "type": "choice",
              "options": ["Under 6", "6 to 8", "Over 8"], "epsilon": 1.0},
             {"id": "sports", "text": "Which sports did you do last week?",
@@ -262,16 +263,137 @@ def test_a_group_is_refused_at_its_row_and_its_questions_are_read_on_their_own(t
     assert "4 refused (listed above); nothing written" in result.stderr
 
 
-def test_several_languages_are_refused_in_one_line_until_translations_land(tmp_path):
+MULTILINGUAL_HEADER = ["type", "name", "label::French (fr)", "hint::French (fr)",
+                       "label::English (en)", "hint::English (en)", "constraint",
+                       "unit::French (fr)", "unit::English (en)", "epsilon"]
+MULTILINGUAL_ROWS = [
+    ["note", "intro", "Quatre questions.", None, "Four questions.", None, None, None, None,
+     None],
+    ["select_one yes_no", "smoked", "Fumé ?", "Même une.", "Smoked?", "Even one.", None, None,
+     None, 1],
+    ["select_one sleep", "sleep", "Sommeil ?", None, "Sleep?", None, None, None, None, 1],
+    ["integer", "coffee", "Café ?", None, "Coffee?", None, ". >= 0 and . <= 10", "tasses",
+     "cups", 1]]
+MULTILINGUAL_CHOICES = [["list_name", "name", "label::French (fr)", "label::English (en)"],
+                        ["yes_no", "yes", "Oui", "Yes"], ["yes_no", "no", "Non", "No"],
+                        ["sleep", "1", "Moins de 6", "Under 6"],
+                        ["sleep", "2", "Plus de 6", "6 or more"]]
+
+
+def multilingual_form(path: Path, settings: dict, rows: list[list] = MULTILINGUAL_ROWS,
+                      choices: list[list] = MULTILINGUAL_CHOICES) -> Path:
+    """A form in French and English (French's columns first), with `settings`."""
+    xlsform(path, rows, settings=settings, header=MULTILINGUAL_HEADER)
+    workbook = load_workbook(path)
+    sheet = workbook.create_sheet("choices", 1)
+    for row in choices:
+        sheet.append(row)
+    workbook.save(path)
+    return path
+
+
+def test_language_columns_become_languages_and_translations(tmp_path):
+    """label::, hint::, unit:: and the settings' translated_title:: columns; the settings'
+    default_language first; a hint is the question's hint; yes/no's labels are the form's."""
+    form = multilingual_form(tmp_path / "form.xlsx", {
+        "form_title": "Habits", "translated_title::French (fr)": "Habitudes",
+        "default_language": "English (en)"})
+    definition = read_form(form).definition
+    assert definition == {
+        "title": "Habits", "description": "Four questions.", "languages": ["en", "fr"],
+        "questions": [
+            {"id": "smoked", "text": "Smoked?", "hint": "Even one.", "type": "yes_no",
+             "epsilon": 1},
+            {"id": "sleep", "text": "Sleep?", "type": "choice",
+             "options": ["Under 6", "6 or more"], "epsilon": 1},
+            {"id": "coffee", "text": "Coffee?", "type": "numeric", "min": 0, "max": 10,
+             "unit": "cups", "epsilon": 1}],
+        "translations": {"fr": {
+            "title": "Habitudes", "description": "Quatre questions.", "questions": {
+                "smoked": {"text": "Fumé ?", "hint": "Même une."},
+                "sleep": {"text": "Sommeil ?", "options": ["Moins de 6", "Plus de 6"]},
+                "coffee": {"text": "Café ?", "unit": "tasses"}}}}}
+    assert parse_definition(definition).in_language("fr").questions[2].hint is None
+
+
+def test_without_default_language_the_first_label_column_is_first(tmp_path):
+    """French's columns come first; without a translated_title::English (en), English's title is the
+    form_title, and the import says so."""
+    imported = read_form(multilingual_form(tmp_path / "form.xlsx", {"form_title": "Habits"}))
+    assert imported.definition["languages"] == ["fr", "en"]
+    assert imported.definition["questions"][0]["text"] == "Fumé ?"
+    assert imported.definition["translations"]["en"]["title"] == "Habits"
+    assert ("settings: no translated_title::English (en): that language's title is the form_title"
+            in imported.notes)
+
+
+def test_a_form_in_one_other_language_names_it(tmp_path):
+    form = xlsform(tmp_path / "form.xlsx", [["select_one yes_no", "smoked", "Fumé ?", 1]],
+                   [["yes_no", "yes", "yes"], ["yes_no", "no", "no"]],
+                   header=["type", "name", "label::French (fr)", "epsilon"])
+    definition = read_form(form).definition
+    assert definition["languages"] == ["fr"] and "translations" not in definition
+    assert definition["questions"][0]["text"] == "Fumé ?"
+
+
+def test_a_language_column_without_a_code_is_refused_in_one_line(tmp_path):
     form = xlsform(tmp_path / "form.xlsx", [["select_one yes_no", "smoked", "Smoked?", "Fumé ?",
                                              1]], [["yes_no", "no", "No", "Non"],
                                                    ["yes_no", "yes", "Yes", "Oui"]],
-                   header=["type", "name", "label::English (en)", "label::French (fr)",
-                           "epsilon"])
+                   header=["type", "name", "label::English (en)", "label::French", "epsilon"])
     assert refused_lines(form) == [
-        "labels in several languages (English (en), French (fr)): a survey is in one language "
-        "until translations land (issue 43, item 2): keep one language's label and hint "
-        "columns"]
+        "label::French: a language column needs its code, as label::French (fr) (the survey "
+        "file names each language by it)"]
+    def plain_and_french(name: str, settings: dict | None = None) -> Path:
+        return xlsform(tmp_path / name, [["select_one yes_no", "smoked", "Smoked?", "Fumé ?",
+                                          1]], YES_NO, settings=settings,
+                       header=["type", "name", "label", "label::French (fr)", "epsilon"])
+
+    assert refused_lines(plain_and_french("plain.xlsx")) == [
+        "label: a column without a language beside others in a language: name it, as "
+        "label::English (en), or give its name in the settings' default_language"]
+    named = plain_and_french("named.xlsx", {"form_title": "T",
+                                            "default_language": "English (en)"})
+    assert read_form(named).definition["languages"] == ["en", "fr"]
+
+
+def test_a_text_missing_in_one_language_is_refused_naming_row_and_language(tmp_path):
+    rows = [row.copy() for row in MULTILINGUAL_ROWS]
+    rows[1][3] = None  # smoked's French hint
+    rows[3][7] = None  # coffee's French unit
+    choices = [*MULTILINGUAL_CHOICES[:-1], ["sleep", "2", None, "6 or more"]]
+    form = multilingual_form(tmp_path / "form.xlsx", {"form_title": "Habits"}, rows, choices)
+    assert refused_lines(form) == [
+        "row 3: smoked (select_one yes_no): no hint in French (fr)",
+        "row 4: sleep (select_one sleep): choice '2': no label in French (fr)",
+        "row 5: coffee (integer): no unit in French (fr)"]
+
+
+def test_the_export_writes_a_column_per_language_named_by_babel(tmp_path):
+    survey = read_definition(REPOSITORY / "shared" / "examples" / "languages.toml")
+    write_form(survey, tmp_path / "form.xlsx")
+    workbook = load_workbook(tmp_path / "form.xlsx")
+    header = [cell.value for cell in workbook["survey"][1]]
+    assert header[:11] == ["type", "name", "label::English (en)", "label::French (fr)",
+                           "label::Spanish (es)", "hint::English (en)", "hint::French (fr)",
+                           "hint::Spanish (es)", "unit::English (en)", "unit::French (fr)",
+                           "unit::Spanish (es)"]
+    settings = dict(zip(*(
+        [cell.value for cell in row] for row in workbook["settings"].iter_rows()), strict=True))
+    assert settings["default_language"] == "English (en)"
+    assert settings["translated_title::French (fr)"] == "Santé et habitudes"
+
+
+def test_a_regional_tag_keeps_its_code_through_babels_name(tmp_path):
+    survey = read_definition(REPOSITORY / "shared" / "examples" / "languages.toml")
+    survey = {**survey, "languages": ["en", "pt-BR", "es"],
+              "translations": {("pt-BR" if tag == "fr" else tag): words
+                               for tag, words in survey["translations"].items()}}
+    write_form(survey, tmp_path / "form.xlsx")
+    header = [cell.value for cell in load_workbook(tmp_path / "form.xlsx")["survey"][1]]
+    assert "label::Portuguese (Brazil) (pt-BR)" in header
+    assert read_form(tmp_path / "form.xlsx").definition == survey
+    create_survey_from_xls(str(tmp_path / "form.xlsx")).to_xml()  # pyxform accepts it
 
 
 def test_a_form_pyxform_refuses_is_refused_in_its_words(tmp_path):
@@ -349,6 +471,8 @@ def test_import_of_export_is_the_same_survey_and_pyxform_accepts_the_export(tmp_
     write_form(definition, path)
     assert read_form(path).definition == definition
     assert parse_file_to_json(str(path))["title"] == definition["title"]
+    assert list(parse_file_to_json(str(path)).get("translated_title", {}).values()) == [
+        words["title"] for words in definition.get("translations", {}).values()]
     xform = create_survey_from_xls(str(path)).to_xml()
     assert all(f"/{q['id']}" in xform for q in definition["questions"])
 
@@ -374,6 +498,19 @@ def test_the_export_through_the_cli_is_read_by_the_import(tmp_path):
     parse_definition(read_definition(tmp_path / "back.toml"))
 
 
+def test_a_survey_in_three_languages_goes_through_the_cli_and_back(tmp_path):
+    survey = REPOSITORY / "shared" / "examples" / "languages.toml"
+    assert run("survey", "export-xlsform", str(survey), "-o", str(tmp_path / "f.xlsx")
+               ).exit_code == 0
+    imported = run("survey", "import", str(tmp_path / "f.xlsx"), "-o", str(tmp_path / "b.toml"))
+    assert imported.exit_code == 0, imported.output
+    assert tomllib.loads((tmp_path / "b.toml").read_text()) == read_definition(survey)
+    assert imported.stderr.splitlines()[-1].startswith("wrote ")
+    checked = run("survey", "check", str(tmp_path / "b.toml"))
+    assert checked.exit_code == 0
+    assert "in 3 languages: en (the texts' own), fr, es, every text translated" in checked.stdout
+
+
 def test_the_export_wants_an_xlsx_name_and_a_valid_survey(tmp_path):
     starter = REPOSITORY / "shared" / "examples" / "starter.toml"
     wrong = run("survey", "export-xlsform", str(starter), "--output", str(tmp_path / "s.xls"))
@@ -388,7 +525,9 @@ def test_the_export_wants_an_xlsx_name_and_a_valid_survey(tmp_path):
 def test_a_text_starting_with_an_equals_sign_stays_text(tmp_path):
     definition = {"title": "=1+1", "questions": [
         {"id": "q", "text": "=SUM(A1:A2)", "type": "choice", "options": ["=1", "=2"],
-         "epsilon": 1.0}]}
+         "epsilon": 1.0},
+        {"id": "n", "text": "=1", "type": "numeric", "min": 0, "max": 1, "unit": "1",
+         "epsilon": 1.0}]}  # a unit that reads as a number stays text
     write_form(definition, tmp_path / "f.xlsx")
     assert read_form(tmp_path / "f.xlsx").definition == definition
 
