@@ -19,7 +19,7 @@ from test_browser import (  # noqa: F401 (database_url: the browser tests' SQLit
 )
 
 from ldpsurvey.shared import parse_manifest
-from ldpsurvey.shared.mechanisms import disclosed, multi_select, numeric, registry
+from ldpsurvey.shared.mechanisms import multi_select, numeric, registry
 
 from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS, TECHNICAL
 
@@ -50,12 +50,7 @@ def test_the_fixture_holds_every_question_type_the_registries_know(client, auth)
     each type that takes one: a mechanism added to a registry and not to EVERY_TYPE fails."""
     survey = parse_manifest(client.get(f"/api/surveys/{create(client, auth, EVERY_TYPE)}").data)
     held = {(q.type, q.scheme.name) for q in survey.questions}
-    wanted = {("choice", name) for name in registry.CHOICE_MECHANISMS if name != "auto"}
-    wanted |= {(module.TYPE, name) for module in registry.TYPES.values()
-               for name in module.MECHANISMS if name != "auto"}
-    wanted |= {("yes_no", "forced_response")}
-    wanted |= {("yes_no", design) for design in registry.DESIGNS}
-    wanted |= {(kind, disclosed.NAME) for kind in disclosed.TYPES}
+    wanted = registry.offered()
     assert held == wanted
     assert any(q.concept for q in survey.questions)
     limited = {q.scheme.name for q in survey.questions if q.type == multi_select.TYPE}

@@ -39,14 +39,10 @@ def answered(client, auth, tmp_path):
 def test_the_survey_holds_every_type_mechanism_and_design():
     """Nothing the scheme registry offers is left out of EVERY_TYPE."""
     from ldpsurvey.shared import parse_definition
-    from ldpsurvey.shared.mechanisms import disclosed
-    from ldpsurvey.shared.mechanisms.registry import CHOICE_MECHANISMS, DESIGNS, TYPES
+    from ldpsurvey.shared.mechanisms import registry
 
     held = {(q.type, q.scheme.name) for q in parse_definition(EVERY_TYPE).questions}
-    offered = {("choice", name) for name in CHOICE_MECHANISMS if name != "auto"} | {
-        (kind, name) for kind, module in TYPES.items() for name in module.MECHANISMS
-        if name != "auto"} | {("yes_no", design) for design in DESIGNS} | {
-        (kind, disclosed.NAME) for kind in disclosed.TYPES} | {("yes_no", "forced_response")}
+    offered = registry.offered()
     assert offered <= held, offered - held
     assert {"concept", "mechanism"} <= {key for q in EVERY_TYPE["questions"] for key in q}
 
