@@ -344,7 +344,7 @@ class Fields:
         return self.number("epsilon", 0.0, math.inf)
 
 
-JSON_TYPES = {"number": "number", "integer": "integer", "text": "string", "flag": "boolean"}
+PARAM_TYPES = {"number": "number", "integer": "integer", "text": "string", "flag": "boolean"}
 
 
 @dataclass(frozen=True)
@@ -365,7 +365,7 @@ class Param:
         """The field as a JSON schema (OpenAPI 3.0: exclusive bounds are flags)."""
         if self.schema is not None:
             return dict(self.schema)
-        schema: dict[str, Any] = {"type": JSON_TYPES[self.type]}
+        schema: dict[str, Any] = {"type": PARAM_TYPES[self.type]}
         for bound, value in (("minimum", self.low), ("maximum", self.high)):
             if value is not None and math.isfinite(value):
                 schema[bound] = value
