@@ -1,8 +1,12 @@
 """The mechanism protocol: what a question type and its randomizer provide to every layer.
 
 The manifest, the respondent's device, intake, the counters, estimates, exports, pages, `plan`
-and `mock` ask a question's scheme instead of branching on its type, so a new question type or
-mechanism is one module here and its JavaScript twin in web/ (registered in web/schemes.js):
+and `mock` ask a question's scheme instead of branching on its type. Each module declares its
+mechanisms once (`Declaration`: name, question types, words, fields with type, meaning and
+bounds, builder), which registry.py lists and the manifest's reader, the OpenAPI description
+and the browser's registry read; so a new mechanism is its module here (listed in registry.py),
+its JavaScript twin in web/ (listed in web/schemes.js's SCHEMES), its vectors
+(scheme_vectors.json, tests/scheme_vectors.py) and a row in docs/question-types.md:
 
     forced_response  yes/no and choice questions (k-RR, Warner 1965; the existing mechanism)
     oue, olh         choice questions, unary encoding and local hashing (Wang et al., USENIX

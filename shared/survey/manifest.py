@@ -3,10 +3,10 @@
 A definition (TOML or JSON) holds title, description, optional max_epsilon (the promised
 per-respondent ceiling), invitation_only, public_results, release_batch (how many responses the
 server pools before it releases them, shuffled, to counts and exports; default 100) and
-questions. Each question has id, text, type ("yes_no" or "choice" with options; or a type with
-a module of its own, schemes.TYPES: "multi_select" with options, "numeric" with min and max),
+questions. Each question has id, text, type ("yes_no" or "choice" with options; "multi_select"
+with options, "numeric" with min and max: the types mechanisms/registry.py's declarations serve),
 for a choice question an optional mechanism ("forced_response", the default, "oue", "olh" or
-"auto", which picks the lowest variance at the question's epsilon: schemes.py), an optional
+"auto", which picks the lowest variance at the question's epsilon: registry.py), an optional
 concept (a name for a stable trait it asks about, shared by questions that ask the same across
 surveys: the respondent's device randomizes it once, permanently, and reports a fresh
 randomization of that permanent answer each time, with irr_alpha, default 0.75, and uniform
@@ -120,7 +120,8 @@ class SurveyError(ValueError):
 @dataclass(frozen=True)
 class Auto:
     """What `mechanism = "auto"` chose for a question, and the variances it compared
-    (schemes.auto_choice). Not part of the manifest, which names the chosen mechanism."""
+    (the `auto` declaration's chooser). Not part of the manifest, which names the chosen
+    mechanism."""
 
     chosen: str
     variances: dict[str, float]
@@ -387,7 +388,6 @@ def _question_of(declared: Declaration, data: Mapping[str, Any], qid: str, text:
                  auto: "Auto | None" = None) -> Question:
     """The question with the scheme its declaration builds from its fields (a concept
     question's concept and irr_alpha as its scheme read them)."""
-    assert declared.build is not None
     scheme = _built(lambda o, f: declared.build(kind, o, f), where, options, Fields(data))
     concept = data.get("concept")
     return Question(qid, text, kind, options, scheme, concept,
