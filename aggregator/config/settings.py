@@ -45,7 +45,7 @@ class Rule:
 
     expected: str
     accepts: Callable[[Any], bool]
-    text: bool = False
+    text: bool = False  # its value must be text (an environment value stays text)
 
 
 def _is_int(value: Any) -> bool:
@@ -220,10 +220,12 @@ def validate(config: Config) -> None:
     its rule (SETTINGS), then what production needs together."""
     for setting in SETTINGS:
         value = config[setting.name]
-        if not (value is None and setting.optional) and not setting.rule.accepts(value):
-            shown = type(value).__name__ if setting.rule.text and not isinstance(value, str) else (
-                value)
-            _refuse(setting.name, shown, setting.rule.expected)
+        if value is None and setting.optional:
+            continue
+        if setting.rule.text and not isinstance(value, str):  # shown by its type, not echoed
+            _refuse(setting.name, type(value).__name__, TEXT.expected)
+        if not setting.rule.accepts(value):
+            _refuse(setting.name, value, setting.rule.expected)
     if config["DEPLOYMENT"] == "production":
         if not (config["KEY_FILE"] and config["SECRET_KEY"]):
             raise ConfigurationError(
