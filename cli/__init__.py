@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ldpsurvey.cli import math_commands, mock, privacy, public, researcher, respond, server
+from ldpsurvey.cli import math_commands, mock, privacy, public, researcher, respond, server, verify
 
 
 class LdpSurveyGroup(click.Group):
@@ -31,6 +31,6 @@ def main() -> None:
     """Local-differential-privacy surveys: randomized response on the respondent's device."""
 
 
-for module in (mock, math_commands, server, researcher, respond, privacy, public):
+for module in (mock, math_commands, server, researcher, respond, privacy, public, verify):
     for command in module.COMMANDS:
         main.add_command(command)

@@ -32,12 +32,12 @@ from ldpsurvey.shared.stats.shuffle import central_epsilon
 
 
 def publish(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
-            epsilon_cap: float, origin: str) -> Survey:
+            epsilon_cap: float, origin: str, form: dict[str, str]) -> Survey:
     """Validate a survey definition (lifecycle.checked), give it a new id, sign its manifest
-    (with the web `origin` respondents reach it at), store it open and owned by the caller's
-    researcher."""
+    (with the web `origin` respondents reach it at and the digests of the `form` they load:
+    assets.form_digests), store it open and owned by the caller's researcher."""
     survey = replace(lifecycle.checked(definition, epsilon_cap), survey_id=new_survey_id(),
-                     key_id=key.key_id, origin=origin)
+                     key_id=key.key_id, origin=origin, form=form)
     store.create_survey(db, survey, key.sign(survey.manifest_bytes()), caller.researcher_id)
     return survey
 

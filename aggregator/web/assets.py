@@ -4,12 +4,19 @@ the form's modules (shared/web, package data of ldpsurvey.shared) and the aggreg
 ("./randomizer.js") stay under it, and a name never serves other bytes: browsers and proxies
 may keep each for good (IMMUTABLE), and the rate limits need not count them (limits.EXEMPT),
 which a page load through a shared address (a school, a company proxy, a carrier's NAT) would
-otherwise spend 11 of its 13 requests on."""
+otherwise spend 11 of its 13 requests on.
+
+The form's own files (FORM_ENTRY, every module it imports, the stylesheet) are `form_digests`:
+their SHA-384 integrity strings, which the page loads them with and manifest format /8 signs
+(form_integrity.py)."""
 
 import hashlib
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from urllib.parse import urlsplit
+
+from ldpsurvey.shared.survey.form_integrity import module_imports, sri
 
 FOLDERS = (resources.files("ldpsurvey.shared") / "web",
            resources.files("ldpsurvey.aggregator") / "static")
@@ -17,6 +24,8 @@ TYPES = {".js": "text/javascript", ".css": "text/css"}
 # A release's files never change under their digest: a year, and no revalidation.
 IMMUTABLE = "public, max-age=31536000, immutable"
 DIGEST_HEX = 16  # 64 bits of the bundle's SHA-256: a new name for every change of any file
+FORM_ENTRY = "form.js"  # the form's module; base.html links STYLESHEET on every page
+STYLESHEET = "style.css"
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,7 @@ class Asset:
     body: bytes
     mimetype: str
     sha256: str  # of the body, hex
+    integrity: str  # sha384-<base64>, Subresource Integrity metadata
 
 
 @dataclass(frozen=True)
@@ -47,5 +57,31 @@ def bundle() -> Bundle:
             suffix = entry.name[entry.name.rfind("."):]
             if suffix in TYPES:
                 body = entry.read_bytes()
-                files[entry.name] = Asset(body, TYPES[suffix], hashlib.sha256(body).hexdigest())
+                files[entry.name] = Asset(body, TYPES[suffix], hashlib.sha256(body).hexdigest(),
+                                        sri(body))
     return Bundle(digest_of(files), files)
+
+
+@cache
+def form_modules() -> tuple[str, ...]:
+    """The names of FORM_ENTRY and every module it imports, transitively, in the order first
+    reached. A module outside the bundle, or an import that leaves its folder, is an error of
+    this release (ValueError)."""
+    files = bundle().files
+    reached, pending = [FORM_ENTRY], [FORM_ENTRY]
+    while pending:
+        for specifier in module_imports(files[pending.pop()].body):
+            name = specifier.removeprefix("./")
+            if "/" in name or name not in files or urlsplit(specifier).scheme:
+                raise ValueError(f"the form imports {specifier!r}, not a module beside it")
+            if name not in reached:
+                reached.append(name)
+                pending.append(name)
+    return tuple(reached)
+
+
+def form_digests() -> dict[str, str]:
+    """The integrity of every file the form loads (its modules and the stylesheet), by name:
+    what a published survey's manifest signs."""
+    files = bundle().files
+    return {name: files[name].integrity for name in sorted((*form_modules(), STYLESHEET))}

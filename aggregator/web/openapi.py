@@ -18,6 +18,7 @@ from ldpsurvey.shared import METHODS, Cell, Conditional, Estimate
 from ldpsurvey.shared.http_contract import EXPORT_FORMATS, IDEMPOTENCY_KEY, RESEARCHER_NAME, ROLES
 from ldpsurvey.shared.mechanisms import registry
 from ldpsurvey.shared.mechanisms.protocol import PROBABILITIES, Settings, empty_entry
+from ldpsurvey.shared.survey.manifest import LANGUAGE
 
 bp = Blueprint("openapi", __name__)
 
@@ -131,9 +132,35 @@ def declared_fields() -> dict[str, dict]:
             for name in sorted(schemas)}
 
 
-# What the estimates and the codebook say of a question beyond its declared fields.
+# A number question's distribution (square_wave; shared/mechanisms/square_wave.py): bins and quartiles.
+_INTERVAL = {"ci_low": {"type": "number"}, "ci_high": {"type": "number"}}
+DISTRIBUTION = {
+    "type": "object", "nullable": True,
+    "description": "square_wave (a survey file's distribution = true): the histogram's bins "
+                   "(ends in the answer's units, shares of respondents) and the quartiles (in "
+                   "the answer's units), each point inside its exact interval; null before the "
+                   "first release",
+    "required": ["bins", "quantiles", "ci_method", "confidence"], "additionalProperties": False,
+    "properties": {
+        "bins": {"type": "array", "items": {
+            "type": "object", "required": ["low", "high", "share", "ci_low", "ci_high"],
+            "additionalProperties": False,
+            "properties": {"low": {"type": "number"}, "high": {"type": "number"},
+                           "share": {"type": "number"}, **_INTERVAL}}},
+        "quantiles": {"type": "array", "items": {
+            "type": "object", "required": ["q", "value", "ci_low", "ci_high"],
+            "additionalProperties": False,
+            "properties": {"q": {"type": "number"}, "value": {"type": "number"}, **_INTERVAL}}},
+        "ci_method": {"type": "string"}, "confidence": {"type": "number"}}}
+
+
+# What the estimates and the codebook say of a question beyond its declared fields (a
+# survey's `distribution = true` is the estimates' distribution).
 QUESTION_EXTRAS = {
     "mechanism": {"type": "string", "description": "Absent: forced response"},
+    "histogram": {"type": "string", "description": "square_wave: what its distribution's "
+                  "estimates are"},
+    "distribution": DISTRIBUTION,
     "scale": {"type": "object", "description": "numeric: the mean's scale (min, max, unit): "
               "its p_hat, p_mle, ci_low, ci_high and standard_error are in these units"},
     "warning": {"type": "string", "nullable": True, "description": "Why a whole question's "
@@ -280,11 +307,20 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                               "ids whose joint counts are kept at each release",
                               "items": {"type": "array", "minItems": 2, "maxItems": 2,
                                         "items": {"type": "string"}}},
+                "languages": {"type": "array", "minItems": 1,
+                              "items": {"type": "string", "pattern": f"^{LANGUAGE.pattern}$"},
+                              "description": "The survey's languages, the first its texts' "
+                                             "own (default [\"en\"]; manifest format /8)"},
+                "translations": {"type": "object", "description": "Per other language: title, "
+                                 "description and per question id text, hint, options, unit "
+                                 "(docs/survey-file.md, In several languages)",
+                                 "additionalProperties": {"type": "object"}},
                 "questions": {"type": "array", "items": {
                     "type": "object", "required": ["id", "text", "type"],
                     "properties": {
                         **declared_fields(),
                         "id": {"type": "string"}, "text": {"type": "string"},
+                        "hint": {"type": "string", "description": "Shown under the text"},
                         "type": {"type": "string", "enum": list(registry.QUESTION_TYPES)},
                         "options": {"type": "array", "items": {"type": "string"}},
                         "mechanism": {"type": "string",

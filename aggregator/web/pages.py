@@ -5,6 +5,7 @@ stack trace."""
 import csv
 import hmac
 import io
+import json
 import secrets
 
 from flask import (
@@ -20,18 +21,20 @@ from flask import (
     session,
     url_for,
 )
+from markupsafe import Markup
 
 from ldpsurvey.aggregator.config import settings
 from ldpsurvey.aggregator.exceptions import DomainError
 from ldpsurvey.aggregator.services import access, accounts, lifecycle, surveys
 from ldpsurvey.aggregator.services.exports import spreadsheet_safe
-from ldpsurvey.aggregator.web import assets, auth, preview
-from ldpsurvey.aggregator.web.charts import estimate_chart, timeline_chart
+from ldpsurvey.aggregator.web import assets, auth, languages, preview, security
+from ldpsurvey.aggregator.web.charts import distribution_chart, estimate_chart, timeline_chart
 from ldpsurvey.aggregator.web.qr import FORMATS, qr_code
 from ldpsurvey.aggregator.web.request_connection import get_db
 from ldpsurvey.shared import METHODS
 from ldpsurvey.shared.mechanisms.protocol import Settings
 from ldpsurvey.shared.mechanisms.registry import WORDS
+from ldpsurvey.shared.mechanisms.square_wave import distribution_rows
 
 bp = Blueprint("pages", __name__)
 
@@ -64,11 +67,35 @@ def asset_url(filename: str) -> str:
     return url_for("pages.asset", digest=assets.bundle().digest, filename=filename)
 
 
+@bp.app_template_global()
+def asset_integrity(filename: str) -> str:
+    """The integrity attribute of an asset: sha384-<base64> of its body."""
+    return assets.bundle().files[filename].integrity
+
+
+@bp.app_template_global()
+def form_modules() -> tuple[str, ...]:
+    """The form's modules (assets.form_modules), for its modulepreload links."""
+    return assets.form_modules()
+
+
+@bp.app_template_global()
+def form_import_map() -> Markup:
+    """The form's import map: each module's URL with its integrity, so that every import is
+    checked, not only the entry script. Its hash is added to this response's script-src
+    (security.allow_inline_script); JSON of URLs and base64 needs no escaping in a script."""
+    text = json.dumps({"integrity": {asset_url(name): asset_integrity(name)
+                                     for name in assets.form_modules()}}, sort_keys=True)
+    security.allow_inline_script(text)
+    return Markup(text)  # noqa: S704  # nosec B704: our assets' URLs and base64, no "<" or "&"
+
+
 @bp.get("/s/<survey_id>")
 def survey_form(survey_id: str):
     survey = surveys.open_for_answers(get_db(), survey_id)
-    return render_template("survey.html", survey=survey,
-                           exposure=surveys.exposure(survey, current_app.config["RELEASE_EVERY"]))
+    every = current_app.config["RELEASE_EVERY"]
+    return render_template("survey.html", **languages.form_context(survey, every),
+                           exposure=surveys.exposure(survey, every))
 
 
 def _csrf_token() -> str:
@@ -90,7 +117,10 @@ def results(survey_id: str):
         return _login_form(url_for("pages.login", survey_id=survey_id),
                            f"Results of “{page.survey.title}”", "Show results")
     charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
+    histograms = {q["id"]: distribution_chart(q) for q in page.estimates["questions"]
+                  if q.get("distribution")}
     return render_template("results.html", body=page.estimates, charts=charts,
+                           histograms=histograms,
                            exposure=page.exposure, mechanism_words=WORDS,
                            crosstab=page.crosstab, researcher=page.researcher, methods=METHODS,
                            levels=LEVELS, query=_query(options),
@@ -107,11 +137,11 @@ def estimates_csv(survey_id: str):
     writer.writerow(["question_id", "question", "option", *CSV_FIELDS, "confidence",
                      "ci_method"])
     for question in body["questions"]:
-        for option in question["options"]:
+        for option in [*question["options"], *distribution_rows(question)]:
             writer.writerow([question["id"], spreadsheet_safe(question["text"]),
                              spreadsheet_safe(option["option"]),
-                             *(option[field] for field in CSV_FIELDS), body["confidence"],
-                             body["ci_method"]])
+                             *(option.get(field) for field in CSV_FIELDS), body["confidence"],
+                             option.get("ci_method", body["ci_method"])])
     return _download(out.getvalue(), "text/csv", f"estimates-{survey_id}.csv")
 
 
@@ -207,7 +237,7 @@ def dashboard_upload():
 
 def _publish(db, caller, survey_id: str) -> None:
     lifecycle.publish(db, caller, survey_id, current_app.extensions["ldp_signing_key"],
-                      float(current_app.config["EPSILON_CAP"]), _origin())
+                      float(current_app.config["EPSILON_CAP"]), _origin(), assets.form_digests())
 
 
 # The dashboard's buttons: the service each calls, and what it says once done.
@@ -301,7 +331,7 @@ def _draft_survey(survey_id: str):
     return lifecycle.preview(get_db(), caller, survey_id,
                              float(current_app.config["EPSILON_CAP"]),
                              current_app.extensions["ldp_signing_key"].key_id,
-                             _origin())
+                             _origin(), assets.form_digests())
 
 
 @bp.post("/researcher/login")

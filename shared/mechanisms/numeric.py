@@ -34,7 +34,10 @@ mapped to the answer's units by v = min + (max - min) s.
 Mechanisms (`mechanism`): "duchi" (this module; the default), "piecewise" and "hybrid" (Wang et
 al., ICDE 2019, on an exact grid: piecewise.py), and "auto", which builds all three from the
 question's epsilon and takes the lowest worst-case variance of the mean (piecewise
-.worst_variance): Duchi's below eps* ~ 0.61, the hybrid above.
+.worst_variance): Duchi's below eps* ~ 0.61, the hybrid above. A question that asks for its
+distribution (`distribution = true`, with `bins`, default 16) gets "square_wave" (Li et al.,
+SIGMOD 2020: square_wave.py), under `auto` too: the histogram, median and quartiles as well as
+the mean.
 """
 
 import math
@@ -61,6 +64,7 @@ from ldpsurvey.shared.stats.planning import expected_margin
 from ldpsurvey.shared.stats.posterior import best_guess_accuracy
 
 TYPE = "numeric"
+SQUARE_WAVE = "square_wave"  # the mechanism for a distribution (square_wave.py)
 # What `auto` compares, in words (manifest.Auto).
 # Left open: manifest.Auto.words closes it after the variances compared.
 AUTO_MEASURE = ("worst-case variance of the mean (n Var over the range squared; the hybrid is "
@@ -308,6 +312,22 @@ def number_range(fields: Fields) -> tuple[float, float, str | None]:
     if not low < high:
         raise FieldError("max", f"must be above min ({low:g}), got {high:g}")
     return low, high, unit
+
+
+def wants_distribution(mechanism: str, fields: Fields) -> bool:
+    """Whether the question is asked by the Square Wave mechanism: mechanism square_wave, or
+    auto with `distribution = true`. FieldError for a `distribution` that is not true or false,
+    false with square_wave, or `bins` without a distribution."""
+    asked = fields.data.get("distribution", mechanism == SQUARE_WAVE)
+    if type(asked) is not bool:
+        raise FieldError("distribution", f"must be true or false, got {asked!r}")
+    if mechanism == SQUARE_WAVE and not asked:
+        raise FieldError("distribution", "mechanism square_wave always estimates the "
+                         "distribution: leave distribution out or set it true")
+    if fields.has("bins") and not asked:
+        raise FieldError("bins", "applies when the question asks for its distribution "
+                         "(distribution = true)")
+    return asked
 
 
 def given(fields: Fields, params: Sequence[Param]) -> list[str]:

@@ -97,12 +97,14 @@ from typing import Any
 from ldpsurvey.shared.mechanisms.numeric import (
     AUTO_MEASURE,
     RANGE,
+    SQUARE_WAVE,
     TYPE,
     NumberAnswer,
     StochasticRounding,
     field_error,
     given,
     number_range,
+    wants_distribution,
 )
 from ldpsurvey.shared.mechanisms.protocol import (
     Declaration,
@@ -668,10 +670,13 @@ def hybrid_for(kind: str, options: tuple[str, ...], fields: Fields) -> Hybrid:
         raise field_error(exc, named) from None
 
 
-def choose(options: tuple[str, ...], fields: Fields) -> tuple[str, dict[str, float]]:
+def choose(options: tuple[str, ...], fields: Fields) -> tuple[str, dict[str, float] | None]:
     """`auto`: Duchi's, the piecewise and the hybrid mechanism built from the question's
     epsilon, and the one with the lowest worst-case variance of the mean (duchi on a tie, then
-    piecewise)."""
+    piecewise); square_wave, comparing nothing, when the question asks for its distribution
+    (numeric.wants_distribution)."""
+    if wants_distribution("auto", fields):
+        return SQUARE_WAVE, None
     low, high, unit = number_range(fields)
     try:
         eps = fields.epsilon()
@@ -684,13 +689,18 @@ def choose(options: tuple[str, ...], fields: Fields) -> tuple[str, dict[str, flo
     return min(variances, key=variances.__getitem__), variances  # the first, on a tie
 
 
-GRID_PARAMS = (Param("grid", "integer", "piecewise, hybrid: K, the answer rounded at random "
-                     "to one of K + 1 positions", 2, MAX_GRID),
-               Param("window", "integer", "piecewise, hybrid: m, the cells of a window (K + m "
-                     "cells in all)", 1, MAX_GRID),
-               Param("alpha", "number", "piecewise, hybrid: P(the report is drawn from the "
-                     "window around the answer)", 0.0, 1.0))
+GRID_PARAMS = (Param("grid", "integer", "piecewise, hybrid, square_wave: K, the answer "
+                     "rounded at random to one of K + 1 positions", 2, MAX_GRID),
+               Param("window", "integer", "piecewise, hybrid, square_wave: m, the cells of a "
+                     "window (K + m cells in all)", 1, MAX_GRID),
+               Param("alpha", "number", "piecewise, hybrid, square_wave: P(the report is drawn "
+                     "from the window around the answer)", 0.0, 1.0))
 PIECEWISE_PARAMS = (*RANGE, *GRID_PARAMS)
+# Asking for the distribution (square_wave.py): auto's, and square_wave's.
+DISTRIBUTION = (Param("distribution", "flag", "numeric: estimate the answers' distribution "
+                      "(the square wave mechanism) besides their mean"),
+                Param("bins", "integer", "square_wave: the histogram's equal bins of [min, "
+                      "max], a power of two", 2, 64))
 HYBRID_PARAMS = (*PIECEWISE_PARAMS,
                  Param("duchi_alpha", "number", "hybrid: the alpha of Duchi's part", 0.0, 1.0),
                  Param("piecewise_share", "number", "hybrid: P(the piecewise part reports)",
@@ -701,4 +711,4 @@ DECLARATIONS = (
     Declaration(HYBRID, (TYPE,), "the hybrid of the piecewise and Duchi's mechanisms (Wang et "
                 "al.)", HYBRID_PARAMS, hybrid_for, since=7),
     Declaration("auto", (TYPE,), "the lowest worst-case variance of the mean at the question's "
-                "epsilon", RANGE, default=False, choose=choose, measure=AUTO_MEASURE))
+                "epsilon", (*RANGE, *DISTRIBUTION), default=False, choose=choose, measure=AUTO_MEASURE))

@@ -385,7 +385,8 @@ EPSILON = Param("epsilon", "number", "The epsilon the question spends (a definit
 # A number, or one per option (beta): the schema of a "probabilities" field.
 PROBABILITIES = {"oneOf": [{"type": "number"}, {"type": "array", "items": {"type": "number"}}]}
 Builder = Callable[[str, tuple[str, ...], Fields], Any]  # (type, options, fields) -> Scheme
-Chooser = Callable[[tuple[str, ...], Fields], tuple[str, dict[str, float]]]
+# (options, fields) -> the name chosen and the variances compared (None: compared none)
+Chooser = Callable[[tuple[str, ...], Fields], tuple[str, dict[str, float] | None]]
 
 
 @dataclass(frozen=True)

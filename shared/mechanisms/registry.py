@@ -24,6 +24,7 @@ from ldpsurvey.shared.mechanisms import (
     olh,
     oue,
     piecewise,
+    square_wave,
     support,
 )
 from ldpsurvey.shared.mechanisms.protocol import EPSILON, Declaration, Fields
@@ -62,7 +63,7 @@ CHOICE_AUTO = Declaration(
 DECLARATIONS: tuple[Declaration, ...] = (
     CHOICE_AUTO, *forced_response.DECLARATIONS, *oue.DECLARATIONS, *olh.DECLARATIONS,
     *multi_select.DECLARATIONS, *numeric.DECLARATIONS, *piecewise.DECLARATIONS,
-    *cheating.DECLARATIONS, *disclosed.DECLARATIONS)
+    *square_wave.DECLARATIONS, *cheating.DECLARATIONS, *disclosed.DECLARATIONS)
 QUESTION_TYPES = tuple(dict.fromkeys(kind for d in DECLARATIONS for kind in d.types))
 # Each scheme's name for people (the names a manifest can hold).
 WORDS = {d.name: d.words for d in DECLARATIONS if d.build is not None}

@@ -12,6 +12,7 @@ import { multiSelect } from "./multi_select.js";
 import { numeric } from "./numeric.js";
 import { localHashing } from "./olh.js";
 import { hybrid, piecewise } from "./piecewise.js";
+import { squareWave } from "./square_wave.js";
 import { unaryEncoding } from "./oue.js";
 
 function forcedResponse(question) {
@@ -39,7 +40,7 @@ const oneOption = (question) => ({ answer: "one", limit: null,
 export const SCHEMES = {
   forced_response: forcedResponse, oue: unaryEncoding, olh: localHashing,
   bits: multiSelect, padding: multiSelect,
-  duchi: numeric, piecewise, hybrid,
+  duchi: numeric, piecewise, hybrid, square_wave: squareWave,
   cheating_detection: cheatingDetection,
   disclosed,
 };
