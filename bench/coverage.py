@@ -30,13 +30,16 @@ import pandas as pd
 
 from ldpsurvey.analysis.weights import rake, weighted_estimates
 from ldpsurvey.shared import Mechanism, crosstab, difference, parse_definition, uniform_beta
+from ldpsurvey.shared.mechanisms import registry
 from ldpsurvey.shared.mechanisms.cheating import CheatingDesign, estimate_cheating
+from ldpsurvey.shared.mechanisms.numeric import SQUARE_WAVE
 from ldpsurvey.shared.mechanisms.protocol import Settings
 from ldpsurvey.shared.stats.design import alpha_for_epsilon
 from ldpsurvey.shared.stats.estimate import clip_unit, cover
 from ldpsurvey.shared.stats.intervals import z_value
 
-MECHANISMS = ("duchi", "piecewise", "hybrid", "auto")
+# duchi, piecewise, hybrid, auto (square_wave: its own grid below)
+MECHANISMS = tuple(name for name in registry.names("numeric") if name != SQUARE_WAVE)
 EPSILONS = (0.5, 1.0, 2.0, 5.0, 8.0, 10.0)
 SIZES = (20, 50, 200)
 POPULATIONS = {"0": (0.0, 0.0), "0.25": (0.25, 0.25), "0.5": (0.5, 0.5), "1": (1.0, 1.0),

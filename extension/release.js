@@ -12,7 +12,7 @@ globalThis.LDP_RELEASE = {
     "oue.js": "sha384-ROIFPNBOVSt4Vm7AObQbZjmtHHzTRJ1s//PKxK2fHVCR7E/FnzzTIEER+ZZJiLd5",
     "piecewise.js": "sha384-met+eruC2ViItbZcdZYt8pdYNNNhif2qWS7bvr4bvaIySyAleyQ2AT1LpDmCna72",
     "randomizer.js": "sha384-g9WR5Y+pFsbM3Bw19Xmr1mUdkBzkIZd/mkzQ0+J6fDlOEihcdZ1d3b33L3MY+R2p",
-    "schemes.js": "sha384-XwQhUVDTaXhBDp2gNbEracegNOB8K+CQEsWzIywnQ67F6il7hWhbreeyp9BVqSe8",
+    "schemes.js": "sha384-XIfM5/jkWgSliUfsjlkP3PHhpCUY5LwJO5LyTaUAeg+VmzLd+K96jiCAM01m56Sz",
     "square_wave.js": "sha384-mLYy74RjnuGvtFw5z0/io9xk0rZIVLE1O3bf/PeD8jRZRqTTSXziU9fjtLLOSDop",
     "style.css": "sha384-ArXW65QbmWPG2yYW1SXP0oqSJJUbUEZOtR+n6fnVnnvU8gDJOilbYCERJOE2cTaG",
     "words.js": "sha384-Vb68sz9G+txtAn+If2EgkiGgqa5aRJHgaKGUuy/7N1A4hvTFpekumjg9cCp6C0o6"

@@ -9,6 +9,8 @@ import logging
 import math
 import os
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from flask import Config
@@ -32,85 +34,166 @@ RATE_LIMIT_SETTINGS = {
     "other": "RATE_LIMIT_OTHER",            # manifests, forms, the key, static pages
 }
 RATE_LIMIT_STORAGE_SCHEMES = ("memory", "memcached")  # neither writes a counter to disk
+MAX_SESSION_HOURS = 24 * 366
+MAX_IDEMPOTENCY_DAYS = 36_500  # a century: a date that far back is still a date
 
-DEFAULTS: dict[str, Any] = {
-    "DEPLOYMENT": "development",  # "production" demands KEY_FILE, SECRET_KEY and STORAGE_KEY
-    "DATABASE_URL": None,               # default: sqlite:///<instance>/ldp-survey.sqlite3
-    "KEY_FILE": None,                   # default (development only): <instance>/signing-key.pem
+@dataclass(frozen=True)
+class Rule:
+    """What a setting's value must be: `expected` in words (the start-up error says it) and
+    the test. A `text` setting's environment value stays text, and a value of it that is not
+    text is shown by its type only (never echoing a secret)."""
+
+    expected: str
+    accepts: Callable[[Any], bool]
+    text: bool = False  # its value must be text (an environment value stays text)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def whole(least: int, most: int | None = None, span: str = "") -> Rule:
+    """A whole number from `least` (to `most`, which `span` names in words)."""
+    expected = f"a whole number of at least {least}" + (f", at most {most} ({span})" if most
+                                                         else "")
+    return Rule(expected, lambda v: _is_int(v) and least <= v <= (most or math.inf))
+
+
+def seconds(most: float = math.inf, span: str = "") -> Rule:
+    """A finite number of seconds above 0 (at most `most`, which `span` names in words)."""
+    expected = "a finite number of seconds above 0" + (f", at most {span}" if span else "")
+    return Rule(expected, lambda v: _is_number(v) and math.isfinite(v) and 0 < v <= most)
+
+
+def _parses(parse: Callable[[str], Any], value: Any) -> bool:
+    """Whether `parse` takes the text value without a ValueError."""
+    try:
+        parse(value)
+    except ValueError:
+        return False
+    return True
+
+
+TEXT = Rule("text", lambda v: isinstance(v, str), text=True)
+LIMITS = Rule('limits such as "60 per minute; 1000 per hour"',
+              lambda v: isinstance(v, str) and _parses(parse_many, v), text=True)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its name (LDP_SURVEY_<name> in the environment), default, rule and
+    meaning; `optional`: None (unset) is accepted whatever the rule."""
+
+    name: str
+    default: Any
+    rule: Rule
+    meaning: str
+    optional: bool = False
+
+
+SETTINGS = (
+    Setting("DEPLOYMENT", "development",
+            Rule(f"one of {', '.join(DEPLOYMENTS)}", lambda v: v in DEPLOYMENTS),
+            '"production" demands KEY_FILE, SECRET_KEY, STORAGE_KEY and PUBLIC_URL'),
+    Setting("DATABASE_URL", None, TEXT, "default: sqlite:///<instance>/ldp-survey.sqlite3",
+            optional=True),
+    Setting("KEY_FILE", None, TEXT, "the Ed25519 signing key (PEM); default (development "
+            "only): <instance>/signing-key.pem", optional=True),
     # No secret here: production must set one; development keeps one in the instance folder.
-    "SECRET_KEY": None,  # nosec B105
-    # Keys token hashes, idempotency records and pending answers (storage_key.py); kept out of
-    # the database so that a copy of its files matches and reads none of them.
-    "STORAGE_KEY": None,
-    "EPSILON_CAP": 5.0,                 # no question may exceed this epsilon
-    "MAX_CONTENT_LENGTH": 16 * 2**20,   # any request body, bytes
-    "MAX_RESPONSE_BYTES": 64 * 2**10,   # one response, bytes
-    "MAX_BATCH_RESPONSES": http_contract.MAX_BATCH_RESPONSES,
-    "MAX_TOKENS_PER_REQUEST": http_contract.MAX_TOKENS_PER_REQUEST,
-    "PROXY_HOPS": None,                 # reverse proxies in front (default: 1 in production)
-    "SERVED_BY": None,                  # this replica's name, sent as a Served-By header
-    "CENTRAL_DELTA": 1e-6,              # delta of the shuffle-amplified central epsilon
-    # In a survey with openly answered questions, the fewest respondents a regression group or
-    # a weighting margin's level may hold: open answers must not single anyone out.
-    "MIN_CELL": disclosed.DEFAULT_MIN_CELL,
-    "SESSION_HOURS": http_contract.SESSION_HOURS,  # a results-page login ends after this long
-    # Seconds between scheduled releases, at multiples of it since the Unix epoch (UTC):
-    # pools are released only then, never by the request that fills them (releases.py).
-    "RELEASE_EVERY": 3600,
-    # Days an idempotency record is kept after its response's release: a retry within them is
-    # answered as a replay, one after them is stored anew. Keeps the records' index the size
-    # of that many days of intake, not of the survey's history (closing deletes them all).
-    "IDEMPOTENCY_DAYS": 7,
+    Setting("SECRET_KEY", None, TEXT, "signs the results page's session cookie",
+            optional=True),
+    Setting("STORAGE_KEY", None, TEXT, "keys token hashes, idempotency records and pending "
+            "answers (storage_key.py), kept out of the database so that a copy of its files "
+            "matches and reads none of them", optional=True),
+    Setting("EPSILON_CAP", 5.0,
+            Rule("a finite number above 0",
+                 lambda v: _is_number(v) and math.isfinite(v) and v > 0),
+            "no question may exceed this epsilon"),
+    Setting("MAX_CONTENT_LENGTH", 16 * 2**20, whole(1), "any request body, bytes"),
+    Setting("MAX_RESPONSE_BYTES", 64 * 2**10, whole(1), "one response, bytes"),
+    Setting("MAX_BATCH_RESPONSES", http_contract.MAX_BATCH_RESPONSES, whole(1),
+            "responses per batch request"),
+    Setting("MAX_TOKENS_PER_REQUEST", http_contract.MAX_TOKENS_PER_REQUEST, whole(1),
+            "invitation tokens per request"),
+    Setting("PROXY_HOPS", None, whole(0), "reverse proxies in front (default: 1 in "
+            "production)", optional=True),
+    Setting("SERVED_BY", None, TEXT, "this replica's name, sent as a Served-By header",
+            optional=True),
+    Setting("CENTRAL_DELTA", 1e-6,
+            Rule("a number between 0 and 1", lambda v: _is_number(v) and 0 < v < 1),
+            "delta of the shuffle-amplified central epsilon"),
+    Setting("MIN_CELL", disclosed.DEFAULT_MIN_CELL, whole(1), "in a survey with openly "
+            "answered questions, the fewest respondents a regression group or a weighting "
+            "margin's level may hold: open answers must not single anyone out"),
+    Setting("SESSION_HOURS", http_contract.SESSION_HOURS, whole(1, MAX_SESSION_HOURS, "a year"),
+            "a results-page login ends after this long"),
+    Setting("RELEASE_EVERY", 3600, seconds(), "seconds between scheduled releases, at "
+            "multiples of it since the Unix epoch (UTC): pools are released only then, never "
+            "by the request that fills them (releases.py)"),
+    Setting("IDEMPOTENCY_DAYS", 7, whole(1, MAX_IDEMPOTENCY_DAYS, "a century"),
+            "days an idempotency record is kept after its response's release: a retry within "
+            "them is answered as a replay, one after them is stored anew (the records' index "
+            "holds that many days of intake, not the survey's history)"),
     # Seconds a database session may wait for a lock, run one statement, sit idle inside a
     # transaction (PostgreSQL then ends it, freeing its locks), or wait on the network
-    # (database.Timeouts; docs/deployment.md says how to size them).
-    "DATABASE_LOCK_TIMEOUT": 5,
-    "DATABASE_STATEMENT_TIMEOUT": 60,
-    "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT": 10,
-    "DATABASE_NETWORK_TIMEOUT": 5,
+    # (connection.Timeouts; docs/deployment.md says how to size them).
+    *(Setting(f"DATABASE_{name}_TIMEOUT", default, seconds(86_400, "a day"), meaning)
+      for name, default, meaning in (
+          ("LOCK", 5, "seconds a request waits for a lock"),
+          ("STATEMENT", 60, "PostgreSQL: seconds one statement may run"),
+          ("IDLE_IN_TRANSACTION", 10, "PostgreSQL: seconds a session may sit idle inside a "
+           "transaction"),
+          ("NETWORK", 5, "PostgreSQL: seconds to connect or wait on the network"))),
     # Per client (a keyed hash of its address) and class of endpoint (limits.py), in
-    # Flask-Limiter's notation; counted in RATE_LIMIT_STORAGE, which replicas must share:
-    # memory:// (each process counts alone: a gunicorn worker too) or memcached://HOST:PORT
-    # (never on disk; what deploy/ uses).
-    "RATE_LIMITS_ENABLED": True,
-    "RATE_LIMIT_STORAGE": "memory://",
-    "RATE_LIMIT_SUBMIT": "120 per minute",     # a NAT can hide a classroom of respondents
-    "RATE_LIMIT_RESULTS": "60 per minute",     # estimates, cross-tabs, results pages
-    "RATE_LIMIT_RESEARCHER": "600 per minute",
-    "RATE_LIMIT_LOGIN": "10 per minute",
-    "RATE_LIMIT_OTHER": "600 per minute",
-    # Where respondents reach this service (https://survey.example.org): its origin is signed
-    # into every new manifest. Production requires it; development, when unset, signs the
-    # origin of the request that creates the survey.
-    "PUBLIC_URL": None,
+    # Flask-Limiter's notation; counted in RATE_LIMIT_STORAGE, which replicas must share.
+    Setting("RATE_LIMITS_ENABLED", True, Rule("true or false", lambda v: isinstance(v, bool)),
+            "per-client rate limits"),
+    Setting("RATE_LIMIT_STORAGE", "memory://",
+            Rule("memory:// or memcached://HOST:PORT", lambda v: isinstance(v, str) and (
+                v.partition("://")[0] in RATE_LIMIT_STORAGE_SCHEMES), text=True),
+            "memory:// (each process counts alone: a gunicorn worker too) or "
+            "memcached://HOST:PORT (never on disk; what deploy/ uses)"),
+    Setting("RATE_LIMIT_SUBMIT", "120 per minute", LIMITS,
+            "a respondent's submission (a NAT can hide a classroom of respondents)"),
+    Setting("RATE_LIMIT_RESULTS", "60 per minute", LIMITS,
+            "estimates, cross-tabs, results pages and downloads"),
+    Setting("RATE_LIMIT_RESEARCHER", "600 per minute", LIMITS,
+            "the rest of the researcher API and dashboard actions"),
+    Setting("RATE_LIMIT_LOGIN", "10 per minute", LIMITS, "a login attempt with a key"),
+    Setting("RATE_LIMIT_OTHER", "600 per minute", LIMITS,
+            "manifests, forms, the key, static pages"),
+    Setting("PUBLIC_URL", None,
+            Rule("an http:// or https:// address",
+                 lambda v: isinstance(v, str) and _parses(web_origin, v), text=True),
+            "where respondents reach this service (https://survey.example.org): its origin is "
+            "signed into every new manifest. Production requires it; development, when unset, "
+            "signs the origin of the request that creates the survey", optional=True),
     # What one regression or weighting may cost (budgets.py): parameters and latent rows
     # (units x combinations of the randomized covariates' options) and solver iterations,
     # checked before it starts; seconds (CPU and wall-clock) and MiB of memory, enforced on its
     # own process. The _ANONYMOUS ones apply to the public of a public-results survey.
-    "ANALYSIS_PARAMETERS": 256,
-    "ANALYSIS_LATENT_ROWS": 65_536,
-    "ANALYSIS_ITERATIONS": 1000,
-    "ANALYSIS_SECONDS": 45,             # under the proxy's 60 s read timeout (deploy/nginx)
-    "ANALYSIS_MEMORY_MIB": 1024,
-    "ANALYSIS_PARAMETERS_ANONYMOUS": 64,
-    "ANALYSIS_LATENT_ROWS_ANONYMOUS": 8192,
-    "ANALYSIS_ITERATIONS_ANONYMOUS": 200,
-    "ANALYSIS_SECONDS_ANONYMOUS": 10,
-    "ANALYSIS_MEMORY_MIB_ANONYMOUS": 256,
-    "ANALYSES_AT_ONCE": 2,              # per process: the other threads serve everything else
-}
+    *(Setting(f"ANALYSIS_{name}{suffix}", default, whole(1), meaning + who)
+      for suffix, who, defaults in (("", "", (256, 65_536, 1000, 45, 1024)),
+                                    ("_ANONYMOUS", " (the public of a public-results survey)",
+                                     (64, 8192, 200, 10, 256)))
+      for (name, meaning), default in zip((
+          ("PARAMETERS", "parameters of one regression or weighting"),
+          ("LATENT_ROWS", "latent rows of one (units x combinations of the randomized "
+           "covariates' options)"),
+          ("ITERATIONS", "solver iterations of one"),
+          ("SECONDS", "seconds (CPU and wall-clock) of one; under the proxy's 60 s read "
+           "timeout (deploy/nginx)"),
+          ("MEMORY_MIB", "MiB of memory of one")), defaults, strict=True)),
+    Setting("ANALYSES_AT_ONCE", 2, whole(1),
+            "per process: the other threads serve everything else"),
+)
+DEFAULTS: dict[str, Any] = {setting.name: setting.default for setting in SETTINGS}
 PREFIX = "LDP_SURVEY"
-RATE_LIMITS = tuple(RATE_LIMIT_SETTINGS.values())
-TEXT = ("DATABASE_URL", "KEY_FILE", "SECRET_KEY", "STORAGE_KEY", "SERVED_BY", "PUBLIC_URL",
-        "RATE_LIMIT_STORAGE", *RATE_LIMITS)
-LIMITS = ("MAX_CONTENT_LENGTH", "MAX_RESPONSE_BYTES", "MAX_BATCH_RESPONSES",
-          "MAX_TOKENS_PER_REQUEST", "SESSION_HOURS", "MIN_CELL", "IDEMPOTENCY_DAYS",
-          *(name for name in DEFAULTS if name.startswith("ANALYS")))
-TIMEOUTS = ("DATABASE_LOCK_TIMEOUT", "DATABASE_STATEMENT_TIMEOUT",
-            "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", "DATABASE_NETWORK_TIMEOUT")
 MIN_SECRET_BYTES = 32
-MAX_SESSION_HOURS = 24 * 366
-MAX_IDEMPOTENCY_DAYS = 36_500  # a century: a date that far back is still a date
 
 
 def load(config: Config, overrides: dict[str, Any] | None) -> None:
@@ -118,9 +201,9 @@ def load(config: Config, overrides: dict[str, Any] | None) -> None:
     overrides = overrides or {}
     config.from_mapping(DEFAULTS)
     config.from_prefixed_env(PREFIX)
-    for name in TEXT:  # a secret of digits only must stay text, not become a number
-        if f"{PREFIX}_{name}" in os.environ:
-            config[name] = os.environ[f"{PREFIX}_{name}"]
+    for setting in SETTINGS:  # a secret of digits only must stay text, not become a number
+        if setting.rule.text and f"{PREFIX}_{setting.name}" in os.environ:
+            config[setting.name] = os.environ[f"{PREFIX}_{setting.name}"]
     config.from_mapping(overrides)
     old = config.pop("ENV", None)  # Flask no longer has an ENV key; ours is now DEPLOYMENT
     if old is not None:
@@ -133,41 +216,16 @@ def load(config: Config, overrides: dict[str, Any] | None) -> None:
 
 
 def validate(config: Config) -> None:
-    """Refuse values that would make the service misbehave, naming the setting."""
-    if config["DEPLOYMENT"] not in DEPLOYMENTS:
-        _refuse("DEPLOYMENT", config["DEPLOYMENT"], f"one of {', '.join(DEPLOYMENTS)}")
-    cap = config["EPSILON_CAP"]
-    if not _is_number(cap) or not math.isfinite(cap) or cap <= 0:
-        _refuse("EPSILON_CAP", cap, "a finite number above 0")
-    delta = config["CENTRAL_DELTA"]
-    if not _is_number(delta) or not 0 < delta < 1:
-        _refuse("CENTRAL_DELTA", delta, "a number between 0 and 1")
-    every = config["RELEASE_EVERY"]
-    if not _is_number(every) or not math.isfinite(every) or every <= 0:
-        _refuse("RELEASE_EVERY", every, "a finite number of seconds above 0")
-    for name in TIMEOUTS:
-        if not _is_number(config[name]) or not 0 < config[name] <= 86_400:
-            _refuse(name, config[name], "a number of seconds above 0, at most a day")
-    for name in LIMITS:
-        if not _is_int(config[name]) or config[name] < 1:
-            _refuse(name, config[name], "a whole number of at least 1")
-    if config["SESSION_HOURS"] > MAX_SESSION_HOURS:
-        _refuse("SESSION_HOURS", config["SESSION_HOURS"], f"at most {MAX_SESSION_HOURS} (a year)")
-    if config["IDEMPOTENCY_DAYS"] > MAX_IDEMPOTENCY_DAYS:
-        _refuse("IDEMPOTENCY_DAYS", config["IDEMPOTENCY_DAYS"],
-                f"at most {MAX_IDEMPOTENCY_DAYS} (a century)")
-    hops = config["PROXY_HOPS"]
-    if hops is not None and (not _is_int(hops) or hops < 0):
-        _refuse("PROXY_HOPS", hops, "a whole number of at least 0")
-    for name in TEXT:
-        if config[name] is not None and not isinstance(config[name], str):
-            _refuse(name, type(config[name]).__name__, "text")
-    _validate_rate_limits(config)
-    if config["PUBLIC_URL"] is not None:
-        try:
-            web_origin(config["PUBLIC_URL"])
-        except ValueError:
-            _refuse("PUBLIC_URL", config["PUBLIC_URL"], "an http:// or https:// address")
+    """Refuse values that would make the service misbehave, naming the setting: each against
+    its rule (SETTINGS), then what production needs together."""
+    for setting in SETTINGS:
+        value = config[setting.name]
+        if value is None and setting.optional:
+            continue
+        if setting.rule.text and not isinstance(value, str):  # shown by its type, not echoed
+            _refuse(setting.name, type(value).__name__, TEXT.expected)
+        if not setting.rule.accepts(value):
+            _refuse(setting.name, value, setting.rule.expected)
     if config["DEPLOYMENT"] == "production":
         if not (config["KEY_FILE"] and config["SECRET_KEY"]):
             raise ConfigurationError(
@@ -191,27 +249,6 @@ def public_origin(config: Config, request_url: str) -> str:
     """The origin signed into a new survey's manifest: PUBLIC_URL's, else (development only;
     production requires PUBLIC_URL) that of the request creating it."""
     return web_origin(config["PUBLIC_URL"] or request_url)
-
-
-def _validate_rate_limits(config: Config) -> None:
-    if not isinstance(config["RATE_LIMITS_ENABLED"], bool):
-        _refuse("RATE_LIMITS_ENABLED", config["RATE_LIMITS_ENABLED"], "true or false")
-    storage = config["RATE_LIMIT_STORAGE"]
-    if storage is None or storage.partition("://")[0] not in RATE_LIMIT_STORAGE_SCHEMES:
-        _refuse("RATE_LIMIT_STORAGE", storage, "memory:// or memcached://HOST:PORT")
-    for name in RATE_LIMITS:
-        try:
-            parse_many(config[name] or "")
-        except ValueError:
-            _refuse(name, config[name], 'limits such as "60 per minute; 1000 per hour"')
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _refuse(name: str, value: Any, expected: str) -> None:

@@ -16,9 +16,9 @@ from ldpsurvey.aggregator.web.errors import ANSWERS
 from ldpsurvey.aggregator.web.qr import FORMATS as QR_FORMATS
 from ldpsurvey.shared import METHODS, Cell, Conditional, Estimate
 from ldpsurvey.shared.http_contract import EXPORT_FORMATS, IDEMPOTENCY_KEY, RESEARCHER_NAME, ROLES
-from ldpsurvey.shared.mechanisms.protocol import Settings, empty_entry
-from ldpsurvey.shared.mechanisms.registry import CHOICE_MECHANISMS, TYPES
-from ldpsurvey.shared.survey.manifest import CONCEPT, LANGUAGE, QUESTION_FIELDS
+from ldpsurvey.shared.mechanisms import registry
+from ldpsurvey.shared.mechanisms.protocol import PROBABILITIES, Settings, empty_entry
+from ldpsurvey.shared.survey.manifest import LANGUAGE
 
 bp = Blueprint("openapi", __name__)
 
@@ -118,8 +118,18 @@ POINTS = {
 NULL_IN_DESIGNS = {"reported_count", "reported_rate"}
 
 
-# beta: per option (forced response), or P(yes | forced) of a multi_select question's bits.
-BETA = {"oneOf": [{"type": "number"}, {"type": "array", "items": {"type": "number"}}]}
+def declared_fields() -> dict[str, dict]:
+    """Every field a mechanism or design declares (registry.DECLARATIONS): its JSON schema
+    (type and bounds) and what it means, to each mechanism that takes it."""
+    schemas: dict[str, dict] = {}
+    meanings: dict[str, list[str]] = {}
+    for declared in registry.DECLARATIONS:
+        for param in declared.params:
+            schemas.setdefault(param.name, param.json_schema())
+            if param.meaning not in meanings.setdefault(param.name, []):
+                meanings[param.name].append(param.meaning)
+    return {name: {**schemas[name], "description": "; ".join(meanings[name])}
+            for name in sorted(schemas)}
 
 
 # A number question's distribution (square_wave; shared/mechanisms/square_wave.py): bins and quartiles.
@@ -144,46 +154,26 @@ DISTRIBUTION = {
         "ci_method": {"type": "string"}, "confidence": {"type": "number"}}}
 
 
-# A question's mechanism and its parameters beyond forced response's alpha and beta (the manifest
-# fields of shared/mechanisms/oue.py, olh.py).
-MECHANISM_PARAMETERS = {
+# What the estimates and the codebook say of a question beyond its declared fields (a
+# survey's `distribution = true` is the estimates' distribution).
+QUESTION_EXTRAS = {
     "mechanism": {"type": "string", "description": "Absent: forced response"},
-    "disclosed": {"type": "boolean", "description": "true: answered openly, sent and stored as "
-                  "given (no randomization, counted in no epsilon; manifest format /7)"},
-    "p": {"type": "number", "description": "OUE: P(the respondent's option's bit is 1)"},
-    "q": {"type": "number", "description": "OUE: P(another option's bit is 1)"},
-    "g": {"type": "integer", "description": "OLH: the number of hash values"},
-    "max_selected": {"type": "integer", "description": "multi_select: at most this many options "
-                     "selected (absent: any number)"},
-    "grid": {"type": "integer", "description": "piecewise, hybrid, square_wave: K, the answer "
-             "rounded at random to one of K + 1 positions"},
-    "window": {"type": "integer", "description": "piecewise, hybrid, square_wave: m, the cells "
-               "of a window (K + m cells in all)"},
-    "duchi_alpha": {"type": "number", "description": "hybrid: the alpha of Duchi's part"},
-    "piecewise_share": {"type": "number", "description": "hybrid: P(the piecewise part reports)"},
-    "bins": {"type": "integer", "description": "square_wave: the histogram's equal bins of "
-             "[min, max]"},
     "histogram": {"type": "string", "description": "square_wave: what its distribution's "
                   "estimates are"},
     "distribution": DISTRIBUTION,
-    "min": {"type": "number", "description": "numeric: the lowest answer (lower ones clamped)"},
-    "max": {"type": "number", "description": "numeric: the highest answer"},
-    "unit": {"type": "string", "description": "numeric: the answer's unit"},
     "scale": {"type": "object", "description": "numeric: the mean's scale (min, max, unit): "
               "its p_hat, p_mle, ci_low, ci_high and standard_error are in these units"},
-    "design": {"type": "string", "description": "A yes/no question's design instead of a "
-               "mechanism: cheating_detection (two forced-response groups; its estimates' "
-               "options are the shares honest_yes, honest_no and noncompliant)"},
-    "groups": {"type": "array", "description": "cheating_detection: each group's forced-response "
-               "design (in the estimates also its epsilon, its n and its count of yes)",
-               "items": {"type": "object", "required": ["alpha", "beta"],
-                         "properties": {"alpha": {"type": "number"}, "beta": BETA,
-                                        "epsilon": {"type": "number"},
-                                        "n": {"type": "integer"}, "yes": {"type": "integer"}}}},
     "warning": {"type": "string", "nullable": True, "description": "Why a whole question's "
                 "estimates need care (padding and sampling: biased if anyone selected more than "
                 "max_selected; cheating detection: respondents who answer No regardless)"},
 }
+
+
+def mechanism_parameters() -> dict[str, dict]:
+    """A question's mechanism and every field of every scheme, as the estimates and the
+    codebook carry them (numbers there unbounded: an open question's epsilon is 0)."""
+    return {**declared_fields(), **QUESTION_EXTRAS, "alpha": {"type": "number"},
+            "epsilon": {"type": "number"}, "beta": PROBABILITIES}
 
 
 def described(name: str, schema: dict) -> dict:
@@ -328,33 +318,19 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                 "questions": {"type": "array", "items": {
                     "type": "object", "required": ["id", "text", "type"],
                     "properties": {
+                        **declared_fields(),
                         "id": {"type": "string"}, "text": {"type": "string"},
                         "hint": {"type": "string", "description": "Shown under the text"},
-                        "type": {"type": "string",
-                                 "enum": ["yes_no", "choice", *TYPES]},
-                        "min": {"type": "number"}, "max": {"type": "number"},
-                        "unit": {"type": "string"},
-                        "max_selected": {"type": "integer", "minimum": 1},
+                        "type": {"type": "string", "enum": list(registry.QUESTION_TYPES)},
                         "options": {"type": "array", "items": {"type": "string"}},
                         "mechanism": {"type": "string",
-                                      "enum": sorted({*CHOICE_MECHANISMS, *(
-                                          name for module in TYPES.values()
-                                          for name in module.MECHANISMS)}),
+                                      "enum": sorted({d.name for d in registry.DECLARATIONS
+                                                      if d.key == "mechanism"}),
                                       "description": "How a choice question is randomized "
                                                      "(default forced_response), or a "
                                                      "multi_select (default auto) or numeric "
                                                      "one; auto: the lowest variance at its "
-                                                     "epsilon"},
-                        "alpha": {"type": "number"}, "epsilon": {"type": "number"},
-                        "beta": {"oneOf": [{"type": "number"},
-                                           {"type": "array", "items": {"type": "number"}}]},
-                        "concept": {"type": "string", "pattern": f"^{CONCEPT.pattern}$",
-                                    "description": "Answers reused across surveys: a "
-                                                   "permanent randomized answer per device"},
-                        "irr_alpha": {"type": "number", "exclusiveMinimum": True,
-                                      "minimum": 0, "exclusiveMaximum": True, "maximum": 1,
-                                      "description": "The instantaneous layer's alpha of a "
-                                                     "concept question (default 0.75)"}}}}}},
+                                                     "epsilon"}}}}}},
         "Created": {"type": "object", "required": ["survey_id", "status", "total_epsilon",
                                                    "manifest_url"],
                     "properties": {"survey_id": {"type": "string"},
@@ -456,9 +432,7 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                     "required": ["id", "n", "epsilon", "covariance", "options"],
                     "properties": {"id": {"type": "string"}, "text": {"type": "string"},
                                    "type": {"type": "string"}, "n": {"type": "integer"},
-                                   **MECHANISM_PARAMETERS,
-                                   "alpha": {"type": "number"}, "epsilon": {"type": "number"},
-                                   "beta": BETA,
+                                   **mechanism_parameters(),
                                    "covariance": matrix("k x k covariance of the options' "
                                                         "unbiased estimates p_hat"),
                                    "options": {"type": "array",
@@ -514,13 +488,6 @@ def flag(name: str, description: str) -> dict:
 CODES = flag("codes", "true: option codes instead of labels (plain format only)")
 
 
-def question_fields() -> dict[str, dict]:
-    """Every field a question of any scheme may carry (shared.manifest.QUESTION_FIELDS, read
-    from the scheme registry), each as MECHANISM_PARAMETERS describes it, or, where it does
-    not (test_openapi checks that none is left so), any value."""
-    return {name: MECHANISM_PARAMETERS.get(name, {}) for name in sorted(QUESTION_FIELDS)}
-
-
 def codebook_schema() -> dict:
     """exports.codebook's document."""
     number, text = {"type": "number"}, {"type": "string"}
@@ -534,14 +501,12 @@ def codebook_schema() -> dict:
                 "properties": {"id": text, "text": text, "type": text,
                                "hint": {**text, "description": "Shown under the text, when "
                                         "the question has one"},
-                               **question_fields(), **MECHANISM_PARAMETERS,
+                               **mechanism_parameters(),
                                "columns": {"type": "array", "items": text},
                                "report": {**text, "description": "What one report is"},
                                "cells": {**text, "description": "What each of the question's "
                                          "CSV cells holds, labels and codes"},
-                               "options": {"type": "array", "items": option}, "alpha": number,
-                               "beta": BETA, "epsilon": number,
-                               "concept": text, "irr_alpha": number}}
+                               "options": {"type": "array", "items": option}}}
     return {"type": "object",
             "required": ["format", "survey_id", "title", "key_id", "release_batch",
                          "total_epsilon", "central", "released", "last_release",

@@ -45,9 +45,13 @@ from typing import Any
 
 from ldpsurvey.shared.mechanisms.forced_response import yes_no
 from ldpsurvey.shared.mechanisms.protocol import (
+    EPSILON,
+    PROBABILITIES,
+    Declaration,
     FieldError,
     Fields,
     OneOption,
+    Param,
     Report,
     Settings,
     empty_entry,
@@ -351,7 +355,6 @@ def estimate_cheating(design: CheatingDesign, yes: Sequence[int], n: Sequence[in
 # --- the question design ----------------------------------------------------------------------
 
 DESIGN = "cheating_detection"  # the question's `design`
-FIELDS = {"design", "epsilon", "groups"}  # a definition gives epsilon or groups
 LABELS = ("Yes (honest)", "No (honest)", "No regardless (non-compliant)")  # SHARES, in words
 HALF = N // 2  # group 1 iff U0 < HALF: probability exactly 1/2
 CI_METHOD = "profile-likelihood"
@@ -583,7 +586,7 @@ def _group(value: Any, where: str) -> Mechanism:
         raise FieldError("groups", f"{where}: {exc}") from None
 
 
-def scheme_for(options: tuple[str, ...], fields: Fields) -> CheatingDetection:
+def scheme_for(kind: str, options: tuple[str, ...], fields: Fields) -> CheatingDetection:
     """The scheme from `groups` (two {alpha, beta}: a manifest, or explicit designs) or from
     `epsilon` alone (CheatingDesign.from_epsilon: both groups at exactly that epsilon)."""
     if fields.has("groups") == fields.has("epsilon"):
@@ -601,3 +604,20 @@ def scheme_for(options: tuple[str, ...], fields: Fields) -> CheatingDetection:
     except ValueError as exc:
         raise FieldError("groups", str(exc)) from None
     return scheme
+
+
+GROUP = {"type": "object", "required": ["alpha", "beta"],
+         "properties": {"alpha": {"type": "number"}, "beta": PROBABILITIES,
+                        "epsilon": {"type": "number"}, "n": {"type": "integer"},
+                        "yes": {"type": "integer"}}}
+DECLARATIONS = (Declaration(
+    DESIGN, ("yes_no",), "cheating detection (two forced-response groups, Clark and "
+    "Desharnais)", (
+        Param("design", "text", "A yes/no question's design instead of a mechanism: "
+              "cheating_detection (two forced-response groups; its estimates' options are the "
+              "shares honest_yes, honest_no and noncompliant)"),
+        EPSILON,  # a definition gives epsilon or groups
+        Param("groups", "groups", "cheating_detection: each group's forced-response design "
+              "(in the estimates also its epsilon, its n and its count of yes)",
+              schema={"type": "array", "items": GROUP})),
+    scheme_for, key="design", since=7),)

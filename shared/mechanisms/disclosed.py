@@ -23,11 +23,13 @@ from fractions import Fraction
 from typing import Any
 
 from ldpsurvey.shared.mechanisms.forced_response import NO, YES
-from ldpsurvey.shared.mechanisms.numeric import distribution, read_unit
+from ldpsurvey.shared.mechanisms.numeric import RANGE, distribution, read_unit
 from ldpsurvey.shared.mechanisms.protocol import (
+    Declaration,
     FieldError,
     Fields,
     OneOption,
+    Param,
     Report,
     Settings,
     empty_entry,
@@ -38,8 +40,6 @@ from ldpsurvey.shared.stats.intervals import METHODS, simultaneous_confidence, z
 
 NAME = "disclosed"  # the scheme's name; the manifest writes `disclosed: true` instead
 TYPES = ("yes_no", "choice", "numeric")
-FIELDS = {"disclosed"}
-NUMERIC_FIELDS = {"disclosed", "min", "max", "unit"}
 MAX_RANGE = 10**6  # max - min of an open number: n (max - min)^2 stays below 2^63 for n < 9e6
 # The largest |min| and |max| of an open number: every whole number up to it is exact in an
 # IEEE double, so the browser (a JavaScript number) and Python read and send the same answer.
@@ -275,3 +275,11 @@ def scheme_for(kind: str, options: tuple[str, ...], fields: Fields) -> OpenOptio
         raise FieldError("max", f"must be above min and at most {MAX_RANGE:,} above it, got "
                          f"{high!r}")
     return OpenNumber(low, high, read_unit(fields))
+
+
+OPENLY = Param("disclosed", "flag", "true: answered openly, sent and stored as given (no "
+               "randomization, counted in no epsilon; manifest format /7)")
+DECLARATIONS = (
+    Declaration(NAME, ("yes_no", "choice"), WORDS, (OPENLY,), scheme_for, key=NAME, since=7),
+    Declaration(NAME, ("numeric",), WORDS, (OPENLY, *RANGE[1:]), scheme_for, key=NAME,
+                since=7))

@@ -7,22 +7,31 @@ its estimates invert both layers composed (`reported`), while its epsilon is the
 layer's (every report is post-processing of the one permanent answer).
 """
 
+import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ldpsurvey.shared.mechanisms.protocol import (
+    EPSILON,
+    PROBABILITIES,
+    Declaration,
+    FieldError,
+    Fields,
     OneOption,
+    Param,
     RandomizerEpsilon,
     Report,
     Settings,
     empty_entry,
+    finite,
     is_index,
     option_from_text,
     percent,
 )
 from ldpsurvey.shared.mechanisms.randomizer import Draw, Thresholds, randomize, thresholds
-from ldpsurvey.shared.stats.design import Mechanism, uniform_beta
+from ldpsurvey.shared.stats.design import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
 from ldpsurvey.shared.stats.estimate import covariance, estimate
 from ldpsurvey.shared.stats.planning import expected_margin
 from ldpsurvey.shared.stats.posterior import best_guess_accuracy
@@ -30,6 +39,9 @@ from ldpsurvey.shared.stats.posterior import best_guess_accuracy
 NAME = "forced_response"
 YES = {"yes", "y", "1", "true"}
 NO = {"no", "n", "0", "false"}
+CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
+MIN_BETA = 1e-9  # smallest forced-answer probability of an option
 
 
 def yes_no(value: str, options: tuple[str, ...]) -> int:
@@ -181,3 +193,89 @@ class ForcedResponse(OneOption, RandomizerEpsilon):
         chance = low if low == high else f"{low} to {high} (depending on the answer)"
         return (f"The server receives your own answer with {chance} probability, and "
                 "otherwise one of the other options.", "you would give a particular answer")
+
+
+def spent_epsilon(fields: Fields) -> float:
+    """The epsilon a definition spends on a question: a positive finite number."""
+    if not fields.has("epsilon"):
+        raise FieldError("epsilon", "is needed (the epsilon to spend on the question)")
+    eps = fields.finite("epsilon")
+    if eps <= 0.0:
+        raise FieldError("epsilon", f"must be > 0, got {eps!r}")
+    return eps
+
+
+def read_beta(fields: Fields, k: int) -> tuple[float, ...]:
+    """beta: absent (uniform), P(forced Yes) of a yes/no question, or one probability per
+    option, each at least MIN_BETA, summing to 1."""
+    value = fields.data.get("beta")
+    if value is None:
+        return uniform_beta(k)
+    if k == 2 and not isinstance(value, list):
+        value = fields.finite("beta")
+        if not 0.0 < value < 1.0:
+            raise FieldError("beta", f"P(report Yes) must be in (0, 1), got {value!r}")
+    elif not isinstance(value, list):
+        raise FieldError("beta", f"must be a list of {k} probabilities")
+    else:
+        value = [finite(b, f"beta[{j}]") for j, b in enumerate(value)]
+    beta = as_beta(value)
+    if len(beta) != k:
+        raise FieldError("beta", f"needs one probability per option ({k}), got {len(beta)}")
+    for j, b in enumerate(beta):
+        if not 0.0 < b < 1.0:
+            raise FieldError(f"beta[{j}]", f"must be in (0, 1), got {b!r}")
+        if b < MIN_BETA:
+            raise FieldError(f"beta[{j}]", f"must be at least {MIN_BETA:g}: the randomizer's "
+                             f"53-bit thresholds cannot realize a smaller probability's "
+                             f"epsilon, got {b!r}")
+    if abs(math.fsum(beta) - 1.0) > 1e-9:
+        raise FieldError("beta", f"must sum to 1, got {math.fsum(beta)!r}")
+    return beta
+
+
+def read_irr_alpha(fields: Fields) -> float | None:
+    """A concept question's instantaneous alpha, in (0, 1) (default DEFAULT_IRR_ALPHA); None
+    for other questions, which may not give one."""
+    concept = fields.data.get("concept")
+    if concept is not None and not (isinstance(concept, str) and CONCEPT.fullmatch(concept)):
+        raise FieldError("concept", f"must match {CONCEPT.pattern}, got {concept!r}")
+    if concept is None:
+        if fields.has("irr_alpha"):
+            raise FieldError("irr_alpha", "only a question with a concept has one")
+        return None
+    irr_alpha = finite(fields.data.get("irr_alpha", DEFAULT_IRR_ALPHA), "irr_alpha")
+    if not 0.0 < irr_alpha < 1.0:
+        raise FieldError("irr_alpha", f"must be in (0, 1), got {irr_alpha!r}")
+    return irr_alpha
+
+
+def scheme_for(kind: str, options: tuple[str, ...], fields: Fields) -> ForcedResponse:
+    """A yes/no or choice question randomized by forced response: alpha, or epsilon (alpha
+    derived); beta uniform unless given; an optional concept (with irr_alpha)."""
+    beta = read_beta(fields, len(options))
+    if fields.has("alpha") == fields.has("epsilon"):
+        raise FieldError("", "give exactly one of alpha or epsilon")
+    if fields.has("alpha"):
+        alpha = fields.finite("alpha")
+        if not 0.0 < alpha < 1.0:
+            raise FieldError("alpha", f"must be in (0, 1), got {alpha!r}")
+    else:
+        eps = spent_epsilon(fields)
+        alpha = alpha_for_epsilon(eps, beta)
+        if not 0.0 < alpha < 1.0:
+            raise FieldError("epsilon", f"{eps!r} gives no usable alpha")
+    return ForcedResponse(kind, options, Mechanism(alpha, beta), read_irr_alpha(fields))
+
+
+DECLARATIONS = (Declaration(
+    NAME, ("yes_no", "choice"), "forced response", (
+        Param("alpha", "number", "forced response: P(the true answer is reported)", 0.0, 1.0),
+        Param("beta", "probabilities", "forced response: P(option j is reported | forced), "
+              "per option (yes/no: P(Yes | forced) alone)", schema=PROBABILITIES),
+        EPSILON,
+        Param("concept", "text", "Answers reused across surveys: a permanent randomized "
+              "answer per device", pattern=CONCEPT.pattern),
+        Param("irr_alpha", "number", "The instantaneous layer's alpha of a concept question "
+              f"(default {DEFAULT_IRR_ALPHA})", 0.0, 1.0)),
+    scheme_for, default=True, since=1),)

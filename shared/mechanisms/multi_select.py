@@ -55,9 +55,13 @@ from typing import Any
 from ldpsurvey.shared.mechanisms import support
 from ldpsurvey.shared.mechanisms.protocol import (
     BIT_CELLS,
+    EPSILON,
+    PROBABILITIES,
     BitReport,
+    Declaration,
     FieldError,
     Fields,
+    Param,
     Report,
     Settings,
     empty_entry,
@@ -72,9 +76,6 @@ from ldpsurvey.shared.stats.planning import expected_margin
 from ldpsurvey.shared.stats.posterior import best_guess_accuracy
 
 TYPE = "multi_select"
-MECHANISMS = ("auto", "bits", "padding")
-FIELDS = {"auto": {"epsilon", "max_selected"}, "bits": {"epsilon", "max_selected", "alpha", "beta"},
-          "padding": {"epsilon", "max_selected", "alpha"}}
 AUTO_MEASURE = "variance of an option's estimate (n Var at a share of 0"  # manifest.Auto's default
 BIAS_WARNING = ("padding and sampling: respondents who selected more than max_selected are "
                 "counted for only max_selected of their options, so shares are biased low if "
@@ -476,32 +477,46 @@ class PaddingSampling(SetAnswer):
                 "you selected a particular option")
 
 
-def scheme_for(mechanism: str, options: tuple[str, ...],
-               fields: Fields) -> tuple[Any, dict[str, float] | None]:
-    """The scheme of a multi_select question: from its manifest fields (alpha present) or from
-    epsilon; `auto` compares the variance of an unheld option's estimate (unheld_variance) and
-    takes the smaller (padding only with max_selected), returning the variances it compared
-    (None for an explicit mechanism)."""
-    k = len(options)
-    limit = fields.count("max_selected", 1, k, None) if fields.has("max_selected") else None
-    if mechanism == "padding" and limit is None:
-        raise FieldError("max_selected", "padding and sampling needs max_selected")
-    try:
-        if mechanism == "bits" and fields.has("alpha"):
+def read_limit(options: tuple[str, ...], fields: Fields) -> int | None:
+    """max_selected: a whole number from 1 to k, or None (any number)."""
+    return fields.count("max_selected", 1, len(options)) if fields.has("max_selected") else None
+
+
+def bits_for(kind: str, options: tuple[str, ...], fields: Fields) -> "OptionBits":
+    """Per-option bits from alpha (and beta, default 1/2: a manifest) or from epsilon."""
+    limit = read_limit(options, fields)
+    if fields.has("alpha"):
+        try:
             return OptionBits(options, fields.number("alpha", 0.0, 1.0),
-                              fields.number("beta", 0.0, 1.0, 0.5), limit), None
-        if mechanism == "padding" and fields.has("alpha"):
-            return PaddingSampling(options, fields.number("alpha", 0.0, 1.0), limit), None
-    except ValueError as exc:
-        raise FieldError("alpha", str(exc)) from None
+                              fields.number("beta", 0.0, 1.0, 0.5), limit)
+        except ValueError as exc:
+            raise FieldError("alpha", str(exc)) from None
+    return OptionBits.from_epsilon(options, fields.epsilon(), limit)
+
+
+def padding_for(kind: str, options: tuple[str, ...], fields: Fields) -> "PaddingSampling":
+    """Padding and sampling (max_selected needed) from alpha (a manifest) or from epsilon."""
+    limit = read_limit(options, fields)
+    if limit is None:
+        raise FieldError("max_selected", "padding and sampling needs max_selected")
+    if fields.has("alpha"):
+        try:
+            return PaddingSampling(options, fields.number("alpha", 0.0, 1.0), limit)
+        except ValueError as exc:
+            raise FieldError("alpha", str(exc)) from None
+    return PaddingSampling.from_epsilon(options, fields.epsilon(), limit)
+
+
+def choose(options: tuple[str, ...], fields: Fields) -> tuple[str, dict[str, float]]:
+    """`auto`: the variance of an unheld option's estimate (unheld_variance) under bits and,
+    with max_selected, padding, at the question's epsilon; the smaller (bits on a tie)."""
+    limit = read_limit(options, fields)
     eps = fields.epsilon()
     candidates = {"bits": OptionBits.from_epsilon(options, eps, limit)}
-    if mechanism != "bits" and limit is not None:
+    if limit is not None:
         candidates["padding"] = PaddingSampling.from_epsilon(options, eps, limit)
-    if mechanism != "auto":
-        return candidates[mechanism], None
     variances = {name: unheld_variance(scheme) for name, scheme in candidates.items()}
-    return candidates[min(variances, key=variances.__getitem__)], variances
+    return min(variances, key=variances.__getitem__), variances
 
 
 def unheld_variance(scheme: Any) -> float:
@@ -512,3 +527,19 @@ def unheld_variance(scheme: Any) -> float:
     m = scheme.mechanism
     q = (1 - m.alpha) / scheme.d
     return scheme.max_selected ** 2 * support.variance_at_zero(m.alpha + q, q)
+
+
+MAX_SELECTED = Param("max_selected", "integer", "multi_select: at most this many options "
+                     "selected (absent: any number)", 1, None)
+DECLARATIONS = (
+    Declaration("auto", (TYPE,), "the lower variance of an option's estimate at the "
+                "question's epsilon", (EPSILON, MAX_SELECTED), default=True, choose=choose,
+                measure=AUTO_MEASURE),
+    Declaration("bits", (TYPE,), "one randomized yes/no per option", (
+        EPSILON, MAX_SELECTED,
+        Param("alpha", "number", "bits: P(an option's true bit is reported)", 0.0, 1.0),
+        Param("beta", "probabilities", "bits: P(1 | forced)", schema=PROBABILITIES)), bits_for),
+    Declaration("padding", (TYPE,), "padding and sampling", (
+        EPSILON, MAX_SELECTED,
+        Param("alpha", "number", "padding: P(the sampled item is reported)", 0.0, 1.0)),
+        padding_for))

@@ -46,8 +46,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ldpsurvey.shared.mechanisms.protocol import (
+    EPSILON,
+    Declaration,
     FieldError,
     Fields,
+    Param,
     RandomizerEpsilon,
     Report,
     Settings,
@@ -61,13 +64,7 @@ from ldpsurvey.shared.stats.planning import expected_margin
 from ldpsurvey.shared.stats.posterior import best_guess_accuracy
 
 TYPE = "numeric"
-MECHANISMS = ("duchi", "piecewise", "hybrid", "square_wave", "auto")
-RANGE = {"epsilon", "min", "max", "unit"}
-DISTRIBUTION = {"distribution", "bins"}  # asking for the distribution (square_wave.py)
-FIELDS = {"duchi": RANGE | {"alpha"}, "piecewise": RANGE | {"grid", "window", "alpha"},
-          "hybrid": RANGE | {"grid", "window", "alpha", "duchi_alpha", "piecewise_share"},
-          "square_wave": RANGE | DISTRIBUTION | {"grid", "window", "alpha"},
-          "auto": RANGE | DISTRIBUTION}
+SQUARE_WAVE = "square_wave"  # the mechanism for a distribution (square_wave.py)
 # What `auto` compares, in words (manifest.Auto).
 # Left open: manifest.Auto.words closes it after the variances compared.
 AUTO_MEASURE = ("worst-case variance of the mean (n Var over the range squared; the hybrid is "
@@ -308,14 +305,23 @@ def read_unit(fields: Fields) -> str | None:
     return unit
 
 
+def number_range(fields: Fields) -> tuple[float, float, str | None]:
+    """A number question's min and max (min below max) and optional unit."""
+    low, high = (fields.number(key, -math.inf, math.inf) for key in ("min", "max"))
+    unit = read_unit(fields)
+    if not low < high:
+        raise FieldError("max", f"must be above min ({low:g}), got {high:g}")
+    return low, high, unit
+
+
 def wants_distribution(mechanism: str, fields: Fields) -> bool:
     """Whether the question is asked by the Square Wave mechanism: mechanism square_wave, or
     auto with `distribution = true`. FieldError for a `distribution` that is not true or false,
     false with square_wave, or `bins` without a distribution."""
-    asked = fields.data.get("distribution", mechanism == "square_wave")
+    asked = fields.data.get("distribution", mechanism == SQUARE_WAVE)
     if type(asked) is not bool:
         raise FieldError("distribution", f"must be true or false, got {asked!r}")
-    if mechanism == "square_wave" and not asked:
+    if mechanism == SQUARE_WAVE and not asked:
         raise FieldError("distribution", "mechanism square_wave always estimates the "
                          "distribution: leave distribution out or set it true")
     if fields.has("bins") and not asked:
@@ -324,49 +330,39 @@ def wants_distribution(mechanism: str, fields: Fields) -> bool:
     return asked
 
 
-def scheme_for(mechanism: str, options: tuple[str, ...],
-               fields: Fields) -> tuple[Any, dict[str, float] | None]:
-    """The scheme of a numeric question from min, max, unit and its mechanism's parameters (a
-    manifest: alpha; grid, window, alpha; and duchi_alpha, piecewise_share) or epsilon. `auto`
-    builds all three from epsilon and takes the lowest worst-case variance of the mean
-    (duchi on a tie, then piecewise), returning the variances it compared."""
-    from ldpsurvey.shared.mechanisms import piecewise  # built on this module
+def given(fields: Fields, params: Sequence[Param]) -> list[str]:
+    """The parameters beyond the range a question gives (a manifest gives all; a definition
+    none, only epsilon)."""
+    return sorted({p.name for p in params if p not in RANGE} & set(fields.data))
 
-    low, high = (fields.number(key, -math.inf, math.inf) for key in ("min", "max"))
-    unit = read_unit(fields)
-    if not low < high:
-        raise FieldError("max", f"must be above min ({low:g}), got {high:g}")
-    if wants_distribution(mechanism, fields):
-        from ldpsurvey.shared.mechanisms.square_wave import square_wave_for
 
-        return square_wave_for(low, high, unit, fields), None
-    given = sorted((FIELDS[mechanism] - RANGE - DISTRIBUTION) & set(fields.data))
+def field_error(exc: ValueError, named: list[str]) -> FieldError:
+    """A scheme's refusal as the field it is about: the parameter its message starts with if
+    given, else alpha (a manifest) or epsilon (a definition)."""
+    if isinstance(exc, FieldError):
+        return exc
+    first = str(exc).split()[0]
+    return FieldError(first if first in named else "alpha" if named else "epsilon", str(exc))
+
+
+def duchi_for(kind: str, options: tuple[str, ...], fields: Fields) -> StochasticRounding:
+    """Duchi's mechanism from min, max, unit and alpha (a manifest) or epsilon."""
+    low, high, unit = number_range(fields)
+    named = given(fields, DUCHI)
     try:
-        if mechanism == "duchi":
-            alpha = (fields.number("alpha", 0.0, 1.0) if given
-                     else alpha_for_epsilon(fields.epsilon(), 0.5))
-            return StochasticRounding(low, high, alpha, unit), None
-        if given:  # a manifest: every parameter
-            grid = fields.count("grid", 2, piecewise.MAX_GRID)
-            window = fields.count("window", 1, piecewise.MAX_GRID)
-            alpha = fields.number("alpha", 0.0, 1.0)
-            if mechanism == "piecewise":
-                return piecewise.Piecewise(low, high, grid, window, alpha, unit), None
-            return piecewise.Hybrid(low, high, grid, window, alpha,
-                                    fields.number("duchi_alpha", 0.0, 1.0),
-                                    fields.number("piecewise_share", -1.0, 1.0), unit), None
-        eps = fields.epsilon()
-        candidates = {"duchi": StochasticRounding(low, high, alpha_for_epsilon(eps, 0.5), unit),
-                      "piecewise": piecewise.Piecewise.from_epsilon(low, high, eps, unit),
-                      "hybrid": piecewise.Hybrid.from_epsilon(low, high, eps, unit)}
+        alpha = (fields.number("alpha", 0.0, 1.0) if named
+                 else alpha_for_epsilon(fields.epsilon(), 0.5))
+        return StochasticRounding(low, high, alpha, unit)
     except ValueError as exc:
-        if isinstance(exc, FieldError):
-            raise
-        named = str(exc).split()[0]  # the parameter a message starts with, else alpha
-        raise FieldError(named if named in given else "alpha" if given else "epsilon",
-                         str(exc)) from None
-    if mechanism != "auto":
-        return candidates[mechanism], None
-    variances = {name: float(piecewise.worst_variance(scheme))
-                 for name, scheme in candidates.items()}
-    return candidates[min(variances, key=variances.get)], variances  # the first, on a tie
+        raise field_error(exc, named) from None
+
+
+RANGE = (EPSILON,
+         Param("min", "number", "numeric: the lowest answer (lower ones clamped)"),
+         Param("max", "number", "numeric: the highest answer"),
+         Param("unit", "text", "numeric: the answer's unit"))
+DUCHI = (*RANGE, Param("alpha", "number", "duchi: tanh(epsilon / 2), the randomized "
+                       "response's alpha on the rounded bit", 0.0, 1.0))
+DECLARATIONS = (Declaration(
+    "duchi", (TYPE,), "stochastic rounding then randomized response (Duchi et al.)", DUCHI,
+    duchi_for, default=True),)

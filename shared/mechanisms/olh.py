@@ -29,7 +29,12 @@ from typing import Any
 
 from ldpsurvey.shared.mechanisms import support
 from ldpsurvey.shared.mechanisms.protocol import (
+    EPSILON,
+    Declaration,
+    FieldError,
+    Fields,
     OneOption,
+    Param,
     RandomizerEpsilon,
     Report,
     is_index,
@@ -188,3 +193,22 @@ class LocalHashing(OneOption, RandomizerEpsilon, support.OneOfK):
         return (f"The server receives a random seed and a number from 0 to {self.g - 1}: your "
                 f"answer hashed with that seed, kept with {percent(self.p_star)} probability, "
                 f"so many options fit each report.", "you would give a particular answer")
+
+
+def scheme_for(kind: str, options: tuple[str, ...], fields: Fields) -> LocalHashing:
+    """OLH from g and alpha (a manifest) or from epsilon (a definition)."""
+    if fields.has("g") or fields.has("alpha"):
+        try:
+            return LocalHashing(options, fields.count("g", 2, MAX_G),
+                                fields.number("alpha", 0.0, 1.0))
+        except ValueError as exc:
+            raise FieldError("alpha", str(exc)) from None
+    return LocalHashing.from_epsilon(options, fields.epsilon())
+
+
+DECLARATIONS = (Declaration(
+    NAME, ("choice",), "optimized local hashing (OLH)", (
+        EPSILON,
+        Param("g", "integer", "OLH: the number of hash values", 2, MAX_G),
+        Param("alpha", "number", "OLH: P(the true hash value is reported)", 0.0, 1.0)),
+    scheme_for),)

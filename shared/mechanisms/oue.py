@@ -24,7 +24,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ldpsurvey.shared.mechanisms import support
-from ldpsurvey.shared.mechanisms.protocol import BIT_CELLS, BitReport, OneOption, Report, percent
+from ldpsurvey.shared.mechanisms.protocol import (
+    BIT_CELLS,
+    EPSILON,
+    BitReport,
+    Declaration,
+    FieldError,
+    Fields,
+    OneOption,
+    Param,
+    Report,
+    percent,
+)
 from ldpsurvey.shared.mechanisms.randomizer import Draw, N
 
 NAME = "oue"
@@ -130,3 +141,22 @@ class UnaryEncoding(OneOption, BitReport, support.OneOfK):
                 "report": "one bit per option: 1 with probability p for the respondent's "
                           "option, q for every other",
                 "cells": BIT_CELLS}
+
+
+def scheme_for(kind: str, options: tuple[str, ...], fields: Fields) -> UnaryEncoding:
+    """OUE from p and q (a manifest) or from epsilon (a definition)."""
+    if fields.has("p") or fields.has("q"):
+        try:
+            return UnaryEncoding(options, fields.number("p", 0.0, 1.0),
+                                 fields.number("q", 0.0, 1.0))
+        except ValueError as exc:
+            raise FieldError("q", str(exc)) from None
+    return UnaryEncoding.from_epsilon(options, fields.epsilon())
+
+
+DECLARATIONS = (Declaration(
+    NAME, ("choice",), "optimized unary encoding (OUE)", (
+        EPSILON,
+        Param("p", "number", "OUE: P(the respondent's option's bit is 1)", 0.0, 1.0),
+        Param("q", "number", "OUE: P(another option's bit is 1)", 0.0, 1.0)),
+    scheme_for),)

@@ -94,8 +94,26 @@ from functools import cached_property
 from statistics import NormalDist
 from typing import Any
 
-from ldpsurvey.shared.mechanisms.numeric import NumberAnswer, StochasticRounding
-from ldpsurvey.shared.mechanisms.protocol import Report, Settings, percent
+from ldpsurvey.shared.mechanisms.numeric import (
+    AUTO_MEASURE,
+    RANGE,
+    SQUARE_WAVE,
+    TYPE,
+    NumberAnswer,
+    StochasticRounding,
+    field_error,
+    given,
+    number_range,
+    wants_distribution,
+)
+from ldpsurvey.shared.mechanisms.protocol import (
+    Declaration,
+    Fields,
+    Param,
+    Report,
+    Settings,
+    percent,
+)
 from ldpsurvey.shared.mechanisms.randomizer import Draw, N
 from ldpsurvey.shared.stats.design import alpha_for_epsilon
 from ldpsurvey.shared.stats.distributions import reported_p
@@ -619,3 +637,78 @@ class Hybrid(DecodedNumber):
         return (f"Your device picks one of two ways at random ({percent(self.share / N)} the "
                 f"first). {pm} Or: {duchi[0].lower()}{duchi[1:]}",
                 f"your number is {self.high:g} rather than {self.low:g}")
+
+
+def piecewise_for(kind: str, options: tuple[str, ...], fields: Fields) -> Piecewise:
+    """The piecewise mechanism from min, max, unit and grid, window, alpha (a manifest) or
+    epsilon."""
+    low, high, unit = number_range(fields)
+    named = given(fields, PIECEWISE_PARAMS)
+    try:
+        if named:
+            return Piecewise(low, high, fields.count("grid", 2, MAX_GRID),
+                             fields.count("window", 1, MAX_GRID),
+                             fields.number("alpha", 0.0, 1.0), unit)
+        return Piecewise.from_epsilon(low, high, fields.epsilon(), unit)
+    except ValueError as exc:
+        raise field_error(exc, named) from None
+
+
+def hybrid_for(kind: str, options: tuple[str, ...], fields: Fields) -> Hybrid:
+    """The hybrid from min, max, unit and grid, window, alpha, duchi_alpha, piecewise_share (a
+    manifest) or epsilon."""
+    low, high, unit = number_range(fields)
+    named = given(fields, HYBRID_PARAMS)
+    try:
+        if named:
+            return Hybrid(low, high, fields.count("grid", 2, MAX_GRID),
+                          fields.count("window", 1, MAX_GRID), fields.number("alpha", 0.0, 1.0),
+                          fields.number("duchi_alpha", 0.0, 1.0),
+                          fields.number("piecewise_share", -1.0, 1.0), unit)
+        return Hybrid.from_epsilon(low, high, fields.epsilon(), unit)
+    except ValueError as exc:
+        raise field_error(exc, named) from None
+
+
+def choose(options: tuple[str, ...], fields: Fields) -> tuple[str, dict[str, float] | None]:
+    """`auto`: Duchi's, the piecewise and the hybrid mechanism built from the question's
+    epsilon, and the one with the lowest worst-case variance of the mean (duchi on a tie, then
+    piecewise); square_wave, comparing nothing, when the question asks for its distribution
+    (numeric.wants_distribution)."""
+    if wants_distribution("auto", fields):
+        return SQUARE_WAVE, None
+    low, high, unit = number_range(fields)
+    try:
+        eps = fields.epsilon()
+        candidates = {"duchi": StochasticRounding(low, high, alpha_for_epsilon(eps, 0.5), unit),
+                      PIECEWISE: Piecewise.from_epsilon(low, high, eps, unit),
+                      HYBRID: Hybrid.from_epsilon(low, high, eps, unit)}
+    except ValueError as exc:
+        raise field_error(exc, []) from None
+    variances = {name: float(worst_variance(scheme)) for name, scheme in candidates.items()}
+    return min(variances, key=variances.__getitem__), variances  # the first, on a tie
+
+
+GRID_PARAMS = (Param("grid", "integer", "piecewise, hybrid, square_wave: K, the answer "
+                     "rounded at random to one of K + 1 positions", 2, MAX_GRID),
+               Param("window", "integer", "piecewise, hybrid, square_wave: m, the cells of a "
+                     "window (K + m cells in all)", 1, MAX_GRID),
+               Param("alpha", "number", "piecewise, hybrid, square_wave: P(the report is drawn "
+                     "from the window around the answer)", 0.0, 1.0))
+PIECEWISE_PARAMS = (*RANGE, *GRID_PARAMS)
+# Asking for the distribution (square_wave.py): auto's, and square_wave's.
+DISTRIBUTION = (Param("distribution", "flag", "numeric: estimate the answers' distribution "
+                      "(the square wave mechanism) besides their mean"),
+                Param("bins", "integer", "square_wave: the histogram's equal bins of [min, "
+                      "max], a power of two", 2, 64))
+HYBRID_PARAMS = (*PIECEWISE_PARAMS,
+                 Param("duchi_alpha", "number", "hybrid: the alpha of Duchi's part", 0.0, 1.0),
+                 Param("piecewise_share", "number", "hybrid: P(the piecewise part reports)",
+                       -1.0, 1.0))
+DECLARATIONS = (
+    Declaration(PIECEWISE, (TYPE,), "the piecewise mechanism on a grid (Wang et al.)",
+                PIECEWISE_PARAMS, piecewise_for, since=7),
+    Declaration(HYBRID, (TYPE,), "the hybrid of the piecewise and Duchi's mechanisms (Wang et "
+                "al.)", HYBRID_PARAMS, hybrid_for, since=7),
+    Declaration("auto", (TYPE,), "the lowest worst-case variance of the mean at the question's "
+                "epsilon", (*RANGE, *DISTRIBUTION), default=False, choose=choose, measure=AUTO_MEASURE))

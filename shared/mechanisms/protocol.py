@@ -1,8 +1,12 @@
 """The mechanism protocol: what a question type and its randomizer provide to every layer.
 
 The manifest, the respondent's device, intake, the counters, estimates, exports, pages, `plan`
-and `mock` ask a question's scheme instead of branching on its type, so a new question type or
-mechanism is one module here and its JavaScript twin in web/ (registered in web/schemes.js):
+and `mock` ask a question's scheme instead of branching on its type. Each module declares its
+mechanisms once (`Declaration`: name, question types, words, fields with type, meaning and
+bounds, builder), which registry.py lists and the manifest's reader, the OpenAPI description
+and the browser's registry read; so a new mechanism is its module here (listed in registry.py),
+its JavaScript twin in web/ (listed in web/schemes.js's SCHEMES), its vectors
+(scheme_vectors.json, tests/scheme_vectors.py) and a row in docs/question-types.md:
 
     forced_response  yes/no and choice questions (k-RR, Warner 1965; the existing mechanism)
     oue, olh         choice questions, unary encoding and local hashing (Wang et al., USENIX
@@ -19,7 +23,7 @@ exact epsilon of its integer randomizer (the one both devices run), never a floa
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
@@ -294,11 +298,19 @@ def is_bits(value: Any, k: int) -> bool:
 
 
 class FieldError(ValueError):
-    """A question field is wrong: `field` names it (the manifest prefixes the question)."""
+    """A question field is wrong: `field` names it (the manifest prefixes the question; an
+    empty `field` is about the question as a whole)."""
 
     def __init__(self, field: str, message: str):
         super().__init__(message)
         self.field = field
+
+
+def finite(value: Any, field: str) -> float:
+    """value, if a finite number (not a boolean); FieldError naming `field` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise FieldError(field, f"must be a finite number, got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -318,6 +330,10 @@ class Fields:
             raise FieldError(key, f"must be a number in ({low:g}, {high:g}), got {value!r}")
         return float(value)
 
+    def finite(self, key: str) -> float:
+        """A finite number, whatever its sign."""
+        return finite(self.data.get(key), key)
+
     def count(self, key: str, low: int, high: int, default: int | None = None) -> int:
         """A whole number from low to high (or the default when absent)."""
         value = self.data.get(key, default)
@@ -330,3 +346,68 @@ class Fields:
         if "epsilon" not in self.data:
             raise FieldError("epsilon", "is needed for this mechanism")
         return self.number("epsilon", 0.0, math.inf)
+
+
+PARAM_TYPES = {"number": "number", "integer": "integer", "text": "string", "flag": "boolean"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One field a mechanism takes in a survey definition or manifest: its name, its type
+    ("number", "integer", "text" or "flag"; `schema` for anything else), what it means, and
+    its bounds (a number strictly between low and high; a whole number from low to high)."""
+
+    name: str
+    type: str
+    meaning: str
+    low: float | None = None
+    high: float | None = None
+    pattern: str | None = None  # a text's regular expression, whole
+    schema: Mapping[str, Any] | None = None  # a JSON schema where the type says too little
+
+    def json_schema(self) -> dict[str, Any]:
+        """The field as a JSON schema (OpenAPI 3.0: exclusive bounds are flags)."""
+        if self.schema is not None:
+            return dict(self.schema)
+        schema: dict[str, Any] = {"type": PARAM_TYPES[self.type]}
+        for bound, value in (("minimum", self.low), ("maximum", self.high)):
+            if value is not None and math.isfinite(value):
+                schema[bound] = value
+                if self.type == "number":
+                    schema["exclusive" + bound.title()] = True
+        if self.pattern is not None:
+            schema["pattern"] = f"^{self.pattern}$"
+        return schema
+
+
+EPSILON = Param("epsilon", "number", "The epsilon the question spends (a definition), or its "
+                "integer randomizer's exact epsilon (a manifest)", 0.0, math.inf)
+# A number, or one per option (beta): the schema of a "probabilities" field.
+PROBABILITIES = {"oneOf": [{"type": "number"}, {"type": "array", "items": {"type": "number"}}]}
+Builder = Callable[[str, tuple[str, ...], Fields], Any]  # (type, options, fields) -> Scheme
+# (options, fields) -> the name chosen and the variances compared (None: compared none)
+Chooser = Callable[[tuple[str, ...], Fields], tuple[str, dict[str, float] | None]]
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """What a mechanism module declares once, for every surface to read (registry.py): the
+    name a question selects it by (through `key`: its `mechanism`, its `design`, or
+    `disclosed: true`), the question types it serves, its words for people, the fields it
+    takes, and its builder from those fields to its Scheme. An `auto` declaration has no
+    builder but a chooser: the name of the mechanism it picks and the `measure` it compared."""
+
+    name: str
+    types: tuple[str, ...]
+    words: str
+    params: tuple[Param, ...]
+    build: Builder | None = None
+    key: str = "mechanism"
+    default: bool = False  # the mechanism of its types when a question names none
+    since: int = 6  # the manifest format that introduced it (a survey using it is written so)
+    choose: Chooser | None = None
+    measure: str = ""
+
+    @property
+    def field_names(self) -> set[str]:
+        return {param.name for param in self.params}

@@ -1,8 +1,8 @@
 """The Square Wave mechanism for a number question's distribution (Li, Lopuhaa-Zwakenberg, Li,
 Skoric, Wang and Li, "Estimating Numerical Distributions under Local Differential Privacy",
 SIGMOD 2020, section 4), on an exact integer grid, with the JavaScript twin web/square_wave.js.
-numeric.py registers it as mechanism "square_wave" (and `auto` picks it when the question
-asks for a distribution).
+It declares mechanism "square_wave" (DECLARATIONS; `auto`, piecewise.choose, picks it when the
+question asks for a distribution).
 
 The continuous mechanism maps the answer to v in [0, 1] and reports a value in [-b, 1 + b] with
 density p on [v - b, v + b] and q = p / e^eps elsewhere, where (Li et al., eq. (5))
@@ -53,8 +53,27 @@ from functools import cached_property, lru_cache
 from itertools import accumulate
 from typing import Any
 
-from ldpsurvey.shared.mechanisms.piecewise import Piecewise, keep_for_epsilon, mean_entry
-from ldpsurvey.shared.mechanisms.protocol import FieldError, Fields, Report, Settings
+from ldpsurvey.shared.mechanisms.numeric import (
+    SQUARE_WAVE,
+    TYPE,
+    number_range,
+    wants_distribution,
+)
+from ldpsurvey.shared.mechanisms.piecewise import (
+    DISTRIBUTION,
+    GRID_PARAMS,
+    RANGE,
+    Piecewise,
+    keep_for_epsilon,
+    mean_entry,
+)
+from ldpsurvey.shared.mechanisms.protocol import (
+    Declaration,
+    FieldError,
+    Fields,
+    Report,
+    Settings,
+)
 from ldpsurvey.shared.mechanisms.randomizer import N
 from ldpsurvey.shared.stats.deconvolution import (
     Window,
@@ -65,7 +84,6 @@ from ldpsurvey.shared.stats.deconvolution import (
     reported_bounds,
 )
 
-SQUARE_WAVE = "square_wave"
 GRID = 256  # K: positions 0..K, reports 0..K + m - 1 (the counters)
 MAX_GRID = 1024
 BINS = 16
@@ -197,9 +215,11 @@ def distribution_of(scheme: SquareWave, counts: tuple[int, ...],
     return scheme.distribution(counts, confidence)
 
 
-def square_wave_for(low: float, high: float, unit: str | None, fields: Fields) -> SquareWave:
-    """The scheme from a manifest's grid, window, alpha and bins, or from a definition's epsilon
-    and bins (default BINS). FieldError naming the field."""
+def square_wave_for(kind: str, options: tuple[str, ...], fields: Fields) -> SquareWave:
+    """The scheme from min, max, unit and a manifest's grid, window, alpha and bins, or a
+    definition's epsilon and bins (default BINS). FieldError naming the field."""
+    wants_distribution(SQUARE_WAVE, fields)
+    low, high, unit = number_range(fields)
     bins = fields.count("bins", 2, MAX_BINS, BINS)
     given = [key for key in ("grid", "window", "alpha") if fields.has(key)]
     try:
@@ -230,3 +250,9 @@ def distribution_rows(question: dict[str, Any]) -> list[dict[str, Any]]:
             *({"option": f"share from {b['low']:g} to {b['high']:g}", "p_mle": b["share"],
                "ci_low": b["ci_low"], "ci_high": b["ci_high"], "ci_method": method}
               for b in distribution["bins"])]
+
+
+SQUARE_WAVE_PARAMS = (*RANGE, *DISTRIBUTION, *GRID_PARAMS)  # its grid at most MAX_GRID
+DECLARATIONS = (Declaration(
+    SQUARE_WAVE, (TYPE,), "the square wave mechanism on a grid, for the distribution (Li et "
+    "al.)", SQUARE_WAVE_PARAMS, square_wave_for, since=8),)

@@ -26,12 +26,23 @@ of U, so drawing it late changes nothing).
 """
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
-from ldpsurvey.shared.mechanisms.randomizer import N, Thresholds
-
 CHUNK = 2**17  # answers per pass: the working arrays (1.3 MB) stay in cache
+# The specification this module vectorizes, as the JavaScript twins restate it (the mechanisms
+# import this module, not the other way round; test_simulation checks they agree):
+N = 2**53  # randomizer.N: every draw is uniform in [0, 2^53)
+PRIME32 = (0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F, 0x165667B1)  # xxHash32's (olh.py)
+MASK = 0xFFFFFFFF
+
+
+class Thresholds(Protocol):
+    """randomizer.Thresholds: keep the truth iff U1 < keep; forced option j iff U2 < C_j."""
+
+    keep: int
+    cumulative: tuple[int, ...]
 
 
 def true_answers(proportions: Sequence[float], size: int,
@@ -96,7 +107,6 @@ def xxh32_many(data: bytes, seeds: np.ndarray) -> np.ndarray:
     """olh.xxh32(data, seed) of fewer than 16 bytes for an array of seeds at once (uint32
     arithmetic, every product taken mod 2^32 in uint64 so nothing overflows): the same steps,
     vectorized over seeds."""
-    from ldpsurvey.shared.mechanisms.olh import MASK, PRIME32
     p1, p2, p3, p4, p5 = (np.uint64(p) for p in PRIME32)
     mask = np.uint64(MASK)
 

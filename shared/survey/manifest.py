@@ -3,10 +3,10 @@
 A definition (TOML or JSON) holds title, description, optional max_epsilon (the promised
 per-respondent ceiling), invitation_only, public_results, release_batch (how many responses the
 server pools before it releases them, shuffled, to counts and exports; default 100) and
-questions. Each question has id, text, type ("yes_no" or "choice" with options; or a type with
-a module of its own, schemes.TYPES: "multi_select" with options, "numeric" with min and max),
+questions. Each question has id, text, type ("yes_no" or "choice" with options; "multi_select"
+with options, "numeric" with min and max: the types mechanisms/registry.py's declarations serve),
 for a choice question an optional mechanism ("forced_response", the default, "oue", "olh" or
-"auto", which picks the lowest variance at the question's epsilon: schemes.py), an optional
+"auto", which picks the lowest variance at the question's epsilon: registry.py), an optional
 concept (a name for a stable trait it asks about, shared by questions that ask the same across
 surveys: the respondent's device randomizes it once, permanently, and reports a fresh
 randomization of that permanent answer each time, with irr_alpha, default 0.75, and uniform
@@ -65,25 +65,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ldpsurvey.shared.mechanisms import disclosed
+from ldpsurvey.shared.mechanisms import disclosed, registry
 from ldpsurvey.shared.mechanisms.budget import EPSILON_TOLERANCE, exceeds, total_epsilon
+from ldpsurvey.shared.mechanisms.forced_response import DEFAULT_IRR_ALPHA
 from ldpsurvey.shared.mechanisms.forced_response import NAME as FORCED_RESPONSE
-from ldpsurvey.shared.mechanisms.forced_response import ForcedResponse
 from ldpsurvey.shared.mechanisms.multi_select import AUTO_MEASURE as CHOICE_MEASURE
-from ldpsurvey.shared.mechanisms.piecewise import HYBRID, PIECEWISE
-from ldpsurvey.shared.mechanisms.protocol import FieldError, Fields, Scheme
-from ldpsurvey.shared.mechanisms.registry import (
-    BUILDERS,
-    CHOICE_MECHANISMS,
-    DESIGNS,
-    MECHANISM_FIELDS,
-    TYPES,
-    auto_choice,
-    choice,
-)
-from ldpsurvey.shared.mechanisms.square_wave import SQUARE_WAVE
+from ldpsurvey.shared.mechanisms.protocol import Declaration, FieldError, Fields, Scheme
 from ldpsurvey.shared.stats.crosstab import size_problem
-from ldpsurvey.shared.stats.design import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
+from ldpsurvey.shared.stats.design import Mechanism
 from ldpsurvey.shared.survey import form_integrity, strict_json
 
 MANIFEST_FORMAT = "ldp-survey-manifest/8"
@@ -95,20 +84,17 @@ FORMAT_3 = "ldp-survey-manifest/3"
 FORMAT_2 = "ldp-survey-manifest/2"
 FORMAT_1 = "ldp-survey-manifest/1"
 QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
-CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 # A BCP 47 language tag as browsers send them: a 2 or 3 letter language, then subtags (pt-BR).
 LANGUAGE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8}){0,2}")
 DEFAULT_LANGUAGE = "en"  # the language of a survey that names none
 MAX_LANGUAGES = 20
-# What a /6 reader does not know: a survey using one of these is /7, so earlier clients refuse
-# it by its format rather than by a field they cannot read.
-SCHEMES_SINCE_7 = frozenset(DESIGNS) | {PIECEWISE, HYBRID, disclosed.NAME}
-SCHEMES_SINCE_8 = frozenset({SQUARE_WAVE})  # a /7 reader does not know these either
+# What a /6 reader does not know: a survey using one of these is /7 (or /8), so earlier clients
+# refuse it by its format rather than by a field they cannot read.
+SCHEMES_SINCE_7 = frozenset(d.name for d in registry.DECLARATIONS if d.since >= 7)
+SCHEMES_SINCE_8 = frozenset(d.name for d in registry.DECLARATIONS if d.since >= 8)
 FORMATS = (MANIFEST_FORMAT, FORMAT_7, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
 DEFAULT_RELEASE_BATCH = 100
-DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
 MAX_IRR_ALPHA = DEFAULT_IRR_ALPHA  # published and answered at most (check_instantaneous)
-MIN_BETA = 1e-9  # smallest forced-answer probability of an option
 MAX_RELEASE_BATCH = 1_000_000
 YES_NO_OPTIONS = ("No", "Yes")
 MAX_QUESTIONS = 100
@@ -153,7 +139,8 @@ class SurveyError(ValueError):
 @dataclass(frozen=True)
 class Auto:
     """What `mechanism = "auto"` chose for a question, and the variances it compared
-    (schemes.auto_choice). Not part of the manifest, which names the chosen mechanism."""
+    (the `auto` declaration's chooser). Not part of the manifest, which names the chosen
+    mechanism."""
 
     chosen: str
     variances: dict[str, float]
@@ -426,40 +413,14 @@ def _options(data: Mapping[str, Any], kind: str, where: str) -> tuple[str, ...]:
     return texts
 
 
-def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
-    if value is None:
-        return uniform_beta(k)
-    if k == 2 and not isinstance(value, list):
-        value = _number(value, where)
-        if not 0.0 < value < 1.0:
-            raise _fail(where, f"P(report Yes) must be in (0, 1), got {value!r}")
-    elif not isinstance(value, list):
-        raise _fail(where, f"must be a list of {k} probabilities")
-    else:
-        value = [_number(b, f"{where}[{j}]") for j, b in enumerate(value)]
-    beta = as_beta(value)
-    if len(beta) != k:
-        raise _fail(where, f"needs one probability per option ({k}), got {len(beta)}")
-    for j, b in enumerate(beta):
-        if not 0.0 < b < 1.0:
-            raise _fail(f"{where}[{j}]", f"must be in (0, 1), got {b!r}")
-        if b < MIN_BETA:
-            raise _fail(f"{where}[{j}]", f"must be at least {MIN_BETA:g}: the randomizer's "
-                        f"53-bit thresholds cannot realize a smaller probability's epsilon, "
-                        f"got {b!r}")
-    if abs(math.fsum(beta) - 1.0) > 1e-9:
-        raise _fail(where, f"must sum to 1, got {math.fsum(beta)!r}")
-    return beta
-
-
-FORCED_RESPONSE_FIELDS = {"alpha", "beta", "epsilon", "concept", "irr_alpha"}
+# The fields a question of format /6 may hold (every mechanism's but /8's), of /7 (designs'
+# too, and disclosed) and of /8 (square_wave's bins and distribution).
 FIELDS_SINCE_8 = {"bins", "distribution"}  # square_wave's (a manifest states bins)
-QUESTION_FIELDS_6 = {"options", "mechanism"} | FORCED_RESPONSE_FIELDS | set().union(
-    *MECHANISM_FIELDS.values(), *(fields for module in TYPES.values()
-                                  for fields in module.FIELDS.values())) - FIELDS_SINCE_8
-QUESTION_FIELDS_7 = QUESTION_FIELDS_6 | {"disclosed"} | set().union(
-    *(module.FIELDS for module in DESIGNS.values()))
-QUESTION_FIELDS = QUESTION_FIELDS_7 | FIELDS_SINCE_8
+QUESTION_FIELDS_6 = {"options", "mechanism"} | registry.fields("mechanism") - FIELDS_SINCE_8
+QUESTION_FIELDS = {"options", "mechanism"} | registry.fields()
+QUESTION_FIELDS_7 = QUESTION_FIELDS - FIELDS_SINCE_8
+# The types a design may replace forced response on (a design names those it takes).
+DESIGNABLE = registry.declared("choice", FORCED_RESPONSE).types
 
 
 def _question(data: Any, index: int, seen: set[str]) -> Question:
@@ -483,93 +444,76 @@ def _asked(data: Mapping[str, Any], qid: str, where: str) -> Question:
     """A question from its fields but its id (checked) and hint."""
     text = _text(data["text"], f"{where}.text")
     kind = data["type"]
-    if kind not in ("yes_no", "choice", *TYPES):
-        raise _fail(f"{where}.type", f"must be one of yes_no, choice, {', '.join(TYPES)}, got "
-                    f"{kind!r}")
+    if kind not in registry.QUESTION_TYPES:
+        raise _fail(f"{where}.type", f"must be one of {', '.join(registry.QUESTION_TYPES)}, "
+                    f"got {kind!r}")
     options = _options(data, kind, where)
     if _flag(data.get("disclosed", False), f"{where}.disclosed"):
         return _open(data, qid, text, kind, options, where)
     data = {key: value for key, value in data.items() if key != "disclosed"}
-    if kind in TYPES:
-        return _typed(data, qid, text, kind, options, where)
-    if "design" in data:
+    if "design" in data and kind in DESIGNABLE:
         return _designed(data, qid, text, kind, options, where)
-    mechanism = data.get("mechanism", "forced_response")
-    if mechanism not in CHOICE_MECHANISMS or (kind == "yes_no" and mechanism in BUILDERS):
-        allowed = ("auto", "forced_response") if kind == "yes_no" else CHOICE_MECHANISMS
+    allowed = registry.names(kind)
+    mechanism = data.get("mechanism", registry.default(kind))
+    if mechanism not in allowed:
         raise _fail(f"{where}.mechanism", f"must be one of {', '.join(allowed)} for a {kind} "
                     f"question, got {mechanism!r}")
+    declared = registry.declared(kind, mechanism)
+    _only(data, declared.field_names, mechanism, where)
     auto = None
-    if mechanism == "auto":
-        _only(data, MECHANISM_FIELDS["auto"], "auto", where)
-        mechanism, variances = auto_choice(len(options), _epsilon(data, where))
-        auto = Auto(mechanism, variances)
-    if mechanism == "forced_response":
-        _only(data, FORCED_RESPONSE_FIELDS, mechanism, where)
-        return _forced_response(data, qid, text, kind, options, where, auto)
-    if auto is None:
-        _only(data, MECHANISM_FIELDS[mechanism], mechanism, where)
-    try:
-        scheme = choice(mechanism, options, Fields(data))
-    except FieldError as exc:
-        raise _fail(f"{where}.{exc.field}", str(exc)) from None
-    return Question(qid, text, kind, options, scheme, auto=auto)
+    if declared.choose is not None:
+        chosen, variances = _built(declared.choose, where, options, Fields(data))
+        auto = None if variances is None else Auto(chosen, variances, declared.measure)
+        declared = registry.declared(kind, chosen)
+    return _question_of(declared, data, qid, text, kind, options, where, auto)
 
 
-def _typed(data: Mapping[str, Any], qid: str, text: str, kind: str, options: tuple[str, ...],
-           where: str) -> Question:
-    """A question of a type with a module of its own (schemes.TYPES): its mechanism (the
-    module's first by default), its fields, its scheme."""
-    module = TYPES[kind]
-    mechanism = data.get("mechanism", module.MECHANISMS[0])
-    if mechanism not in module.MECHANISMS:
-        raise _fail(f"{where}.mechanism", f"must be one of {', '.join(module.MECHANISMS)} for a "
-                    f"{kind} question, got {mechanism!r}")
-    _only(data, module.FIELDS[mechanism], mechanism, where)
+def _built(make: Any, where: str, options: tuple[str, ...], fields: Fields) -> Any:
+    """make(options, fields), its FieldError as the question's SurveyError."""
     try:
-        scheme, variances = module.scheme_for(mechanism, options, Fields(data))
+        return make(options, fields)
     except FieldError as exc:
-        raise _fail(f"{where}.{exc.field}", str(exc)) from None
-    auto = None if variances is None else Auto(scheme.name, variances,
-                                                    module.AUTO_MEASURE)
-    return Question(qid, text, kind, options, scheme, auto=auto)
+        raise _fail(f"{where}.{exc.field}" if exc.field else where, str(exc)) from None
+
+
+def _question_of(declared: Declaration, data: Mapping[str, Any], qid: str, text: str,
+                 kind: str, options: tuple[str, ...], where: str,
+                 auto: "Auto | None" = None) -> Question:
+    """The question with the scheme its declaration builds from its fields (a concept
+    question's concept and irr_alpha as its scheme read them)."""
+    scheme = _built(lambda o, f: declared.build(kind, o, f), where, options, Fields(data))
+    concept = data.get("concept")
+    return Question(qid, text, kind, options, scheme, concept,
+                    None if concept is None else scheme.irr_alpha, auto)
 
 
 def _designed(data: Mapping[str, Any], qid: str, text: str, kind: str,
               options: tuple[str, ...], where: str) -> Question:
-    """A yes/no question asked with a design of its own (schemes.DESIGNS): its fields, its
-    scheme."""
-    design = data["design"]
-    if kind != "yes_no" or design not in DESIGNS or "mechanism" in data:
-        problem = (f"a design is for yes/no questions, not {kind}" if kind != "yes_no" else
-                   "a design replaces mechanism: give one of them" if design in DESIGNS else
-                   f"must be one of {', '.join(DESIGNS)}, got {design!r}")
+    """A question asked with a design of its own (a declaration selected by `design`)."""
+    design, designs = data["design"], registry.names(kind, "design")
+    if design not in designs or "mechanism" in data:
+        problem = (f"a design is for yes/no questions, not {kind}" if not designs else
+                   "a design replaces mechanism: give one of them" if design in designs else
+                   f"must be one of {', '.join(designs)}, got {design!r}")
         raise _fail(f"{where}.design", problem)
-    module = DESIGNS[design]
-    _only(data, module.FIELDS, design, where)
-    try:
-        scheme = module.scheme_for(options, Fields(data))
-    except FieldError as exc:
-        raise _fail(f"{where}.{exc.field}", str(exc)) from None
-    return Question(qid, text, kind, options, scheme)
+    declared = registry.declared(kind, design, "design")
+    _only(data, declared.field_names, design, where)
+    return _question_of(declared, data, qid, text, kind, options, where)
 
 
 def _open(data: Mapping[str, Any], qid: str, text: str, kind: str, options: tuple[str, ...],
           where: str) -> Question:
     """An openly answered question (disclosed.py): yes/no, choice or numeric, with no
     randomization fields."""
-    if kind not in disclosed.TYPES:
+    if not registry.names(kind, disclosed.NAME):
+        open_types = [t for t in registry.QUESTION_TYPES if registry.names(t, disclosed.NAME)]
         raise _fail(f"{where}.disclosed", f"a {kind} question cannot be answered openly (only "
-                    f"{', '.join(disclosed.TYPES)})")
-    _only(data, disclosed.NUMERIC_FIELDS if kind == "numeric" else disclosed.FIELDS,
-          "disclosed", where)
+                    f"{', '.join(open_types)})")
+    declared = registry.declared(kind, disclosed.NAME, disclosed.NAME)
+    _only(data, declared.field_names, disclosed.NAME, where)
     if "mechanism" in data:
         raise _fail(f"{where}.mechanism", "an openly answered question is not randomized")
-    try:
-        scheme = disclosed.scheme_for(kind, options, Fields(data))
-    except FieldError as exc:
-        raise _fail(f"{where}.{exc.field}", str(exc)) from None
-    return Question(qid, text, kind, options, scheme)
+    return _question_of(declared, data, qid, text, kind, options, where)
 
 
 def _only(data: Mapping[str, Any], fields: set[str], mechanism: str, where: str) -> None:
@@ -578,53 +522,6 @@ def _only(data: Mapping[str, Any], fields: set[str], mechanism: str, where: str)
     if extra:
         raise _fail(f"{where}.{extra[0]}", f"does not apply to mechanism {mechanism!r} (it "
                     f"takes {', '.join(sorted(fields))})")
-
-
-def _epsilon(data: Mapping[str, Any], where: str) -> float:
-    if "epsilon" not in data:
-        raise _fail(f"{where}.epsilon", "is needed (the epsilon to spend on the question)")
-    eps = _number(data["epsilon"], f"{where}.epsilon")
-    if eps <= 0.0:
-        raise _fail(f"{where}.epsilon", f"must be > 0, got {eps!r}")
-    return eps
-
-
-def _forced_response(data: Mapping[str, Any], qid: str, text: str, kind: str,
-                     options: tuple[str, ...], where: str, auto: "Auto | None") -> Question:
-    """A yes/no or choice question randomized by forced response: alpha, or epsilon (alpha
-    derived); beta uniform unless given; an optional concept."""
-    beta = _beta(data.get("beta"), len(options), f"{where}.beta")
-    if ("alpha" in data) == ("epsilon" in data):
-        raise _fail(where, "give exactly one of alpha or epsilon")
-    if "alpha" in data:
-        alpha = _number(data["alpha"], f"{where}.alpha")
-        if not 0.0 < alpha < 1.0:
-            raise _fail(f"{where}.alpha", f"must be in (0, 1), got {alpha!r}")
-    else:
-        eps = _epsilon(data, where)
-        alpha = alpha_for_epsilon(eps, beta)
-        if not 0.0 < alpha < 1.0:
-            raise _fail(f"{where}.epsilon", f"{eps!r} gives no usable alpha")
-    concept = data.get("concept")
-    if concept is not None and not (isinstance(concept, str) and CONCEPT.fullmatch(concept)):
-        raise _fail(f"{where}.concept", f"must match {CONCEPT.pattern}, got {concept!r}")
-    irr_alpha = _irr_alpha(data, concept, where)
-    return Question(qid, text, kind, options,
-                    ForcedResponse(kind, options, Mechanism(alpha, beta), irr_alpha), concept,
-                    irr_alpha, auto)
-
-
-def _irr_alpha(data: Mapping[str, Any], concept: str | None, where: str) -> float | None:
-    """A concept question's instantaneous alpha, in (0, 1) (default DEFAULT_IRR_ALPHA); None
-    for other questions, which may not give one."""
-    if concept is None:
-        if "irr_alpha" in data:
-            raise _fail(f"{where}.irr_alpha", "only a question with a concept has one")
-        return None
-    irr_alpha = _number(data.get("irr_alpha", DEFAULT_IRR_ALPHA), f"{where}.irr_alpha")
-    if not 0.0 < irr_alpha < 1.0:
-        raise _fail(f"{where}.irr_alpha", f"must be in (0, 1), got {irr_alpha!r}")
-    return irr_alpha
 
 
 def check_instantaneous(question: Question) -> None:

@@ -1,4 +1,4 @@
-// The JavaScript twins of ldpsurvey/shared's schemes (scheme.py), one per manifest `mechanism`:
+// The JavaScript twins of ldpsurvey/shared's schemes (mechanisms/), one per manifest `mechanism`:
 // each gives the epsilon its integer randomizer realizes (recomputed here, never read from the
 // manifest), randomize(truth, draw), the longest report (for padding), a report exactly
 // (`shown`) and in everyday words (`plain`, where `shown` is not: as scheme.plain_report), the
@@ -34,23 +34,27 @@ function forcedResponse(question) {
 const oneOption = (question) => ({ answer: "one", limit: null,
   truth: (index) => question.options[index] });
 
-const SCHEMES = { forced_response: forcedResponse, oue: unaryEncoding, olh: localHashing };
-// a number question's mechanisms
-const NUMERIC = { duchi: numeric, piecewise, hybrid, square_wave: squareWave };
-const number = (question) => {
-  const make = Object.hasOwn(NUMERIC, question.mechanism ?? "duchi") ?
-    NUMERIC[question.mechanism ?? "duchi"] : null;
-  if (!make) throw new Error(`this page does not know the mechanism ${question.mechanism}`);
-  return make(question);
+// Every scheme a manifest can name, by the name shared/mechanisms/registry.py declares it under
+// (its `mechanism`, its `design`, or "disclosed" for `disclosed: true`), and the scheme of each
+// question type that names none: test_browser_mechanisms checks both against the registry.
+export const SCHEMES = {
+  forced_response: forcedResponse, oue: unaryEncoding, olh: localHashing,
+  bits: multiSelect, padding: multiSelect,
+  duchi: numeric, piecewise, hybrid, square_wave: squareWave,
+  cheating_detection: cheatingDetection,
+  disclosed,
 };
-const TYPES = { multi_select: multiSelect, numeric: number }; // types with a module of their own
-const DESIGNS = { cheating_detection: cheatingDetection }; // a yes/no question's `design`
+export const DEFAULTS = { yes_no: "forced_response", choice: "forced_response", numeric: "duchi" };
+
+// The name of a manifest question's scheme.
+export function schemeName(question) {
+  if (question.disclosed === true) return "disclosed";
+  return question.design ?? question.mechanism ?? DEFAULTS[question.type];
+}
 
 export function schemeOf(question) {
-  const make = question.disclosed === true ? disclosed :
-    Object.hasOwn(TYPES, question.type) ? TYPES[question.type] :
-      question.design !== undefined ? (Object.hasOwn(DESIGNS, question.design) ?
-        DESIGNS[question.design] : null) : SCHEMES[question.mechanism ?? "forced_response"];
+  const name = schemeName(question);
+  const make = Object.hasOwn(SCHEMES, name) ? SCHEMES[name] : null;
   if (!make) {
     throw new Error(`this page does not know the ${question.design !== undefined ?
       `design ${question.design}` : `mechanism ${question.mechanism}`}`);

@@ -40,6 +40,28 @@ def review_and_randomize(page) -> tuple[str, dict]:
     return reviewed, json.loads(page.locator("#payload").text_content())
 
 
+def test_the_browsers_registry_is_the_pythons(page, live_server, client, auth):
+    """web/schemes.js names exactly the schemes shared/mechanisms/registry.py declares, with
+    the same default per question type, and reads every question of a survey of every type as
+    the scheme the manifest's parser builds: a mechanism registered on one side only fails."""
+    from ldpsurvey.shared.mechanisms import registry
+
+    from helpers import EVERY_TYPE
+
+    survey_id = create(client, auth, EVERY_TYPE)
+    page.goto(f"{live_server}/s/{survey_id}")
+    manifest = json.loads(client.get(f"/api/surveys/{survey_id}").data)
+    names, defaults, read = page.evaluate("""async (questions) => {
+        const s = await import('/web/schemes.js');
+        return [Object.keys(s.SCHEMES), s.DEFAULTS, questions.map(s.schemeName)]; }""",
+        manifest["questions"])
+    assert sorted(names) == sorted({name for _, name in registry.offered()})
+    assert defaults == {kind: registry.default(kind) for kind in registry.QUESTION_TYPES
+                        if registry.default(kind) in names}
+    parsed = parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
+    assert read == [q.scheme.name for q in parsed.questions]
+
+
 def test_in_browser_oue_bits_follow_p_and_q(page, live_server, client, auth):
     """20 000 randomizations with crypto.getRandomValues: each bit is set with probability p
     on the true option and q elsewhere, within 5 standard errors."""

@@ -233,3 +233,41 @@ def test_every_field_of_every_scheme_is_described_in_the_codebook():
         assert "type" in properties[name] or "oneOf" in properties[name], name
         assert name in ("options", "alpha", "beta", "epsilon", "concept", "irr_alpha") or (
             properties[name].get("description")), name
+
+
+def test_the_codebook_of_every_mechanism_is_as_the_served_description_says(client, auth):
+    """The codebook and estimates of a survey holding every scheme the registry declares
+    validate against /api/openapi.json as served: its question fields are generated from the
+    registry's declarations (a hand-kept list once refused piecewise's grid and window)."""
+    from ldpsurvey.shared import parse_manifest
+    from ldpsurvey.shared.mechanisms import registry
+
+    from helpers import EVERY_TYPE
+
+    survey_id = client.post("/api/surveys", json=EVERY_TYPE, headers=auth).json["survey_id"]
+    survey = parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
+    assert {(q.type, q.scheme.name) for q in survey.questions} == registry.offered()
+    api = OpenAPI.from_dict(client.get("/api/openapi.json").json)
+    for path in ("codebook.json", "estimates"):
+        response = client.get(f"/api/surveys/{survey_id}/{path}", headers=auth)
+        assert response.status_code == 200, path
+        api.validate_response(WerkzeugOpenAPIRequest(response.request),
+                              WerkzeugOpenAPIResponse(response))
+
+
+def test_every_declared_field_is_described_with_its_bounds():
+    """The definition's and the codebook's question fields are the registry's, each with its
+    type, bounds and meaning."""
+    from ldpsurvey.aggregator.web.openapi import codebook_schema, document
+    from ldpsurvey.shared.mechanisms import registry
+
+    definition = document(10, 10)["components"]["schemas"]["SurveyDefinition"]
+    asked = definition["properties"]["questions"]["items"]["properties"]
+    book = codebook_schema()["properties"]["questions"]["items"]["properties"]
+    for declared in registry.DECLARATIONS:
+        for param in declared.params:
+            assert param.meaning in asked[param.name]["description"], param.name
+            assert asked[param.name]["type" if "type" in asked[param.name] else "oneOf"] == (
+                param.json_schema()["type" if param.schema is None else next(iter(param.schema))])
+            assert param.name in book, param.name
+    assert asked["grid"]["minimum"] == 2 and asked["piecewise_share"]["exclusiveMaximum"]

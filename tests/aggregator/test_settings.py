@@ -1,5 +1,7 @@
 """Settings are checked at start: a bad value stops the aggregator with its name."""
 
+import re
+
 import pytest
 
 from ldpsurvey.aggregator import ConfigurationError, close_app, create_app
@@ -135,3 +137,43 @@ def test_production_needs_the_public_url_development_does_not(tmp_path):
     assert start(tmp_path, **production, PUBLIC_URL="https://survey.example.org")
     development = start(tmp_path, STORAGE_KEY="k" * 64)  # the same database, so its key
     assert development.config["PUBLIC_URL"] is None  # development: the request's origin
+
+
+def documented_settings() -> set[str]:
+    """The settings docs/deployment.md's table names: each row's backquoted names, `_X` short
+    for the row's first name with its last part replaced, `..._X` adding X to each."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "deployment.md").read_text()
+    table = text.split("## Settings", 1)[1].split("\n\n")[2]
+    names: set[str] = set()
+    for row in table.splitlines()[2:]:
+        row_names: list[str] = []
+        for token in re.findall(r"`([A-Z_.]+)`", row.split("|")[1]):
+            if token.startswith("..."):
+                row_names += [name + token[3:] for name in row_names]
+            elif token.startswith("_"):
+                row_names.append(row_names[0].rpartition("_")[0] + token)
+            else:
+                row_names.append(token)
+        names.update(row_names)
+    return names
+
+
+def test_the_docs_list_every_setting_and_no_other():
+    """docs/deployment.md's settings table and the table the check reads (SETTINGS) name the
+    same settings."""
+    from ldpsurvey.aggregator.config.settings import SETTINGS
+
+    assert documented_settings() == {setting.name for setting in SETTINGS}
+
+
+@pytest.mark.parametrize("name", ["EPSILON_CAP", "SESSION_HOURS", "CENTRAL_DELTA",
+                                  "DATABASE_LOCK_TIMEOUT", "RATE_LIMIT_LOGIN", "PUBLIC_URL"])
+def test_the_error_says_what_the_table_says(tmp_path, name):
+    """A refused value's error is the setting's rule in words, from the one table."""
+    from ldpsurvey.aggregator.config.settings import SETTINGS
+
+    (setting,) = [s for s in SETTINGS if s.name == name]
+    with pytest.raises(ConfigurationError, match=re.escape(f"must be {setting.rule.expected}")):
+        create_app({name: "nonsense" if setting.rule.text else -1}, instance_path=tmp_path)

@@ -15,18 +15,15 @@ from helpers import EVERY_TYPE
 
 def registered() -> dict[tuple[str, str], dict | None]:
     """{(type, mechanism or design): its example question (the first of EVERY_TYPE declaring
-    it, None if none does)}, for every name a question's `mechanism`, `design` or `disclosed`
-    may declare. A question declaring none has its type's default: forced response for yes/no
-    and choice, else the first of the type module's MECHANISMS."""
-    from ldpsurvey.shared.mechanisms import disclosed, forced_response, registry
-    from ldpsurvey.shared.mechanisms.square_wave import SQUARE_WAVE
+    it, None if none does)}, for every scheme the registry offers (registry.offered(), in the
+    order of its declarations). A question declaring none has its type's default
+    (registry.default); `auto` asking for the distribution is the square wave's."""
+    from ldpsurvey.shared.mechanisms import disclosed, registry
+    from ldpsurvey.shared.mechanisms.numeric import SQUARE_WAVE
 
-    offered = {"yes_no": [forced_response.NAME, *registry.DESIGNS],
-               "choice": [forced_response.NAME, *(name for name in registry.CHOICE_MECHANISMS
-                                                  if name != forced_response.NAME)],
-               **{kind: list(module.MECHANISMS) for kind, module in registry.TYPES.items()}}
-    for kind in disclosed.TYPES:
-        offered[kind].append(disclosed.NAME)
+    offered = registry.offered()
+    entries = list(dict.fromkeys((kind, d.name) for d in registry.DECLARATIONS
+                                 for kind in d.types if (kind, d.name) in offered))
 
     def declared(question: dict) -> tuple[str, str]:
         kind = question["type"]
@@ -34,13 +31,12 @@ def registered() -> dict[tuple[str, str], dict | None]:
             return kind, disclosed.NAME
         if question.get("distribution"):  # `auto` asking for the distribution: square wave
             return kind, SQUARE_WAVE
-        return kind, question.get("design", question.get("mechanism", offered[kind][0]))
+        return kind, question.get("design", question.get("mechanism", registry.default(kind)))
 
     examples: dict[tuple[str, str], dict] = {}
     for question in EVERY_TYPE["questions"]:
         examples.setdefault(declared(question), question)
-    return {(kind, name): examples.get((kind, name)) for kind, names in offered.items()
-            for name in names}
+    return {entry: examples.get(entry) for entry in entries}
 
 
 def each_entry(test):

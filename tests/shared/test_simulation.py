@@ -139,3 +139,13 @@ def test_scalar_and_vectorized_agree_in_distribution():
         scalar[randomize(1, t, lambda: int(rng.integers(0, N)))] += 1
     for a, b in zip(vectorized / n, scalar / n, strict=True):
         assert abs(a - b) < 5 * math.sqrt(2 * 0.25 / n)
+
+
+def test_the_simulation_restates_the_devices_constants():
+    """sim imports nothing of the mechanisms (they import it, for `simulate`): the draws' range
+    and xxHash32's constants it restates are the device's."""
+    from ldpsurvey.shared.mechanisms import olh, randomizer
+    from ldpsurvey.shared.sim import simulation
+
+    assert (simulation.N, simulation.PRIME32, simulation.MASK) == (
+        randomizer.N, olh.PRIME32, olh.MASK)

@@ -149,3 +149,40 @@ def test_store_never_branches_on_the_database_kind(path):
     assert not attributes & {"dialect", "postgres"}
     for word in ("for share", "for update", "sqlite", "postgres", "pg_"):
         assert word not in source.lower(), word
+
+
+# shared's floors, lowest first: the NumPy simulation and the statistics import nothing else of
+# shared; the mechanisms stand on them (the simulation only inside `simulate`, so importing
+# shared never loads NumPy); the survey format stands on the mechanisms.
+SHARED_FLOORS = {"sim": 0, "stats": 0, "mechanisms": 1, "survey": 2}
+
+
+def shared_floor(module: str) -> tuple[str, int] | None:
+    """A shared module's (or sub-package's) folder and floor (None for the package itself and
+    its loose modules, the roof)."""
+    parts = module.split(".")
+    if parts[:2] != ["ldpsurvey", "shared"] or len(parts) < 3 or parts[2] not in SHARED_FLOORS:
+        return None
+    return parts[2], SHARED_FLOORS[parts[2]]
+
+
+def test_every_shared_module_sits_on_a_floor():
+    folders = {path.name for path in (ROOT / "shared").iterdir()
+               if path.is_dir() and (path / "__init__.py").exists()}
+    assert folders == set(SHARED_FLOORS)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if shared_floor(m)))
+def test_no_shared_import_runs_up_a_floor_or_sideways(module):
+    """sim, stats < mechanisms < survey: a module imports from its own folder or a lower
+    floor (sim and stats, on one floor, not from each other), never from shared's roof."""
+    folder, level = shared_floor(module)
+    for target in GRAPH[module]:
+        if target.startswith("ldpsurvey.shared"):
+            placed = shared_floor(target)
+            assert placed is not None and (placed[0] == folder or placed[1] < level), target
+
+
+def test_shared_has_no_import_cycle():
+    """Not even one hidden in an import inside a function."""
+    assert not [c for c in IMPORTS.cycles(GRAPH) if c[0].startswith("ldpsurvey.shared")]
