@@ -21,7 +21,8 @@ from ldpsurvey.aggregator.exceptions import (
     RegressionFailed,
 )
 from ldpsurvey.aggregator.services.budgets import LIMITS, Budget, Runner
-from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.store import releases as release_store
+from ldpsurvey.aggregator.store import responses as response_store
 from ldpsurvey.aggregator.store.connection import Connection
 from ldpsurvey.shared import Survey
 
@@ -116,7 +117,7 @@ def _affordable(analysis, db: Connection, survey: Survey, formula: str, columns:
     levels = {name: list(questions[name].options) or None for name in columns}
     randomized = [name for name in columns if not questions[name].disclosed]
     size = analysis.regression.size(formula, levels, randomized,
-                                    store.released_count(db, survey.survey_id), list(raked))
+                                    release_store.released_count(db, survey.survey_id), list(raked))
     for field, what in (("parameters", "parameters"), ("latent_rows", "latent rows (units "
                         "times combinations of the randomized covariates' options)")):
         value, limit = getattr(size, field), getattr(budget, field)
@@ -168,9 +169,9 @@ def _tally(survey: Survey, db: Connection, used: list[str]):
     import pandas as pd
 
     questions = {q.id: q for q in survey.questions}
-    through = store.last_release_number(db, survey.survey_id)
+    through = release_store.last_release_number(db, survey.survey_id)
     tally = Counter(tuple(answers[q] for q in used)
-                    for answers in map(json.loads, store.stored_answers(db, survey.survey_id,
+                    for answers in map(json.loads, response_store.stored_answers(db, survey.survey_id,
                                                                         through)))
     if not tally:
         return None

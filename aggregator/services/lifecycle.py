@@ -24,9 +24,10 @@ from ldpsurvey.aggregator.exceptions import (
     SurveyOpen,
 )
 from ldpsurvey.aggregator.services import access
-from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.store import drafts as draft_store
+from ldpsurvey.aggregator.store import surveys as survey_store
+from ldpsurvey.aggregator.store.accounts import KeyRecord
 from ldpsurvey.aggregator.store.connection import Connection
-from ldpsurvey.aggregator.store.queries import KeyRecord
 from ldpsurvey.shared import Survey, SurveyError, parse_definition
 from ldpsurvey.shared.mechanisms.budget import exceeds
 from ldpsurvey.shared.survey import strict_json
@@ -34,7 +35,7 @@ from ldpsurvey.shared.survey.check import refusals, refused_message
 from ldpsurvey.shared.survey.manifest import decode_definition
 
 # What a deletion empties: every table holding rows of a survey or a draft.
-DELETED = (*store.SURVEY_TABLES, "drafts")
+DELETED = (*survey_store.SURVEY_TABLES, "drafts")
 
 
 def checked(definition: Any, epsilon_cap: float) -> Survey:
@@ -56,7 +57,7 @@ def create_draft(db: Connection, caller: KeyRecord, definition: Any,
     """Keep a checked definition as a new draft the caller owns; its id and the survey."""
     survey = checked(definition, epsilon_cap)
     survey_id = new_survey_id()
-    store.insert_draft(db, survey_id, caller.researcher_id, _text(definition))
+    draft_store.insert_draft(db, survey_id, caller.researcher_id, _text(definition))
     return survey_id, survey
 
 
@@ -82,7 +83,7 @@ def edit(db: Connection, caller: KeyRecord, survey_id: str, definition: Any,
     """Replace a draft's definition with a checked one. AlreadyPublished, SurveyNotFound."""
     access.draft(db, caller, survey_id)
     survey = checked(definition, epsilon_cap)
-    if not store.update_draft(db, survey_id, _text(definition)):
+    if not draft_store.update_draft(db, survey_id, _text(definition)):
         raise AlreadyPublished(survey_id)  # published (or deleted) meanwhile
     return survey
 
@@ -96,9 +97,9 @@ def publish(db: Connection, caller: KeyRecord, survey_id: str, key: SigningKey,
     found = access.draft(db, caller, survey_id)
     survey = _as_published(found, survey_id, epsilon_cap, key.key_id, origin)
     with db.transaction():
-        if not store.take_draft(db, survey_id):
+        if not draft_store.take_draft(db, survey_id):
             raise AlreadyPublished(survey_id)
-        store.create_survey(db, survey, key.sign(survey.manifest_bytes()), found.owner_id)
+        survey_store.create_survey(db, survey, key.sign(survey.manifest_bytes()), found.owner_id)
     return survey
 
 
@@ -111,7 +112,7 @@ def preview(db: Connection, caller: KeyRecord, survey_id: str, epsilon_cap: floa
                          origin)
 
 
-def _as_published(found: store.Draft, survey_id: str, epsilon_cap: float, key_id: str,
+def _as_published(found: draft_store.Draft, survey_id: str, epsilon_cap: float, key_id: str,
                   origin: str) -> Survey:
     return replace(checked(found.definition, epsilon_cap), survey_id=survey_id, key_id=key_id,
                    origin=origin)
@@ -152,10 +153,10 @@ def archive(db: Connection, caller: KeyRecord, survey_id: str, archived: bool = 
     bring it back. SurveyOpen, ArchiveConflict, SurveyIsDraft, SurveyNotFound, Forbidden."""
     access.check(db, caller, survey_id, access.MANAGE)
     with db.transaction():
-        if store.lock_survey(db, survey_id, exclusive=True) != "closed":
+        if survey_store.lock_survey(db, survey_id, exclusive=True) != "closed":
             raise SurveyOpen(f"survey {survey_id} is open: close it first (`ldp-survey survey "
                              f"close {survey_id}`); only a closed survey is archived")
-        if not store.mark_archived(db, survey_id, archived):
+        if not survey_store.mark_archived(db, survey_id, archived):
             raise ArchiveConflict(f"survey {survey_id} is "
                                   f"{'already' if archived else 'not'} archived")
 
@@ -170,18 +171,18 @@ def delete(db: Connection, caller: KeyRecord, survey_id: str, force: bool) -> No
         access.check(db, caller, survey_id, access.MANAGE)
     except SurveyIsDraft:
         with db.transaction():
-            taken = store.take_draft(db, survey_id)
+            taken = draft_store.take_draft(db, survey_id)
         if not taken:  # published meanwhile: delete it as the published survey it now is
             delete(db, caller, survey_id, force)
             return
     else:
         with db.transaction():
-            if store.lock_survey(db, survey_id, exclusive=True) == "open" and not force:
+            if survey_store.lock_survey(db, survey_id, exclusive=True) == "open" and not force:
                 raise SurveyOpen(
                     f"survey {survey_id} is open and may hold answers (how many wait for "
                     "release is never shown): close it first, or delete it anyway with force "
                     "(`ldp-survey survey delete --force`, DELETE ...?force=true)")
-            store.delete_survey(db, survey_id)
+            survey_store.delete_survey(db, survey_id)
     db.scrub(DELETED)
 
 

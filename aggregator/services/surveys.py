@@ -19,9 +19,12 @@ from ldpsurvey.aggregator.exceptions import (
 )
 from ldpsurvey.aggregator.services import access, analyses, exports, lifecycle, releases
 from ldpsurvey.aggregator.services.budgets import Runner
-from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.store import counts as count_store
+from ldpsurvey.aggregator.store import releases as release_store
+from ldpsurvey.aggregator.store import responses as response_store
+from ldpsurvey.aggregator.store import surveys as survey_store
+from ldpsurvey.aggregator.store.accounts import KeyRecord
 from ldpsurvey.aggregator.store.connection import Connection
-from ldpsurvey.aggregator.store.queries import KeyRecord
 from ldpsurvey.shared import DEFAULT_CONFIDENCE, DEFAULT_METHOD, METHODS, Question, Survey, crosstab
 from ldpsurvey.shared.http_contract import EXPORT_FORMATS, schedule_words
 from ldpsurvey.shared.mechanisms.disclosed import DEFAULT_MIN_CELL
@@ -38,18 +41,18 @@ def publish(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
     researcher."""
     survey = replace(lifecycle.checked(definition, epsilon_cap), survey_id=new_survey_id(),
                      key_id=key.key_id, origin=origin)
-    store.create_survey(db, survey, key.sign(survey.manifest_bytes()), caller.researcher_id)
+    survey_store.create_survey(db, survey, key.sign(survey.manifest_bytes()), caller.researcher_id)
     return survey
 
 
-def published(db: Connection, survey_id: str) -> store.StoredSurvey:
+def published(db: Connection, survey_id: str) -> survey_store.StoredSurvey:
     """The signed manifest, its signature and status. SurveyNotFound."""
-    return store.get_survey(db, survey_id)
+    return survey_store.get_survey(db, survey_id)
 
 
 def open_for_answers(db: Connection, survey_id: str) -> Survey:
     """The survey, if it still takes answers. SurveyNotFound, SurveyClosed."""
-    stored = store.get_survey(db, survey_id)
+    stored = survey_store.get_survey(db, survey_id)
     if stored.status != "open":
         raise SurveyClosed()
     return stored.survey
@@ -61,7 +64,7 @@ def listing(db: Connection, caller: KeyRecord, archived: bool = False) -> list[d
     published (a draft: made), released responses, whether it is invitation-only and archived.
     Never how many wait for release: a count that rose with each submission would date it, and
     tell its owner when a pool lacks one response (see releases.py)."""
-    return [asdict(entry) for entry in store.list_surveys(db, access.listed_for(caller),
+    return [asdict(entry) for entry in survey_store.list_surveys(db, access.listed_for(caller),
                                                           archived)]
 
 
@@ -109,9 +112,9 @@ def close(db: Connection, caller: KeyRecord, survey_id: str) -> None:
     SurveyNotFound, Forbidden (see access.check)."""
     access.check(db, caller, survey_id, access.MANAGE)
     with db.transaction():
-        store.lock_survey(db, survey_id, exclusive=True)
-        releases.release_locked(db, store.get_survey(db, survey_id).survey, minimum=1)
-        store.mark_closed(db, survey_id)  # after: with the records the release just filed
+        survey_store.lock_survey(db, survey_id, exclusive=True)
+        releases.release_locked(db, survey_store.get_survey(db, survey_id).survey, minimum=1)
+        survey_store.mark_closed(db, survey_id)  # after: with the records the release just filed
     db.scrub(releases.SCRUBBED)
 
 
@@ -150,7 +153,7 @@ def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_
     central epsilon at delta at most `central_delta` and the release schedule; a regression
     or weights run by `runner` within the budget of a researcher of the survey, or the
     public's. SurveyNotFound, Unauthorized (see reader_of), the analyses' errors."""
-    stored = store.get_survey(db, survey_id)
+    stored = survey_store.get_survey(db, survey_id)
     reader = readable(db, stored, caller)
     document = estimates_document(db, stored, options, central_delta, release_every)
     if options.weights is not None:
@@ -164,7 +167,7 @@ def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_
     return document
 
 
-def readable(db: Connection, stored: store.StoredSurvey, caller: KeyRecord | None) -> bool:
+def readable(db: Connection, stored: survey_store.StoredSurvey, caller: KeyRecord | None) -> bool:
     """reader_of, with Unauthorized where only a key would do."""
     reader = reader_of(db, stored.survey, caller)
     if reader is None:
@@ -205,7 +208,7 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
     """The results page's content with these options for the caller of a session (None: not
     logged in), with the cross-tab of rows and cols (by default the first declared pair, if
     any). SurveyNotFound (see reader_of), InvalidParameter."""
-    stored = store.get_survey(db, survey_id)
+    stored = survey_store.get_survey(db, survey_id)
     reader = reader_of(db, stored.survey, caller)
     if reader is None:
         return ResultsPage(stored.survey, None)
@@ -216,7 +219,7 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
     return ResultsPage(stored.survey, estimates_document(
         db, stored, options, central_delta, release_every),
         exposure=exposure(stored.survey, release_every),
-        researcher=reader, crosstab=table, timeline=store.released_per_day(db, survey_id))
+        researcher=reader, crosstab=table, timeline=release_store.released_per_day(db, survey_id))
 
 
 def estimate_options(confidence: str | None, method: str | None,
@@ -247,7 +250,7 @@ def confidence_level(confidence: str | None) -> float:
     return level
 
 
-def estimates_document(db: Connection, stored: store.StoredSurvey, options: Settings,
+def estimates_document(db: Connection, stored: survey_store.StoredSurvey, options: Settings,
                        central_delta: float, release_every: float) -> dict:
     """Per question its parameters, the covariance of its unbiased estimates and, per option,
     the shared estimator's keys applied to the counts of released responses (null before the
@@ -256,7 +259,7 @@ def estimates_document(db: Connection, stored: store.StoredSurvey, options: Sett
     shuffle-amplified central epsilon (`central`). The same for researchers and the public,
     and nothing about responses not yet released: it changes only at a release."""
     survey = stored.survey
-    counts = store.counts(db, survey.survey_id)
+    counts = count_store.counts(db, survey.survey_id)
     questions = [question_estimates(question, counts[question.id], options)
                  for question in survey.questions]
     document = {"survey_id": survey.survey_id, "title": survey.title, "status": stored.status,
@@ -264,7 +267,7 @@ def estimates_document(db: Connection, stored: store.StoredSurvey, options: Sett
                 "ci_method": options.method, "simultaneous": options.simultaneous,
                 "release_batch": survey.release_batch, "release_every": release_every,
                 "crosstabs": [list(pair) for pair in survey.crosstabs], "questions": questions}
-    document["central"] = central(survey, store.smallest_release(db, survey.survey_id),
+    document["central"] = central(survey, release_store.smallest_release(db, survey.survey_id),
                                   questions[0]["n"] if questions else 0, central_delta)
     return document
 
@@ -286,7 +289,7 @@ def crosstab_document(db: Connection, survey_id: str, caller: KeyRecord | None,
     release n is 0 and the rest empty. InvalidParameter for more than crosstab.MAX_CELLS cells,
     before any work, so a reply stays under crosstab.reply_bound(MAX_CELLS) bytes.
     SurveyNotFound, Unauthorized, InvalidParameter."""
-    stored = store.get_survey(db, survey_id)
+    stored = survey_store.get_survey(db, survey_id)
     readable(db, stored, caller)
     return _crosstab(db, stored.survey, rows, cols, confidence_level(confidence))
 
@@ -323,14 +326,14 @@ def joint_counts(db: Connection, survey: Survey, rows: str, cols: str) -> list[l
     counters (transposed if declared the other way round), else a tally of the released
     responses read one at a time."""
     if (rows, cols) in survey.crosstabs:
-        return store.joint_counts(db, survey.survey_id, rows, cols)
+        return count_store.joint_counts(db, survey.survey_id, rows, cols)
     if (cols, rows) in survey.crosstabs:
-        return [list(column) for column in zip(*store.joint_counts(db, survey.survey_id, cols,
+        return [list(column) for column in zip(*count_store.joint_counts(db, survey.survey_id, cols,
                                                                    rows), strict=True)]
     table = [[0] * len(survey.question(cols).options)
              for _ in range(len(survey.question(rows).options))]
-    through = store.last_release_number(db, survey.survey_id)
-    for stored in store.stored_answers(db, survey.survey_id, through):
+    through = release_store.last_release_number(db, survey.survey_id)
+    for stored in response_store.stored_answers(db, survey.survey_id, through):
         answers = json.loads(stored)
         table[answers[rows]][answers[cols]] += 1
     return table
@@ -424,14 +427,14 @@ def export(db: Connection, caller: KeyRecord, survey_id: str, options: ExportOpt
                   f"{survey_id}.{options.kind}")
 
 
-def _export_body(db: Connection, stored: store.StoredSurvey, options: ExportOptions,
+def _export_body(db: Connection, stored: survey_store.StoredSurvey, options: ExportOptions,
                  central_delta: float) -> Iterator[str]:
     """The export's pieces: the header and the number of the last release read in one
     snapshot, then the rows of those releases (store.stored_answers, in short reads that never
     hold up the scrub), so header and rows agree even while releases go on."""
     survey, survey_id = stored.survey, stored.survey.survey_id
     amplified, _, through = _released(db, survey, central_delta)
-    answers = store.stored_answers(db, survey_id, through)
+    answers = response_store.stored_answers(db, survey_id, through)
     if options.kind == "jsonl":
         yield from exports.to_jsonl(survey, stored.manifest, amplified, answers)
     elif options.layout == "rr":
@@ -445,10 +448,10 @@ def _released(db: Connection, survey: Survey,
     """In one snapshot: the central epsilon, how many responses are released, and the number
     of the last release (0 before the first)."""
     with db.snapshot():
-        released = store.released_count(db, survey.survey_id)
-        amplified = central(survey, store.smallest_release(db, survey.survey_id), released,
+        released = release_store.released_count(db, survey.survey_id)
+        amplified = central(survey, release_store.smallest_release(db, survey.survey_id), released,
                             central_delta)
-        return amplified, released, store.last_release_number(db, survey.survey_id)
+        return amplified, released, release_store.last_release_number(db, survey.survey_id)
 
 
 def codebook(db: Connection, caller: KeyRecord, survey_id: str, central_delta: float) -> dict:

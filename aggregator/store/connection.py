@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -160,7 +161,6 @@ class Connection(ABC):
         """A read-only transaction: every read in it sees the database as of its first read,
         and writers are not held up meanwhile. Not inside another transaction. Keep it short:
         while it is open the scrub cannot finish (truncate_wal, vacuum_tables)."""
-
 
 class SQLiteConnection(Connection):
     dialect = "sqlite"
@@ -798,3 +798,13 @@ def connection_to(database: Database) -> Iterator[Connection]:
         yield connection
     finally:
         database.release(connection)
+
+
+def ping(db: Connection) -> None:
+    """Fails unless the database answers."""
+    db.query("SELECT 1")
+
+
+def today() -> str:
+    """The UTC day, the only time stored with a response."""
+    return datetime.now(UTC).date().isoformat()

@@ -37,14 +37,12 @@ from collections.abc import Callable
 
 from ldpsurvey.aggregator.config.ids import bucket_sql
 from ldpsurvey.aggregator.exceptions import ConfigurationError
-from ldpsurvey.aggregator.store.connection import Connection
-from ldpsurvey.aggregator.store.queries import today
+from ldpsurvey.aggregator.store.connection import Connection, today
 from ldpsurvey.aggregator.store.storage_key import keyed
 
 
 class WrongStorageKey(ConfigurationError):
     """The storage key is not the one the database was written with."""
-
 
 def check_key(db: Connection) -> None:
     """Inside a transaction, on a database of step 6 or later: refuse a storage key other than
@@ -391,7 +389,6 @@ KEYED = 6  # the first step whose database is keyed by the storage key
 
 class SchemaTooNew(ConfigurationError):
     """The database was migrated by a newer release than this one."""
-
 
 def version(db: Connection) -> int:
     """The schema version recorded in the database (0 for an empty one or one written before

@@ -9,7 +9,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, stream_wit
 from ldpsurvey.aggregator.config import settings
 from ldpsurvey.aggregator.exceptions import InvalidParameter
 from ldpsurvey.aggregator.services import access, exports, intake, lifecycle, surveys
-from ldpsurvey.aggregator.store.queries import KeyRecord
+from ldpsurvey.aggregator.store.accounts import KeyRecord
 from ldpsurvey.aggregator.web.auth import PEOPLE, request_caller, require_key
 from ldpsurvey.aggregator.web.parsing import created, idempotency_key, json_body
 from ldpsurvey.aggregator.web.qr import FORMATS, qr_code
