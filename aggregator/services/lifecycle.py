@@ -1,10 +1,11 @@
-"""A survey's life: a draft (its definition, editable by its owner, seen by nobody else) is
-published once, under the id it had as a draft, as a signed manifest that never changes; a
-change after that is a copy into a new draft. An open survey is closed (surveys.close); a
-closed one may be archived (hidden from listings, its data kept) and brought back; any survey
-may be deleted by its owner or an admin, with every row of it, scrubbed from the database's
-files (an open one only when forced: whether it holds answers waiting for release is never
-told, so it could).
+"""A survey's life, every step of it here: a draft (its definition, editable by its owner,
+seen by nobody else) is published once, under the id it had as a draft, as a signed manifest
+that never changes (or a definition is published at once, under a new id, with no draft kept:
+publish_new); a change after that is a copy into a new draft. An open survey is closed (what
+is pending is released, no answer is taken after); a closed one may be archived (hidden from
+listings, its data kept) and brought back; any survey may be deleted by its owner or an admin,
+with every row of it, scrubbed from the database's files (an open one only when forced:
+whether it holds answers waiting for release is never told, so it could).
 
 Each step refuses where it makes no sense, saying what to do instead (409: AlreadyPublished
 for publishing twice or editing a published survey, SurveyIsDraft, SurveyOpen for archiving
@@ -23,7 +24,7 @@ from ldpsurvey.aggregator.exceptions import (
     SurveyIsDraft,
     SurveyOpen,
 )
-from ldpsurvey.aggregator.services import access
+from ldpsurvey.aggregator.services import access, releases
 from ldpsurvey.aggregator.store import drafts as draft_store
 from ldpsurvey.aggregator.store import surveys as survey_store
 from ldpsurvey.aggregator.store.accounts import KeyRecord
@@ -95,12 +96,26 @@ def publish(db: Connection, caller: KeyRecord, survey_id: str, key: SigningKey,
     drop the draft, in one transaction. AlreadyPublished (also when another request published
     it first), SurveyNotFound, InvalidSurvey, EpsilonAboveCap."""
     found = access.draft(db, caller, survey_id)
-    survey = _as_published(found, survey_id, epsilon_cap, key.key_id, origin)
+    survey = _as_published(found.definition, survey_id, epsilon_cap, key.key_id, origin)
     with db.transaction():
         if not draft_store.take_draft(db, survey_id):
             raise AlreadyPublished(survey_id)
-        survey_store.create_survey(db, survey, key.sign(survey.manifest_bytes()), found.owner_id)
+        _store_published(db, survey, key, found.owner_id)
     return survey
+
+
+def publish_new(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
+                epsilon_cap: float, origin: str) -> Survey:
+    """Publish a definition at once, as publish does a draft's, under a new id and owned by
+    the caller's researcher; no draft is kept. InvalidSurvey, EpsilonAboveCap."""
+    survey = _as_published(definition, new_survey_id(), epsilon_cap, key.key_id, origin)
+    _store_published(db, survey, key, caller.researcher_id)
+    return survey
+
+
+def _store_published(db: Connection, survey: Survey, key: SigningKey, owner_id: str) -> None:
+    """Sign the survey's manifest and store it open, owned by `owner_id`."""
+    survey_store.create_survey(db, survey, key.sign(survey.manifest_bytes()), owner_id)
 
 
 def preview(db: Connection, caller: KeyRecord, survey_id: str, epsilon_cap: float,
@@ -108,13 +123,14 @@ def preview(db: Connection, caller: KeyRecord, survey_id: str, epsilon_cap: floa
     """A draft as publishing it now would make it (checked, with this id, key and origin), for
     its preview; nothing is signed or stored. AlreadyPublished, SurveyNotFound, InvalidSurvey,
     EpsilonAboveCap."""
-    return _as_published(access.draft(db, caller, survey_id), survey_id, epsilon_cap, key_id,
-                         origin)
+    return _as_published(access.draft(db, caller, survey_id).definition, survey_id,
+                         epsilon_cap, key_id, origin)
 
 
-def _as_published(found: draft_store.Draft, survey_id: str, epsilon_cap: float, key_id: str,
+def _as_published(definition: Any, survey_id: str, epsilon_cap: float, key_id: str,
                   origin: str) -> Survey:
-    return replace(checked(found.definition, epsilon_cap), survey_id=survey_id, key_id=key_id,
+    """A definition checked, as published with this id, key and web origin."""
+    return replace(checked(definition, epsilon_cap), survey_id=survey_id, key_id=key_id,
                    origin=origin)
 
 
@@ -146,6 +162,18 @@ def definition_of(survey: Survey) -> dict:
     definition["questions"] = [{name: value for name, value in question.items()
                                 if name != "epsilon"} for question in manifest["questions"]]
     return definition
+
+
+def close(db: Connection, caller: KeyRecord, survey_id: str) -> None:
+    """Close for good: release whatever is pending (a final batch can be small), refuse
+    answers from now on, delete the idempotency records and unspent tokens.
+    SurveyNotFound, Forbidden (see access.check)."""
+    access.check(db, caller, survey_id, access.MANAGE)
+    with db.transaction():
+        survey_store.lock_survey(db, survey_id, exclusive=True)
+        releases.release_locked(db, survey_store.get_survey(db, survey_id).survey, minimum=1)
+        survey_store.mark_closed(db, survey_id)  # after: with the records the release just filed
+    db.scrub(releases.SCRUBBED)
 
 
 def archive(db: Connection, caller: KeyRecord, survey_id: str, archived: bool = True) -> None:

@@ -1,14 +1,12 @@
-"""Surveys for researchers and pages: publish, list, close, mint invitation tokens, the
-estimates document, cross-tabs and the exports."""
+"""Published surveys for researchers and pages: list, mint invitation tokens, the estimates
+document, cross-tabs and the exports (their life, from draft to deletion: lifecycle.py)."""
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ldpsurvey.aggregator.config.ids import new_survey_id
-from ldpsurvey.aggregator.config.signing import SigningKey
 from ldpsurvey.aggregator.exceptions import (
     InvalidCount,
     InvalidParameter,
@@ -17,7 +15,7 @@ from ldpsurvey.aggregator.exceptions import (
     SurveyNotFound,
     Unauthorized,
 )
-from ldpsurvey.aggregator.services import access, analyses, exports, lifecycle, releases
+from ldpsurvey.aggregator.services import access, analyses, exports
 from ldpsurvey.aggregator.services.budgets import Runner
 from ldpsurvey.aggregator.store import counts as count_store
 from ldpsurvey.aggregator.store import releases as release_store
@@ -32,17 +30,6 @@ from ldpsurvey.shared.mechanisms.forced_response import NAME as FORCED_RESPONSE
 from ldpsurvey.shared.mechanisms.protocol import Settings
 from ldpsurvey.shared.stats.crosstab import size_problem
 from ldpsurvey.shared.stats.shuffle import central_epsilon
-
-
-def publish(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
-            epsilon_cap: float, origin: str) -> Survey:
-    """Validate a survey definition (lifecycle.checked), give it a new id, sign its manifest
-    (with the web `origin` respondents reach it at), store it open and owned by the caller's
-    researcher."""
-    survey = replace(lifecycle.checked(definition, epsilon_cap), survey_id=new_survey_id(),
-                     key_id=key.key_id, origin=origin)
-    survey_store.create_survey(db, survey, key.sign(survey.manifest_bytes()), caller.researcher_id)
-    return survey
 
 
 def published(db: Connection, survey_id: str) -> survey_store.StoredSurvey:
@@ -104,18 +91,6 @@ def respondent_link(db: Connection, caller: KeyRecord, survey_id: str, origin: s
         raise InvalidParameter("this survey is by invitation only: each respondent needs "
                                "their own link (ldp-survey survey tokens)")
     return f"{survey.origin or origin}/s/{survey_id}"
-
-
-def close(db: Connection, caller: KeyRecord, survey_id: str) -> None:
-    """Close for good: release whatever is pending (a final batch can be small), refuse
-    answers from now on, delete the idempotency records and unspent tokens.
-    SurveyNotFound, Forbidden (see access.check)."""
-    access.check(db, caller, survey_id, access.MANAGE)
-    with db.transaction():
-        survey_store.lock_survey(db, survey_id, exclusive=True)
-        releases.release_locked(db, survey_store.get_survey(db, survey_id).survey, minimum=1)
-        survey_store.mark_closed(db, survey_id)  # after: with the records the release just filed
-    db.scrub(releases.SCRUBBED)
 
 
 def mint_tokens(db: Connection, caller: KeyRecord, survey_id: str,

@@ -213,7 +213,7 @@ def _publish(db, caller, survey_id: str) -> None:
 # The dashboard's buttons: the service each calls, and what it says once done.
 ACTIONS = {
     "publish": (_publish, "Published: respondents can answer it now."),
-    "close": (surveys.close, "Closed: it takes no more answers."),
+    "close": (lifecycle.close, "Closed: it takes no more answers."),
     "archive": (lifecycle.archive, "Archived: hidden from the list, its data kept "
                                    "(ldp-survey survey list --archived shows it)."),
 }

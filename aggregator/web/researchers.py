@@ -28,8 +28,8 @@ def create_survey(caller: KeyRecord):
     if draft:
         survey_id, survey = lifecycle.create_draft(get_db(), caller, json_body(), _cap())
         return _draft_reply(survey_id, survey, 201)
-    survey = surveys.publish(get_db(), caller, json_body(),
-                             current_app.extensions["ldp_signing_key"], _cap(), _origin())
+    survey = lifecycle.publish_new(get_db(), caller, json_body(),
+                                   current_app.extensions["ldp_signing_key"], _cap(), _origin())
     return _published_reply(survey, 201)
 
 
@@ -122,7 +122,7 @@ def delete_survey(survey_id: str, caller: KeyRecord):
 @require_key(*PEOPLE)
 def close_survey(survey_id: str, caller: KeyRecord):
     """Close for good: the survey refuses answers from now on."""
-    surveys.close(get_db(), caller, survey_id)
+    lifecycle.close(get_db(), caller, survey_id)
     return jsonify(survey_id=survey_id, status="closed")
 
 
