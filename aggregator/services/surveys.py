@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ldpsurvey.aggregator.exceptions import (
-    InvalidCount,
     InvalidParameter,
     NotInvitationOnly,
     SurveyClosed,
@@ -23,8 +22,8 @@ from ldpsurvey.aggregator.store import responses as response_store
 from ldpsurvey.aggregator.store import surveys as survey_store
 from ldpsurvey.aggregator.store.accounts import KeyRecord
 from ldpsurvey.aggregator.store.connection import Connection
-from ldpsurvey.shared import DEFAULT_CONFIDENCE, DEFAULT_METHOD, METHODS, Question, Survey, crosstab
-from ldpsurvey.shared.http_contract import EXPORT_FORMATS, schedule_words
+from ldpsurvey.shared import DEFAULT_CONFIDENCE, Question, Survey, crosstab
+from ldpsurvey.shared.http_contract import schedule_words
 from ldpsurvey.shared.mechanisms.disclosed import DEFAULT_MIN_CELL
 from ldpsurvey.shared.mechanisms.forced_response import NAME as FORCED_RESPONSE
 from ldpsurvey.shared.mechanisms.protocol import Settings
@@ -94,21 +93,18 @@ def respondent_link(db: Connection, caller: KeyRecord, survey_id: str, origin: s
 
 
 def mint_tokens(db: Connection, caller: KeyRecord, survey_id: str,
-                read_body: Callable[[], Any], limit: int) -> list[str]:
-    """`{"count": N}` single-use invitation tokens (1 <= N <= limit) for an open,
-    invitation-only survey the caller manages. Each proves itself under the storage key
-    (StorageKeys.invitation): nothing is stored until it is spent. The body is read only once
-    the survey is known to take tokens, so that is what an unknown or closed survey is told."""
+                read_count: Callable[[], int]) -> list[str]:
+    """`read_count()` single-use invitation tokens for an open, invitation-only survey the
+    caller manages. Each proves itself under the storage key (StorageKeys.invitation): nothing
+    is stored until it is spent. The count is read (and checked: the web layer's parsing) only
+    once the survey is known to take tokens, so that is what an unknown or closed survey is
+    told."""
     stored = access.check(db, caller, survey_id, access.MANAGE)
     if not stored.survey.invitation_only:
         raise NotInvitationOnly()
     if stored.status != "open":
         raise SurveyClosed("this survey is closed")
-    body = read_body()
-    count = body.get("count") if isinstance(body, dict) and set(body) == {"count"} else None
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= limit:
-        raise InvalidCount(f"send {{\"count\": N}} with N from 1 to {limit}")
-    return [db.keys.invitation(survey_id) for _ in range(count)]
+    return [db.keys.invitation(survey_id) for _ in range(read_count())]
 
 
 @dataclass(frozen=True)
@@ -197,34 +193,6 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
         researcher=reader, crosstab=table, timeline=release_store.released_per_day(db, survey_id))
 
 
-def estimate_options(confidence: str | None, method: str | None,
-                     simultaneous: str | None = None, regress: str | None = None,
-                     weights: str | None = None,
-                     min_cell: int = DEFAULT_MIN_CELL) -> EstimateOptions:
-    """Parse and check query values: the confidence level in (0, 1), the interval method,
-    simultaneous ("true" or "false"), a regression formula and margins (JSON) to weight by;
-    min_cell from the settings. InvalidParameter."""
-    method = DEFAULT_METHOD if method is None else method
-    if method not in METHODS:
-        raise InvalidParameter(f"method must be one of {', '.join(METHODS)}")
-    if simultaneous not in (None, "true", "false"):
-        raise InvalidParameter("simultaneous must be true or false")
-    return EstimateOptions(confidence_level(confidence), method, simultaneous == "true",
-                           analyses.regression_formula(regress),
-                           analyses.weights_margins(weights), min_cell)
-
-
-def confidence_level(confidence: str | None) -> float:
-    """A confidence level from a query (default 0.95), in (0, 1). InvalidParameter."""
-    try:
-        level = DEFAULT_CONFIDENCE if confidence is None else float(confidence)
-    except ValueError:
-        level = -1.0
-    if not 0.0 < level < 1.0:
-        raise InvalidParameter("confidence must be a number in (0, 1)")
-    return level
-
-
 def estimates_document(db: Connection, stored: survey_store.StoredSurvey, options: Settings,
                        central_delta: float, release_every: float) -> dict:
     """Per question its parameters, the covariance of its unbiased estimates and, per option,
@@ -257,8 +225,9 @@ def question_estimates(question: Question, counts: list[int], options: Settings)
 
 
 def crosstab_document(db: Connection, survey_id: str, caller: KeyRecord | None,
-                      rows: str | None, cols: str | None, confidence: str | None) -> dict:
-    """The cross-tab of questions `rows` and `cols` (ids, from a query): shared.crosstab on
+                      rows: str | None, cols: str | None, level: float) -> dict:
+    """The cross-tab of questions `rows` and `cols` (ids, from a query) at confidence `level`:
+    shared.crosstab on
     their joint reported counts, from the counters of a declared pair (O(cells)) or else
     tallied from the released responses of the releases there were, streamed. Before the first
     release n is 0 and the rest empty. InvalidParameter for more than crosstab.MAX_CELLS cells,
@@ -266,7 +235,7 @@ def crosstab_document(db: Connection, survey_id: str, caller: KeyRecord | None,
     SurveyNotFound, Unauthorized, InvalidParameter."""
     stored = survey_store.get_survey(db, survey_id)
     readable(db, stored, caller)
-    return _crosstab(db, stored.survey, rows, cols, confidence_level(confidence))
+    return _crosstab(db, stored.survey, rows, cols, level)
 
 
 def _crosstab(db: Connection, survey: Survey, rows: str | None, cols: str | None,
@@ -367,21 +336,6 @@ class ExportOptions:
     kind: str  # "csv" or "jsonl"
     layout: str = "plain"  # a CSV's: EXPORT_FORMATS
     codes: bool = False  # the plain CSV holds option codes instead of labels
-
-
-def export_options(kind: str, layout: str | None, codes: str | None) -> ExportOptions:
-    """Parse and check the query of an export: `format` (plain or rr) and `codes` (true or
-    false) for the CSV; the rr CSV always holds codes, the JSON lines take neither.
-    InvalidParameter."""
-    if kind == "jsonl" and (layout, codes) != (None, None):
-        raise InvalidParameter("format and codes apply to export.csv only")
-    if layout not in (None, *EXPORT_FORMATS):
-        raise InvalidParameter(f"format must be one of {', '.join(EXPORT_FORMATS)}")
-    if codes not in (None, "true", "false"):
-        raise InvalidParameter("codes must be true or false")
-    if layout == "rr" and codes is not None:
-        raise InvalidParameter("codes applies to the plain format only: rr always holds codes")
-    return ExportOptions(kind, layout or "plain", codes == "true")
 
 
 def export(db: Connection, caller: KeyRecord, survey_id: str, options: ExportOptions,

@@ -27,6 +27,7 @@ from ldpsurvey.aggregator.services import access, accounts, lifecycle, surveys
 from ldpsurvey.aggregator.services.exports import spreadsheet_safe
 from ldpsurvey.aggregator.web import assets, auth, preview
 from ldpsurvey.aggregator.web.charts import estimate_chart, timeline_chart
+from ldpsurvey.aggregator.web.parsing import estimate_options, token_count
 from ldpsurvey.aggregator.web.qr import FORMATS, qr_code
 from ldpsurvey.aggregator.web.request_connection import get_db
 from ldpsurvey.shared import METHODS
@@ -132,7 +133,7 @@ CSV_FIELDS = ("n", "p_mle", "p_hat", "standard_error", "ci_low", "ci_high", "eps
 
 
 def _chosen_options() -> Settings:
-    return surveys.estimate_options(request.args.get("confidence"), request.args.get("method"))
+    return estimate_options(request.args.get("confidence"), request.args.get("method"))
 
 
 def _estimates(survey_id: str, options: Settings) -> dict:
@@ -321,18 +322,19 @@ def dashboard_tokens(survey_id: str):
     caller = auth.session_caller()
     if caller is None:
         return redirect(url_for("pages.dashboard"))
-    tokens = surveys.mint_tokens(get_db(), caller, survey_id, _token_count,
-                                 current_app.config["MAX_TOKENS_PER_REQUEST"])
+    limit = current_app.config["MAX_TOKENS_PER_REQUEST"]
+    tokens = surveys.mint_tokens(get_db(), caller, survey_id,
+                                 lambda: token_count(_token_form(), limit))
     link = url_for("pages.survey_form", survey_id=survey_id, _external=True)
     return render_template("tokens.html", survey_id=survey_id,
                            links=[f"{link}#t={token}" for token in tokens])
 
 
-def _token_count() -> dict:
-    """The minting form's count, as the API's body; the service checks it. Only ASCII digits
+def _token_form() -> dict:
+    """The minting form's count, as the API's body; token_count checks it. Only ASCII digits
     make a number, and at most 9 of them: str.isdigit() also takes '²', which int() refuses,
     and int() refuses more than 4,300 digits (each was a 500). Anything else stays text, which
-    the service refuses as the API does."""
+    token_count refuses as the API does."""
     count = request.form.get("count", "")
     return {"count": int(count) if count.isascii() and count.isdigit() and len(count) <= 9
             else count}
