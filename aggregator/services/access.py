@@ -39,7 +39,7 @@ def check(db: Connection, caller: KeyRecord, survey_id: str,
     SurveyNotFound, Forbidden, or SurveyIsDraft for a draft of the caller's (see the module's
     rules)."""
     try:
-        return _check_published(db, caller, survey_id, action)
+        return permitted(db, caller, survey_store.get_survey(db, survey_id), action)
     except SurveyNotFound:
         if _draft_of(db, caller, survey_id) is not None:
             raise SurveyIsDraft(survey_id) from None
@@ -51,7 +51,7 @@ def draft(db: Connection, caller: KeyRecord, survey_id: str) -> draft_store.Draf
     survey the caller may manage; else SurveyNotFound or Forbidden, as check."""
     found = _draft_of(db, caller, survey_id)
     if found is None:
-        _check_published(db, caller, survey_id, MANAGE)
+        permitted(db, caller, survey_store.get_survey(db, survey_id), MANAGE)
         raise AlreadyPublished(survey_id)
     return found
 
@@ -65,27 +65,32 @@ def _draft_of(db: Connection, caller: KeyRecord, survey_id: str) -> draft_store.
     return found
 
 
-def _check_published(db: Connection, caller: KeyRecord, survey_id: str,
-                     action: str) -> survey_store.StoredSurvey:
-    if caller.role == "researcher":
-        held = share_store.access_of(db, survey_id, caller.researcher_id)
-        if held is None:
+def permitted(db: Connection, caller: KeyRecord, stored: survey_store.StoredSurvey,
+              action: str) -> survey_store.StoredSurvey:
+    """A published survey already read (its owner with it), if the caller may `action` it;
+    else SurveyNotFound or Forbidden (the module's rules). Reads only what the survey's row
+    does not tell: whether it is shared with a researcher who does not own it, or whether a
+    relay key was made for it."""
+    survey_id = stored.survey.survey_id
+    if caller.role == "researcher" and stored.owner_id != caller.researcher_id:
+        if not share_store.is_shared(db, survey_id, caller.researcher_id):
             raise SurveyNotFound(survey_id)
-        if held == "shared" and action != READ:
+        if action != READ:
             raise Forbidden(f"only the survey's owner or an admin may {WORDS[action]} it")
-    stored = survey_store.get_survey(db, survey_id)  # SurveyNotFound if there is none
     if caller.role == "relay" and not (
             action == FILL and account_store.relay_may_fill(db, caller.api_key_id, survey_id)):
         raise Forbidden("this relay key may only submit batches to the surveys it was made for")
     return stored
 
 
-def may_read(db: Connection, caller: KeyRecord | None, survey_id: str) -> bool:
-    """Whether the caller (None: anonymous) may read the survey's results."""
+def may_read(db: Connection, caller: KeyRecord | None,
+             stored: survey_store.StoredSurvey) -> bool:
+    """Whether the caller (None: anonymous) may read the results of a published survey
+    already read."""
     if caller is None or caller.role == "relay":
         return False
     try:
-        check(db, caller, survey_id, READ)
+        permitted(db, caller, stored, READ)
     except SurveyNotFound:
         return False
     return True
@@ -110,12 +115,12 @@ def unshare(db: Connection, caller: KeyRecord, survey_id: str, name: str) -> lis
 
 def _change_share(db: Connection, caller: KeyRecord, survey_id: str, name: str,
                   change: Callable[[Connection, str, str], None]) -> list[str]:
-    check(db, caller, survey_id, MANAGE)
+    stored = check(db, caller, survey_id, MANAGE)
     with db.transaction():
         researcher_id = account_store.researcher_id_of(db, name)
         if researcher_id is None:
             raise ResearcherNotFound(name)
-        if share_store.access_of(db, survey_id, researcher_id) == "owner":
+        if stored.owner_id == researcher_id:
             raise InvalidShare(f"{name!r} owns this survey")
         change(db, survey_id, researcher_id)
         return share_store.shared_with(db, survey_id)

@@ -140,17 +140,19 @@ def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_
 
 def readable(db: Connection, stored: survey_store.StoredSurvey, caller: KeyRecord | None) -> bool:
     """reader_of, with Unauthorized where only a key would do."""
-    reader = reader_of(db, stored.survey, caller)
+    reader = reader_of(db, stored, caller)
     if reader is None:
         raise Unauthorized("this survey's results need a researcher key")
     return reader
 
 
-def reader_of(db: Connection, survey: Survey, caller: KeyRecord | None) -> bool | None:
-    """Whether the caller reads the survey's results as one of its researchers (True) or as
-    the public (False, a public-results survey); None: only with a key. A key that may not
-    use the survey gets SurveyNotFound, as for an unknown survey."""
-    if access.may_read(db, caller, survey.survey_id):
+def reader_of(db: Connection, stored: survey_store.StoredSurvey,
+              caller: KeyRecord | None) -> bool | None:
+    """Whether the caller reads the survey's results (the survey already read) as one of its
+    researchers (True) or as the public (False, a public-results survey); None: only with a
+    key. A key that may not use the survey gets SurveyNotFound, as for an unknown survey."""
+    survey = stored.survey
+    if access.may_read(db, caller, stored):
         return True
     if survey.public_results:
         return False
@@ -180,7 +182,7 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
     logged in), with the cross-tab of rows and cols (by default the first declared pair, if
     any). SurveyNotFound (see reader_of), InvalidParameter."""
     stored = survey_store.get_survey(db, survey_id)
-    reader = reader_of(db, stored.survey, caller)
+    reader = reader_of(db, stored, caller)
     if reader is None:
         return ResultsPage(stored.survey, None)
     if rows is None and cols is None and stored.survey.crosstabs:

@@ -1,22 +1,14 @@
-"""Shares: which researchers a survey is shared with, and what a researcher holds of a
-survey (owner, shared or nothing).
+"""Shares: which researchers a survey is shared with (its owner is on the survey's own row).
 """
 
-from ldpsurvey.aggregator.exceptions import SurveyNotFound
 from ldpsurvey.aggregator.store.connection import Connection
-from ldpsurvey.aggregator.store.surveys import known_form
 
 
-def access_of(db: Connection, survey_id: str, researcher_id: str) -> str | None:
-    """'owner', 'shared' or None: what the researcher holds of the survey. SurveyNotFound."""
-    known_form(survey_id)
-    rows = db.query("SELECT owner_id, EXISTS (SELECT 1 FROM shares WHERE shares.survey_id = "
-                    "surveys.survey_id AND researcher_id = ?) FROM surveys WHERE survey_id = ?",
-                    (researcher_id, survey_id))
-    if not rows:
-        raise SurveyNotFound(survey_id)
-    owner_id, shared = rows[0]
-    return "owner" if owner_id == researcher_id else "shared" if shared else None
+def is_shared(db: Connection, survey_id: str, researcher_id: str) -> bool:
+    """Whether the survey is shared with the researcher (its owner is told by the survey's
+    row: StoredSurvey.owner_id)."""
+    return bool(db.query("SELECT 1 FROM shares WHERE survey_id = ? AND researcher_id = ?",
+                         (survey_id, researcher_id)))
 
 
 def share(db: Connection, survey_id: str, researcher_id: str) -> None:

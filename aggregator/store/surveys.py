@@ -16,10 +16,14 @@ from ldpsurvey.shared import Survey, parse_manifest
 
 @dataclass(frozen=True)
 class StoredSurvey:
+    """A published survey as stored: its signed manifest, status, whether it is archived, and
+    the researcher who owns it (None: made before keys had owners)."""
+
     manifest: bytes
     signature: bytes
     status: str
     archived: bool = False
+    owner_id: str | None = None
 
     @property
     def survey(self) -> Survey:
@@ -54,7 +58,7 @@ def create_survey(db: Connection, survey: Survey, signature: bytes, owner_id: st
                         for j in range(len(survey.question(b).options))])
 
 
-def known_form(survey_id: str) -> None:
+def _known_form(survey_id: str) -> None:
     """An id no survey can have (a NUL byte, which some databases refuse outright, say) is not
     looked up: SurveyNotFound."""
     if not SURVEY_ID.fullmatch(survey_id):
@@ -62,15 +66,15 @@ def known_form(survey_id: str) -> None:
 
 
 def get_survey(db: Connection, survey_id: str) -> StoredSurvey:
-    """The stored survey; SurveyNotFound if there is none."""
-    known_form(survey_id)
-    rows = db.query("SELECT manifest, signature, status, archived_day FROM surveys "
+    """The stored survey with its owner; SurveyNotFound if there is none."""
+    _known_form(survey_id)
+    rows = db.query("SELECT manifest, signature, status, archived_day, owner_id FROM surveys "
                     "WHERE survey_id = ?", (survey_id,))
     if not rows:
         raise SurveyNotFound(survey_id)
-    manifest, signature, status, archived_day = rows[0]
+    manifest, signature, status, archived_day, owner_id = rows[0]
     return StoredSurvey(manifest.encode(), bytes.fromhex(signature), status,
-                        archived_day is not None)
+                        archived_day is not None, owner_id)
 
 
 def published_survey(db: Connection, survey_id: str) -> Survey:
@@ -139,7 +143,7 @@ def list_surveys(db: Connection, researcher_id: str | None,
 def lock_survey(db: Connection, survey_id: str, *, exclusive: bool = False) -> str:
     """The survey's status, locked until the transaction ends: shared (intake: a concurrent
     close or release waits) or exclusive (a release or close: one at a time). SurveyNotFound."""
-    known_form(survey_id)
+    _known_form(survey_id)
     status = db.query_locked("SELECT status FROM surveys WHERE survey_id = ?", (survey_id,),
                              exclusive=exclusive)
     if not status:
