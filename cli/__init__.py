@@ -7,7 +7,16 @@ import sys
 
 import click
 
-from ldpsurvey.cli import math_commands, mock, privacy, public, researcher, respond, server
+from ldpsurvey.cli import (
+    admin,
+    deploy,
+    math_commands,
+    mock,
+    privacy,
+    researcher,
+    respond,
+    serve,
+)
 
 
 class LdpSurveyGroup(click.Group):
@@ -31,6 +40,6 @@ def main() -> None:
     """Local-differential-privacy surveys: randomized response on the respondent's device."""
 
 
-for module in (mock, math_commands, server, researcher, respond, privacy, public):
+for module in (mock, math_commands, serve, admin, researcher, respond, privacy, deploy):
     for command in module.COMMANDS:
         main.add_command(command)

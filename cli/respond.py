@@ -41,7 +41,7 @@ from ldpsurvey.client.ceilings import (
 )
 from ldpsurvey.client.respondent import Submission
 from ldpsurvey.client.urls import Link, parse_link
-from ldpsurvey.client.verify import VerifiedSurvey
+from ldpsurvey.client.verified import VerifiedSurvey
 from ldpsurvey.shared import Question, Survey
 from ldpsurvey.shared.mechanisms.disclosed import WORDS as OPEN_WORDS
 from ldpsurvey.shared.survey.manifest import key_id

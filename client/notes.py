@@ -2,7 +2,7 @@
 
 from collections.abc import Iterable
 
-from ldpsurvey.client.verify import VerifiedSurvey
+from ldpsurvey.client.verified import VerifiedSurvey
 from ldpsurvey.shared import Question, posterior_bounds
 from ldpsurvey.shared.mechanisms.protocol import percent
 

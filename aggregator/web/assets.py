@@ -1,4 +1,5 @@
-"""The pages' scripts and stylesheet under content-addressed names, `/web/<digest>/<name>`:
+"""The pages' scripts and stylesheet under content-addressed names, `/web/<digest>/<name>`
+(the views here, registered by pages.py and by preview.py's server):
 the form's modules (shared/web, package data of ldpsurvey.shared) and the aggregator's own
 (static/: style.css, dashboard.js). One digest names them all, so a module's relative imports
 ("./randomizer.js") stay under it, and a name never serves other bytes: browsers and proxies
@@ -10,6 +11,8 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+
+from flask import Response, abort, url_for
 
 FOLDERS = (resources.files("ldpsurvey.shared") / "web",
            resources.files("ldpsurvey.aggregator") / "static")
@@ -49,3 +52,27 @@ def bundle() -> Bundle:
                 body = entry.read_bytes()
                 files[entry.name] = Asset(body, TYPES[suffix], hashlib.sha256(body).hexdigest())
     return Bundle(digest_of(files), files)
+
+
+def web_asset(filename: str) -> Response:
+    """A script or the stylesheet under its plain name (for tools and tests; pages link
+    asset_url): never cached, counted by the rate limits."""
+    file = bundle().files.get(filename)
+    if file is None:
+        abort(404)
+    return Response(file.body, mimetype=file.mimetype)
+
+
+def asset(digest: str, filename: str) -> Response:
+    """A script or the stylesheet under its content-addressed name: cached for good, not
+    counted by the rate limits. Another digest (another release's) is 404."""
+    found = bundle()
+    if digest != found.digest or filename not in found.files:
+        abort(404)
+    file = found.files[filename]
+    return Response(file.body, mimetype=file.mimetype, headers={"Cache-Control": IMMUTABLE})
+
+
+def asset_url(filename: str) -> str:
+    """The URL pages link for an asset (a template global)."""
+    return url_for("pages.asset", digest=bundle().digest, filename=filename)

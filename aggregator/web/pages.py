@@ -37,32 +37,10 @@ from ldpsurvey.shared.mechanisms.registry import WORDS
 bp = Blueprint("pages", __name__)
 
 
-@bp.get("/web/<filename>")
-def web_asset(filename: str):
-    """A script or the stylesheet under its plain name (for tools and tests; pages link
-    asset_url): never cached, counted by the rate limits."""
-    file = assets.bundle().files.get(filename)
-    if file is None:
-        abort(404)
-    return Response(file.body, mimetype=file.mimetype)
-
-
-@bp.get("/web/<digest>/<filename>")
-def asset(digest: str, filename: str):
-    """A script or the stylesheet under its content-addressed name (assets.py): cached for
-    good, not counted by the rate limits. Another digest (another release's) is 404."""
-    found = assets.bundle()
-    if digest != found.digest or filename not in found.files:
-        abort(404)
-    file = found.files[filename]
-    return Response(file.body, mimetype=file.mimetype,
-                    headers={"Cache-Control": assets.IMMUTABLE})
-
-
-@bp.app_template_global()
-def asset_url(filename: str) -> str:
-    """The URL pages link for an asset (assets.py)."""
-    return url_for("pages.asset", digest=assets.bundle().digest, filename=filename)
+# The scripts and stylesheet (assets.py), under the endpoint names the templates link to.
+bp.add_url_rule("/web/<filename>", "web_asset", assets.web_asset)
+bp.add_url_rule("/web/<digest>/<filename>", "asset", assets.asset)
+bp.add_app_template_global(assets.asset_url)
 
 
 @bp.get("/s/<survey_id>")

@@ -11,7 +11,7 @@ from flask import Flask, Response, render_template, request, url_for
 
 from ldpsurvey.aggregator.config.settings import DEFAULTS
 from ldpsurvey.aggregator.services import surveys
-from ldpsurvey.aggregator.web import security
+from ldpsurvey.aggregator.web import assets, security
 from ldpsurvey.shared import Survey, SurveyError
 from ldpsurvey.shared.survey.manifest import web_origin
 
@@ -34,10 +34,6 @@ def preview_app(load: Callable[[], Survey]) -> Flask:
     request (edit the file, reload the page), at `/`, its manifest signed for the address it is
     opened at, and the form's scripts and style, with the aggregator's security headers. A
     survey that no longer reads (SurveyError) answers 422 with the problem."""
-    from ldpsurvey.aggregator.web import (
-        pages,  # the form's scripts; pages serves previews of drafts with render()
-    )
-
     app = Flask(__name__)  # this package's folder: the aggregator's templates and static files
 
     def survey() -> Survey:
@@ -51,9 +47,9 @@ def preview_app(load: Callable[[], Survey]) -> Flask:
     app.add_url_rule("/", "pages.form", form)
     app.add_url_rule("/preview/manifest.json", "pages.preview_manifest",
                      lambda: manifest(survey()))
-    app.add_url_rule("/web/<filename>", "pages.web_asset", pages.web_asset)
-    app.add_url_rule("/web/<digest>/<filename>", "pages.asset", pages.asset)
-    app.add_template_global(pages.asset_url)
+    app.add_url_rule("/web/<filename>", "pages.web_asset", assets.web_asset)
+    app.add_url_rule("/web/<digest>/<filename>", "pages.asset", assets.asset)
+    app.add_template_global(assets.asset_url)
     app.register_error_handler(SurveyError, lambda exc: (render_template(
         "unavailable.html", heading="This survey file has a problem", message=str(exc)), 422))
     app.after_request(security.add_headers)

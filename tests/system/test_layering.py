@@ -140,3 +140,12 @@ def test_store_never_branches_on_the_database_kind(path):
     assert not attributes & {"dialect", "postgres"}
     for word in ("for share", "for update", "sqlite", "postgres", "pg_"):
         assert word not in source.lower(), word
+
+
+def test_no_import_cycle_outside_shared():
+    """No chain of imports, imports inside functions included, leads back to the module it
+    started from (bench/imports.py's cycles), outside ldpsurvey.shared (whose own are being
+    removed with its mechanism registry)."""
+    outside = [component for component in IMPORTS.cycles(GRAPH)
+               if not all(m.startswith("ldpsurvey.shared.") for m in component)]
+    assert not outside

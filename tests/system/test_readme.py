@@ -173,7 +173,7 @@ def test_mkdocs_serve_takes_no_port_that_ldp_survey_takes():
     """`mkdocs serve` and `ldp-survey serve` run side by side while writing docs."""
     import yaml
 
-    from ldpsurvey.cli.server import serve
+    from ldpsurvey.cli.serve import serve
 
     config = yaml.safe_load((REPOSITORY / "mkdocs.yml").read_text())
     taken = {next(p.default for p in serve.params if p.name == "port"), 8001, 8002}
