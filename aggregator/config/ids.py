@@ -23,7 +23,7 @@ def new_ids(count: int) -> list[str]:
 # page of an index that outgrows memory); an export reads bucket after bucket, each sorted by
 # id, which is the order of the random ids, uniformly random. More buckets would make export
 # statements smaller (released / BUCKETS rows at the most) but cost each release a page per
-# bucket: SQLite writes each page a transaction touches whole to its log (bench/README.md).
+# bucket: SQLite writes each page a transaction touches whole to its log (bench/HISTORY.md).
 BUCKETS = 256
 BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _INDEX = {c: i for i, c in enumerate(BASE64URL)}

@@ -574,7 +574,7 @@ class SQLiteDatabase:
     # (journal_size_limit). Commits then overwrite the kept file in place, and each commit's
     # fdatasync flushes the data alone; a log cut to nothing is appended to, and each of those
     # syncs also commits the file system's journal (the file's new size): bare durable commits
-    # ran at about half the rate, and twice the CPU (bench/README.md, "Fifth round"). What is
+    # ran at about half the rate, and twice the CPU (bench/HISTORY.md, "Fifth round"). What is
     # kept holds the frames since the last scrub, which empties the file (truncate_wal).
     WAL_KEPT_BYTES = 8 * 2**20
 

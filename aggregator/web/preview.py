@@ -6,6 +6,7 @@ it for a survey file with preview_app, a server of its own that has no database 
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 from flask import Flask, Response, render_template, request, url_for
 
@@ -34,7 +35,8 @@ def preview_app(load: Callable[[], Survey]) -> Flask:
     request (edit the file, reload the page), at `/`, its manifest signed for the address it is
     opened at, and the form's scripts and style, with the aggregator's security headers. A
     survey that no longer reads (SurveyError) answers 422 with the problem."""
-    app = Flask(__name__)  # this package's folder: the aggregator's templates and static files
+    # the aggregator's folder, for its templates and static files
+    app = Flask(__name__, root_path=str(Path(__file__).resolve().parents[1]))
 
     def survey() -> Survey:
         return replace(load(), survey_id=PREVIEW_ID, key_id=PREVIEW_ID,

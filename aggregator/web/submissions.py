@@ -1,7 +1,7 @@
 """Respondents' submissions, POST /api/surveys/<id>/responses, served without Flask's
 per-request machinery. It is the one endpoint every respondent calls, and Flask's request
 context, routing, hooks and Response objects cost it as much again as the intake itself
-(bench/README.md, "What one request costs the CPU").
+(bench/HISTORY.md, "What one request costs the CPU").
 
 A WSGI middleware in front of the Flask app answers this path; every other path goes to Flask.
 It sits inside ProxyFix, so REMOTE_ADDR is the client's. What it does comes from where the

@@ -57,14 +57,15 @@ def cited_tests(text: str) -> list[tuple[str, str | None]]:
 
 def test_every_test_the_readme_and_the_docs_cite_exists():
     """Claims are backed by named tests (in README.md and every docs page): each must exist."""
-    tests = Path(__file__).resolve().parent
+    # Pages cite a test file by its name: each name is unique across tests/'s folders.
+    paths = {path.name: path for path in Path(__file__).resolve().parents[1].rglob("test_*.py")}
     functions: dict[str, set[str]] = {}
     named = 0
     for page, text in doc_pages().items():
         for file, name in cited_tests(text):
-            assert (tests / file).exists(), f"{page}: {file}"
+            assert file in paths, f"{page}: {file}"
             if file not in functions:
-                tree = ast.parse((tests / file).read_text())
+                tree = ast.parse(paths[file].read_text())
                 functions[file] = {node.name for node in tree.body
                                    if isinstance(node, ast.FunctionDef)}
             assert name is None or name in functions[file], f"{page}: {file}::{name}"
@@ -73,11 +74,12 @@ def test_every_test_the_readme_and_the_docs_cite_exists():
 
 
 def test_the_performance_page_includes_all_of_bench_readme_but_its_plot():
-    """docs/performance.md includes bench/README.md by line ranges around the plot's image
-    (not part of the site): adding lines above it must move the ranges with it."""
+    """docs/performance.md includes bench/README.md whole and bench/HISTORY.md by line ranges
+    around the plot's image (not part of the site): adding lines above it must move the ranges."""
     page = (REPOSITORY / "docs" / "performance.md").read_text()
-    ranges = re.findall(r'--8<-- "bench/README.md:(\d+):(\d*)"', page)
-    lines = (REPOSITORY / "bench" / "README.md").read_text().splitlines()
+    assert '--8<-- "bench/README.md"' in page
+    ranges = re.findall(r'--8<-- "bench/HISTORY.md:(\d+):(\d*)"', page)
+    lines = (REPOSITORY / "bench" / "HISTORY.md").read_text().splitlines()
     included = {n for first, last in ranges
                 for n in range(int(first), int(last or len(lines)) + 1)}
     left_out = [lines[n - 1] for n in range(1, len(lines) + 1) if n not in included]
