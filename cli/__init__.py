@@ -10,12 +10,13 @@ import click
 from ldpsurvey.cli import (
     admin,
     deploy,
-    math_commands,
     mock,
     privacy,
-    researcher,
+    privacy_math,
     respond,
+    results,
     serve,
+    survey,
 )
 
 
@@ -40,6 +41,6 @@ def main() -> None:
     """Local-differential-privacy surveys: randomized response on the respondent's device."""
 
 
-for module in (mock, math_commands, serve, admin, researcher, respond, privacy, deploy):
+for module in (mock, privacy_math, serve, admin, survey, results, respond, privacy, deploy):
     for command in module.COMMANDS:
         main.add_command(command)
