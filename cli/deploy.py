@@ -139,6 +139,7 @@ CPUQuota={limits.cpu}
 WantedBy=multi-user.target
 """
 
+
 @click.group()
 def deploy() -> None:
     """Files that run ldp-survey as a service."""

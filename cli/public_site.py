@@ -170,6 +170,7 @@ http://{site.hostname} {{
 }}
 """
 
+
 def caddy_executable() -> str:
     found = shutil.which("caddy")
     if not found:

@@ -19,6 +19,7 @@ def survey() -> None:
     """Write, check and preview survey files; create, publish, share, close, archive and
     delete surveys on an aggregator."""
 
+
 @survey.command("create")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--draft", is_flag=True,

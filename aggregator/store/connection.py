@@ -162,6 +162,7 @@ class Connection(ABC):
         and writers are not held up meanwhile. Not inside another transaction. Keep it short:
         while it is open the scrub cannot finish (truncate_wal, vacuum_tables)."""
 
+
 class SQLiteConnection(Connection):
     dialect = "sqlite"
     without_rowid = " WITHOUT ROWID"

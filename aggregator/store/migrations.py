@@ -44,6 +44,7 @@ from ldpsurvey.aggregator.store.storage_key import keyed
 class WrongStorageKey(ConfigurationError):
     """The storage key is not the one the database was written with."""
 
+
 def check_key(db: Connection) -> None:
     """Inside a transaction, on a database of step 6 or later: refuse a storage key other than
     the one its check value was made with (keyed tokens would match nothing and pending answers
@@ -389,6 +390,7 @@ KEYED = 6  # the first step whose database is keyed by the storage key
 
 class SchemaTooNew(ConfigurationError):
     """The database was migrated by a newer release than this one."""
+
 
 def version(db: Connection) -> int:
     """The schema version recorded in the database (0 for an empty one or one written before

@@ -213,6 +213,7 @@ while not (folder / "go").exists():
 close_app(create_app({"DATABASE_URL": url}, instance_path=folder / "instance"))
 """
 
+
 def test_replicas_starting_together_migrate_once(schema, tmp_path):
     """Four replicas (processes, as deployed) start at once on one empty PostgreSQL schema:
     all start, one schema. They wait, imported, for one signal, so their migrations overlap."""
