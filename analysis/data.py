@@ -55,9 +55,11 @@ def mechanism_of(question: dict) -> Mechanism:
 
 def read_export(export_path: str | Path, codebook_path: str | Path, *,
                 codes: bool = False) -> tuple[pd.DataFrame, dict[str, Mechanism | Unsupported]]:
-    """Any export read with its codebook (JSON): the default CSV (labels; codes=True for one
-    made with --codes), the rr CSV (its `#` lines skipped, codes) or the JSON lines (by the
-    .jsonl suffix). One column per CSV column: a yes/no or choice answer (a padding item, a
+    """Any export read with its codebook (JSON), by the file's ending: .csv the default CSV
+    (labels; codes=True for one made with --codes) or the rr CSV (its `#` lines skipped,
+    codes), .jsonl the JSON lines, .dta and .sav (pyreadstat: codes), .xlsx the Excel
+    workbook's data sheet (openpyxl: labels); any other ending an AnalysisError naming the
+    known ones. One column per CSV column: a yes/no or choice answer (a padding item, a
     cheating-detection answer) categorical, its categories the option labels in code order;
     every other column (bits, seeds, a number's unbiased value, a group) numeric. And per
     randomized question (by its id and each of its columns) its mechanism (mechanism_of) if
@@ -85,10 +87,21 @@ def read_export(export_path: str | Path, codebook_path: str | Path, *,
     return frame, mechanisms
 
 
+READABLE = (".csv", ".jsonl", ".dta", ".sav", ".xlsx")
+
+
 def _cells(path: Path, codes: bool) -> tuple[pd.DataFrame, bool]:
-    """The export's cells as text, and whether they are codes (the rr CSV's and the JSON
-    lines' are)."""
-    if path.suffix == ".jsonl":
+    """The export's cells as text, and whether they are codes (the rr CSV's, the JSON
+    lines', the Stata and SPSS files' are)."""
+    suffix = path.suffix.lower()
+    if suffix not in READABLE:
+        raise AnalysisError(f"{path.name}: read_export reads {', '.join(READABLE)} exports "
+                            "(the ending says which)")
+    if suffix in (".dta", ".sav"):
+        return _labelled(path, suffix), True
+    if suffix == ".xlsx":
+        return _workbook(path), codes
+    if suffix == ".jsonl":
         with open(path, encoding="utf-8") as handle:
             survey = parse_manifest(json.dumps(json.loads(next(handle))["manifest"]).encode())
             rows = [[cell for q in survey.questions
@@ -100,6 +113,46 @@ def _cells(path: Path, codes: bool) -> tuple[pd.DataFrame, bool]:
         rr = handle.read(1) == "#"
     return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False,
                        comment="#" if rr else None), codes or rr
+
+
+def _labelled(path: Path, suffix: str) -> pd.DataFrame:
+    """A Stata or SPSS export's cells as text: codes and whole numbers without a decimal
+    point, as the CSV has them."""
+    pyreadstat = _optional("pyreadstat")
+    read = pyreadstat.read_dta if suffix == ".dta" else pyreadstat.read_sav
+    frame, _ = read(path)
+    return frame.map(_text).astype(str)
+
+
+def _workbook(path: Path) -> pd.DataFrame:
+    """An Excel export's data sheet as text (read-only mode: a row at a time)."""
+    openpyxl = _optional("openpyxl")
+    workbook = openpyxl.load_workbook(path, read_only=True)
+    try:
+        rows = workbook["data"].iter_rows(values_only=True)
+        header = next(rows)
+        return pd.DataFrame([[_text(cell) for cell in row] for row in rows],
+                            columns=list(header), dtype=str)
+    finally:
+        workbook.close()
+
+
+def _text(cell) -> str:
+    """A cell as the CSV writes it: a whole number without a decimal point."""
+    if isinstance(cell, float) and cell.is_integer():
+        return str(int(cell))
+    return str(cell)
+
+
+def _optional(module: str):
+    """A reader's library, or AnalysisError naming the extra that installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError:
+        raise AnalysisError(f"reading this export needs {module}: pip install "
+                            "'ldp-survey[exports]'") from None
 
 
 def _categorical(column: pd.Series, options: list[dict], codes: bool,

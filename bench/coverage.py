@@ -15,13 +15,14 @@ generator seeded --seed.
 Populations, as shares of the range: everyone at 0, at 0.25, at 0.5, at 1 (point masses, the
 ends included), and half at 0 and half at 1 ("ends").
 
-    python bench/coverage.py [--repeats 1000] [--seed 40]   # writes a Markdown table
+    python bench/coverage.py [--repeats 1000] [--seed 40] [--square-wave]   # Markdown tables
 
 The fast test (tests/shared/test_coverage.py) samples this grid and holds each cell within binomial
 limits of the 0.94 floor.
 """
 
 import argparse
+import itertools
 import math
 
 import numpy as np
@@ -229,6 +230,90 @@ def difference_cell(eps: float, n: int, truth: str, repeats: int,
     return covered / repeats, width / repeats, covered / repeats, width / repeats
 
 
+SQUARE_WAVE_POPULATIONS = {**POPULATIONS, "spread": None}  # spread: answers (i + 1/2)/n
+
+
+def square_wave_truths(population: str, n: int) -> np.ndarray:
+    """The n answers (shares of the range) of a population: POPULATIONS' alternating pair, or
+    evenly spread over [0, 1]."""
+    if population == "spread":
+        return (np.arange(n) + 0.5) / n
+    first, second = POPULATIONS[population]
+    return np.where(np.arange(n) % 2, second, first)
+
+
+def scipy_reported_bounds(counts, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """deconvolution.reported_bounds from SciPy's beta quantiles, vectorised (the same one-sided
+    Clopper-Pearson bounds on P(report <= s); tests/test_coverage.py checks they agree)."""
+    from scipy.stats import beta
+
+    below = np.cumsum(counts)
+    n = below[-1]
+    with np.errstate(all="ignore"):
+        low = np.where(below == 0, 0.0, beta.ppf(delta, below, n - below + 1))
+        high = np.where(below == n, 1.0, beta.ppf(1 - delta, below + 1, n - below))
+    return low, high
+
+
+def true_quantile(truths: np.ndarray, q: float) -> float:
+    """The least x with (answers <= x)/n >= q."""
+    ordered = np.sort(truths)
+    return float(ordered[math.ceil(q * len(ordered) - 1e-9) - 1])
+
+
+def square_wave_cell(eps: float, n: int, population: str, repeats: int,
+                     rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+    """(coverage, mean width) of square_wave's 95 % intervals over `repeats` surveys: the mean,
+    the median, the lower and upper quartiles, and the bins' shares (the lowest coverage over
+    the bins, their mean width), through the scheme's own code (its device distribution,
+    counters and intervals; the reported CDF's bounds from SciPy)."""
+    scheme = number_scheme("square_wave", eps)
+    truths = square_wave_truths(population, n)
+    step = scheme.grid // scheme.bins
+    edges = np.arange(scheme.bins + 1) * step / scheme.grid
+    true_bins = np.array([np.mean((truths >= lo) & ((truths < hi) if hi < 1 else True))
+                          for lo, hi in itertools.pairwise(edges)])
+    targets = {"mean": float(np.mean(truths)), "median": true_quantile(truths, 0.5),
+               "lower quartile": true_quantile(truths, 0.25),
+               "upper quartile": true_quantile(truths, 0.75)}
+    covered = dict.fromkeys(targets, 0)
+    widths = dict.fromkeys([*targets, "bins"], 0.0)
+    bins_covered = np.zeros(scheme.bins)
+    reports = np.asarray(scheme.simulate(np.tile(truths, repeats), rng)).reshape(repeats, n)
+    for row in reports:
+        counts = np.bincount(row, minlength=scheme.counters)
+        mean = scheme.mean([int(c) for c in counts], SETTINGS)
+        quartiles, bins = scheme.intervals(counts, SETTINGS.confidence, scipy_reported_bounds)
+        found = {"mean": (mean["ci_low"], mean["ci_high"]), "lower quartile": quartiles[0],
+                 "median": quartiles[1], "upper quartile": quartiles[2]}
+        for name, (low, high) in found.items():
+            covered[name] += low <= targets[name] <= high
+            widths[name] += high - low
+        lows, highs = np.array(bins).T
+        bins_covered += (lows <= true_bins) & (true_bins <= highs)
+        widths["bins"] += float(np.mean(highs - lows))
+    result = {name: (covered[name] / repeats, widths[name] / repeats) for name in targets}
+    result["bins"] = (float(bins_covered.min()) / repeats, widths["bins"] / repeats)
+    return result
+
+
+def square_wave_table(repeats: int, rng: np.random.Generator) -> None:
+    """The square_wave table: each interval's coverage / mean width per epsilon, n and
+    population."""
+    print(f"\nsquare_wave (16 bins, grid 256): coverage / mean width (share of the range; the bins': "
+          f"the lowest over the 16) of the 95 % intervals, {repeats} surveys a cell.\n")
+    names = ("mean", "lower quartile", "median", "upper quartile", "bins")
+    print("| epsilon | n | population | " + " | ".join(names) + " |")
+    print("|---|---|---|" + "---|" * len(names))
+    for eps in EPSILONS:
+        for n in SIZES:
+            for population in SQUARE_WAVE_POPULATIONS:
+                result = square_wave_cell(eps, n, population, repeats, rng)
+                print(f"| {eps:g} | {n} | {population} | "
+                      + " | ".join(f"{result[k][0]:.3f} / {result[k][1]:.3f}" for k in names)
+                      + " |", flush=True)
+
+
 def binomial_floor(level: float, repeats: int, sds: float = 3.0) -> float:
     """The lowest observed coverage consistent with a true coverage of `level`: level - sds
     binomial standard deviations."""
@@ -239,8 +324,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=40)
+    parser.add_argument("--square-wave", action="store_true",
+                        help="only the square_wave table (distributions of number questions)")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
+    if args.square_wave:
+        square_wave_table(args.repeats, rng)
+        return
     print(f"Coverage / mean width (share of the range) of the 95 % interval of the mean, "
           f"{args.repeats} surveys a cell (below {binomial_floor(0.94, args.repeats):.3f}: "
           f"under 0.94 beyond 3 binomial SDs).\n")
@@ -253,6 +343,7 @@ def main() -> None:
                 print(f"| {mechanism} | {eps:g} | {n} | "
                       + " | ".join(f"{c:.3f} / {w:.3f}" for c, w in results)
                       + f" | {min(c for c, _ in results):.3f} |", flush=True)
+    square_wave_table(args.repeats, rng)
     comparisons = (
         ("Cross-tab cells of two yes/no questions: lowest coverage over the cells",
          ("joint", "crosstab's interval", "Wald (before)"), crosstab_cell, (1.0, 3.0, 5.0),

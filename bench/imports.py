@@ -13,11 +13,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-PACKAGES = ("shared", "client", "aggregator", "analysis", "cli")
+PACKAGES = ("shared", "client", "aggregator", "analysis", "cli", "xlsform")
 
 
 def modules(root: Path) -> dict[str, Path]:
-    """Every module of the five packages by dotted name (`ldpsurvey.aggregator.web.pages`)."""
+    """Every module of the six packages by dotted name (`ldpsurvey.aggregator.web.pages`)."""
     found = {}
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):

@@ -17,6 +17,7 @@ from ldpsurvey.cli import (
     results,
     serve,
     survey,
+    verify,
 )
 
 
@@ -41,6 +42,7 @@ def main() -> None:
     """Local-differential-privacy surveys: randomized response on the respondent's device."""
 
 
-for module in (mock, privacy_math, serve, admin, survey, results, respond, privacy, deploy):
+for module in (mock, privacy_math, serve, admin, survey, results, respond, privacy, deploy,
+               verify):
     for command in module.COMMANDS:
         main.add_command(command)

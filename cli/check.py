@@ -43,6 +43,14 @@ def read_guarded(file: str, above_default_ceilings: bool) -> tuple[dict, Survey]
 def lines(checked: dict, release_batch: int) -> list[str]:
     """The report for people."""
     out = [f"{checked['title']}: total epsilon per respondent {checked['total_epsilon']:.4g}"]
+    if len(checked["languages"]) > 1:
+        first, *others = checked["languages"]
+        out.append(f"in {len(checked['languages'])} languages: {first} (the texts' own), "
+                   f"{', '.join(others)}, every text translated")
+    if checked["form_words_missing"]:
+        out.append(f"the web form has no words of its own in {', '.join(checked['form_words_missing'])}: "
+                   "respondents reading those see its buttons and notes in English (docs/"
+                   "languages.md says how to add a language)")
     for q in checked["questions"]:
         mechanism = "" if q["mechanism"] == "forced_response" else f" ({q['mechanism']})"
         share = " of its range" if q["quantity"] == "mean" else ""

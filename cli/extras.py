@@ -8,7 +8,9 @@ import click
 # The extra that installs a module: looked up by the module asked for, or one of its packages,
 # then by the module found missing (ldpsurvey.analysis.regression needs pandas, say).
 EXTRAS = {"ldpsurvey.aggregator": "server", "gunicorn": "server", "numpy": "sim",
-          "ldpsurvey.analysis": "analysis", "formulaic": "analysis", "pandas": "analysis"}
+          "ldpsurvey.analysis": "analysis", "formulaic": "analysis", "pandas": "analysis",
+          "pyreadstat": "exports", "openpyxl": "exports",
+          "ldpsurvey.xlsform": "xlsform", "pyxform": "xlsform", "tomli_w": "xlsform"}
 
 
 def extra_for(*modules: str) -> str | None:

@@ -12,6 +12,7 @@ from ldpsurvey.cli.options import json_option
 from ldpsurvey.cli.output import emit_json, messages_to_stderr
 from ldpsurvey.cli.terminal import clean
 from ldpsurvey.client import (
+    OPEN_WORDS,
     WHY_IT_MAY_DIFFER,
     ApiError,
     Ceilings,
@@ -39,19 +40,21 @@ from ldpsurvey.client.ceilings import (
     DEFAULT_MAX_LIFETIME_EPSILON,
     DEFAULT_MAX_TOTAL_EPSILON,
 )
+from ldpsurvey.client.language import N_, _, shown_in, use
 from ldpsurvey.client.respondent import Submission
 from ldpsurvey.client.urls import Link, parse_link
 from ldpsurvey.client.verified import VerifiedSurvey
 from ldpsurvey.shared import Question, Survey
-from ldpsurvey.shared.mechanisms.disclosed import WORDS as OPEN_WORDS
 from ldpsurvey.shared.survey.manifest import key_id
 
 NOT_ANSWERING = (TrustError, SurveyUnavailable, OverBudget, CountedBefore, ApiError,
                  NetworkError, ValueError)
 # What a refusal by the respondent's own limits says first, before the exact reason.
 TOO_MUCH = "this survey could reveal more about you than your limits allow"
-DETAILS_HINT = "(Add --details to see how your answers are protected: the exact chances and " \
-               "your limits.)"
+DETAILS_HINT = N_("(Add --details to see how your answers are protected: the exact chances "
+                 "and your limits.)")
+
+LANGUAGE_VARIABLE = "LDP_SURVEY_LANGUAGE"
 
 lifetime_option = click.option(
     "--max-lifetime-epsilon", type=click.FloatRange(0, min_open=True),
@@ -140,12 +143,16 @@ def read_link(url: str | None, ask: bool, insecure_http: bool) -> Link:
 @click.option("--public-key", help="Accept this public key (base64) for the aggregator instead "
               "of pinning the one it presents on first use; what this device kept for a key "
               "pinned before moves to it.")
+@click.option("--language", metavar="TAG", envvar=LANGUAGE_VARIABLE, show_envvar=True,
+              help="Answer in this language (a tag such as fr or es): the survey's texts if it "
+                   "has them (else in its own first language), and this client's words if it "
+                   "speaks it (else English).")
 @json_option
 def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str | None,
             token: str | None, max_epsilon: float, max_total_epsilon: float,
             max_lifetime_epsilon: float, max_aggregator_epsilon: float | None,
             answers_text: str | None, assume_yes: bool, details: bool, public_key: str | None,
-            as_json: bool) -> None:
+            language: str | None, as_json: bool) -> None:
     """Answer a survey. Your answers are randomized here; only the randomized ones are sent.
     What happens is said in everyday words; --details adds the exact chances and limits.
     --json asks no question (every answer still to give comes from --answers; it needs --yes)
@@ -154,22 +161,26 @@ def respond(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str
     if as_json and not assume_yes:
         raise click.UsageError("--json asks nothing: add --yes to send, and give every answer "
                                "with --answers")
+    use(language)
     with messages_to_stderr(as_json):
         sent = answer(url, ask_link, insecure_http, survey_id, token,
                       Ceilings(max_epsilon, max_total_epsilon, max_lifetime_epsilon,
                                max_aggregator_epsilon),
                       answers_text, assume_yes, public_key, ask=not as_json,
-                      details=details)
+                      details=details, language=language)
     if as_json:
         emit_json(sent)
 
 
 def answer(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str | None,
            token: str | None, ceilings: Ceilings, answers_text: str | None, assume_yes: bool,
-           public_key: str | None, ask: bool, details: bool = False) -> dict | None:
+           public_key: str | None, ask: bool, details: bool = False,
+           language: str | None = None) -> dict | None:
     """`respond` itself: what was sent (`sent_document`), or None if the respondent declined.
     ask=False: a true answer missing from --answers is a usage error, never a prompt.
-    details: also print how the answers are protected (epsilon, limits, exact chances)."""
+    details: also print how the answers are protected (epsilon, limits, exact chances).
+    language: show the survey's texts in it (language.shown_in); what is answered is the
+    survey as signed."""
     link = read_link(url, ask_link, insecure_http)
     if survey_id and link.survey_id and survey_id != link.survey_id:
         raise click.BadParameter("the link is for another survey", param_hint="'--survey'")
@@ -178,22 +189,24 @@ def answer(url: str | None, ask_link: bool, insecure_http: bool, survey_id: str 
         raise click.UsageError("give --survey, or the survey link with --url or --link")
     state = open_state()
     verified = verify(link.base, survey_id, state, ceilings, public_key, token or link.token,
-                      details)
+                      details, language)
+    shown = shown_in(verified.survey, language)
     given = parse_answers_option(answers_text)
-    true_answers = collect_answers(verified, state, given, ask, details)
+    true_answers = collect_answers(verified, state, given, ask, details, shown)
     if set(true_answers) - set(given):  # some were typed here: review them before randomizing
-        true_answers = review(verified.survey, true_answers)
+        true_answers = review(shown, true_answers)
     try:  # another run may have answered a changed version of it since it was fetched
         submission = prepare(verified, true_answers, state)
     except TrustError as exc:
         raise click.ClickException(clean(f"not answering: {exc}")) from None
     del true_answers  # from here on only randomized answers exist
     return confirm_and_send(verified, submission, state, token or link.token, assume_yes,
-                            details)
+                            details, shown)
 
 
 def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
-           public_key: str | None, token: str | None, details: bool = False) -> VerifiedSurvey:
+           public_key: str | None, token: str | None, details: bool = False,
+           language: str | None = None) -> VerifiedSurvey:
     """Fetch the survey, check its signature against the pinned (or given) key, the ceilings,
     that it is open and the lifetime budget; say which key is trusted and show the survey,
     what happens to the answers in everyday words, and with `details` the epsilon, limits and
@@ -215,12 +228,12 @@ def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
     elif key_id(before) != verified.key_id:
         click.echo(f"Accepted signing key {verified.key_id} for {verified.aggregator}; what this "
                    f"device kept for key {key_id(before)} moved to it.")
-    survey = verified.survey
+    survey = shown_in(verified.survey, language)
     click.echo(f"\n{clean(survey.title)}\n{clean(survey.description, keep_newlines=True)}\n")
     click.echo(intro(survey.questions))
     click.echo(bound_note(randomized_epsilons(verified)))
     if not details:
-        click.echo(DETAILS_HINT)
+        click.echo(_(DETAILS_HINT))
         return verified
     cost = ledger.charge_for(verified, state)
     click.echo(f"\nHow your answers are protected. Privacy: epsilon "
@@ -236,11 +249,12 @@ def verify(url: str, survey_id: str, state: LocalState, ceilings: Ceilings,
 
 
 def collect_answers(verified: VerifiedSurvey, state: LocalState, given: dict[str, str],
-                    ask: bool = True, details: bool = False) -> dict[str, Any]:
+                    ask: bool = True, details: bool = False, shown: Survey | None = None
+                    ) -> dict[str, Any]:
     """The true answers to the questions not randomized before on this device: from
-    --answers, else asked one by one, with `details` each with its privacy note (ask=False:
-    a usage error naming the first one missing)."""
-    survey = verified.survey
+    --answers, else asked one by one (in `shown`'s words), with `details` each with its
+    privacy note (ask=False: a usage error naming the first one missing)."""
+    survey = shown or verified.survey
     pending = set(unanswered(verified, state))
     record = state.record(verified.key_id, survey.survey_id)
     if not pending:
@@ -255,14 +269,14 @@ def collect_answers(verified: VerifiedSurvey, state: LocalState, given: dict[str
         click.echo("\n" + clean(f"[{question.id}] {question.text}"))
         click.echo(clean("  " + question.scheme.asked()))
         if question.disclosed:
-            click.echo("  " + OPEN_WORDS)
+            click.echo("  " + _(OPEN_WORDS))
         if details:
             click.echo(f"  {notes[question.id]}")
         if question.id in record["answers"]:
-            click.echo("  (you answered this before: that answer is used again)")
+            click.echo("  " + _("(you answered this before: that answer is used again)"))
         elif question.id not in pending:
-            click.echo("  (nothing to answer: you answered this in an earlier survey, and that "
-                       "answer is used)")
+            click.echo("  " + _("(nothing to answer: you answered this in an earlier survey, "
+                                "and that answer is used)"))
         elif question.id in given:
             true_answers[question.id] = parse_choice(question, given[question.id])
         elif not ask:
@@ -270,7 +284,7 @@ def collect_answers(verified: VerifiedSurvey, state: LocalState, given: dict[str
                                    "with --answers")
         else:
             true_answers[question.id] = click.prompt(
-                "  Your answer", value_proc=lambda text, q=question: parse_choice(q, text))
+                "  " + _("Your answer"), value_proc=lambda text, q=question: parse_choice(q, text))
     return true_answers
 
 
@@ -279,46 +293,51 @@ def review(survey: Survey, true_answers: dict[str, Any]) -> dict[str, Any]:
     anything is randomized (once randomized they are final: asking again until a report one
     likes would bias the estimates)."""
     while True:
-        click.echo("\nYour answers, before the coin flips (only you see them; " + (
-            "only those marked as answered openly leave this device as they are):"
-            if survey.opened else "they never leave this device):"))
+        click.echo("\n" + (_("Your answers, before the coin flips (only you see them; only "
+                             "those marked as answered openly leave this device as they are):")
+                           if survey.opened else _("Your answers, before the coin flips (only "
+                                                   "you see them; they never leave this "
+                                                   "device):")))
         for qid, answer in true_answers.items():
             click.echo(clean(f"  [{qid}] {survey.question(qid).scheme.shown(answer)}"))
-        choice = click.prompt("Press Enter to flip the coins (then they are final), or type a "
-                              "question id to change its answer", default="",
+        choice = click.prompt(_("Press Enter to flip the coins (then they are final), or type "
+                                "a question id to change its answer"), default="",
                               show_default=False).strip()
         if not choice:
             return true_answers
         if choice not in true_answers:
-            click.echo(clean(f"  {choice!r} is not one of the questions above"))
+            click.echo(clean("  " + _("{choice} is not one of the questions above").format(
+                choice=repr(choice))))
             continue
         question = survey.question(choice)
         true_answers[choice] = click.prompt(
-            "  Your answer", value_proc=lambda text, q=question: parse_choice(q, text))
+            "  " + _("Your answer"), value_proc=lambda text, q=question: parse_choice(q, text))
 
 
 def again_message(record: dict) -> str:
     """What answering a survey again does, saying truly whether it was sent before."""
     if record["submitted"]:
-        return ("You already sent this survey from this device. The same answers are sent "
-                "again: that reveals nothing new, and they are counted once.")
+        return _("You already sent this survey from this device. The same answers are sent "
+                 "again: that reveals nothing new, and they are counted once.")
     if record["charged"] is not None:
-        return ("You tried to send this survey from this device before, without confirmation "
-                "that it arrived. The same answers are sent, and counted once.")
-    return ("You answered this survey on this device before but did not send it. The same "
-            "answers are used, so nothing new is revealed.")
+        return _("You tried to send this survey from this device before, without confirmation "
+                 "that it arrived. The same answers are sent, and counted once.")
+    return _("You answered this survey on this device before but did not send it. The same "
+             "answers are used, so nothing new is revealed.")
 
 
 def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: LocalState,
-                     token: str | None, assume_yes: bool, details: bool = False) -> dict | None:
-    """Show exactly what will be sent (with `details`, the request body too), ask to confirm
-    (unless --yes), send it: what was sent (`sent_document`), or None if the respondent
-    declined."""
-    survey = verified.survey
-    click.echo("\nThis is exactly what will be sent, after the coin flips on this device:")
+                     token: str | None, assume_yes: bool, details: bool = False,
+                     shown: Survey | None = None) -> dict | None:
+    """Show exactly what will be sent (in `shown`'s words; with `details`, the request body
+    too), ask to confirm (unless --yes), send it: what was sent (`sent_document`), or None if
+    the respondent declined."""
+    survey = shown or verified.survey
+    click.echo("\n" + _("This is exactly what will be sent, after the coin flips on this "
+                        "device:"))
     for qid, report in submission.answers.items():
         click.echo(clean(f"  [{qid}] {survey.question(qid).scheme.plain_report(report)}"))
-    click.echo(WHY_IT_MAY_DIFFER)
+    click.echo(_(WHY_IT_MAY_DIFFER))
     click.echo(release_summary(survey.release_batch,
                                bool(survey.opened)))
     if details:
@@ -327,9 +346,9 @@ def confirm_and_send(verified: VerifiedSurvey, submission: Submission, state: Lo
             click.echo(clean(f"  [{qid}] {survey.question(qid).scheme.shown_report(report)}"))
         click.echo(clean(f"The request body: {json.dumps(submission.body())}"))
         click.echo(release_note(survey.release_batch))
-    if not assume_yes and not click.confirm("Send it?", default=True):
-        click.echo("Not sent. Your randomized answers are kept, so answering later sends the "
-                   "same ones.")
+    if not assume_yes and not click.confirm(_("Send it?"), default=True):
+        click.echo(_("Not sent. Your randomized answers are kept, so answering later sends the "
+                     "same ones."))
         return None
     charge = ledger.charge_for(verified, state)
     try:

@@ -7,12 +7,14 @@ from urllib.parse import quote
 
 import click
 
+from ldpsurvey.cli import export_files, written
 from ldpsurvey.cli.api import Api, pass_api, url_option
 from ldpsurvey.cli.options import confidence_option, json_option, method_option
 from ldpsurvey.cli.output import emit_json, interval, note, p_text, release_lines, table
 from ldpsurvey.cli.terminal import clean_pieces
 from ldpsurvey.shared import Difference, Mechanism, difference, parse_manifest
 from ldpsurvey.shared.http_contract import EXPORT_FORMATS
+from ldpsurvey.shared.mechanisms.square_wave import distribution_rows
 
 # Seconds the CLI waits for a regression or weighting: past the server's own budget for one
 # (ANALYSIS_SECONDS, 45 by default; docs/deployment.md), which answers a 422 when it stops one.
@@ -47,7 +49,9 @@ ANALYSIS_WAIT = 120.0
               help="The responses as JSON lines: a first line with the manifest, design "
                    "parameters and central epsilon, then one {\"answers\": {id: code}} each.")
 @click.option("--output", type=click.Path(dir_okay=False, writable=True),
-              help="Write the --csv or --jsonl export to this file, with a progress bar.")
+              help="Write the export to this file, with a progress bar; its ending chooses "
+                   "the format: .csv, .jsonl, .dta (Stata), .sav (SPSS), .xlsx (Excel) or .R "
+                   "(an R script and NAME-data.csv beside it).")
 @click.option("--codes", is_flag=True,
               help="With --csv: option codes (0, 1, ...) instead of option labels.")
 @click.option("--format", "layout", type=click.Choice(EXPORT_FORMATS), default="plain",
@@ -69,19 +73,25 @@ def results(api: Api, survey_id: str, confidence: float, method: str, simultaneo
                                         ("--crosstab", crosstab), ("--regress", regress),
                                         ("--weights", margins_file),
                                         ("--simultaneous", simultaneous)) if given]
+    export = _export_kind(export, output)
     if export:
         if ignored:
             raise click.UsageError(f"{ignored[0]} does not go with --{export}: the export is "
                                    "the responses themselves (--output writes them to a file)")
-        _export(api, survey_id, export + _export_query(export, codes, layout), output, codebook)
+        if export in export_files.SERVED:
+            _export(api, survey_id, export + _export_query(export, codes, layout), output,
+                    codebook)
+        else:
+            _export_query(export, codes, layout)
+            written.write(api, survey_id, export, output, codebook)
         return
-    if codes or layout != "plain" or output:
-        raise click.UsageError("--codes, --format and --output go with --csv or --jsonl")
+    if codes or layout != "plain":
+        raise click.UsageError("--codes and --format go with --csv or an --output FILE.csv")
     if codebook:
         if ignored:
             raise click.UsageError(f"{ignored[0]} does not go with --codebook alone: it writes "
                                    "the codebook only")
-        _write_codebook(api, survey_id, codebook)
+        written.write_codebook(api, survey_id, codebook)
         return
     if margins_file and (crosstab or difference):
         raise click.UsageError("--weights goes with the estimates or --regress, not with "
@@ -105,23 +115,33 @@ def results(api: Api, survey_id: str, confidence: float, method: str, simultaneo
         _print_estimates(body)
 
 
+def _export_kind(flag: str | None, output: str | None) -> str | None:
+    """The export asked for: by --csv or --jsonl, else by the --output name's ending
+    (export_files.kind_of), else none. A flag naming another format than a known ending
+    is refused."""
+    if output is None:
+        return flag
+    try:
+        kind = export_files.kind_of(output)
+    except ValueError as error:
+        if flag:
+            return flag  # --csv or --jsonl to a file of any other name, as before
+        raise click.BadParameter(str(error), param_hint="'--output'") from None
+    if flag and flag != kind:
+        raise click.UsageError(f"--{flag} does not go with {output}: its ending chooses "
+                               f"{kind} (drop --{flag})")
+    return kind
+
+
 def _export_query(kind: str, codes: bool, layout: str) -> str:
     """The export's query string for --codes and --format (checked: they fit the CSV only,
     and rr always holds codes)."""
     if kind != "csv" and (codes or layout != "plain"):
-        raise click.UsageError("--codes and --format go with --csv")
+        raise click.UsageError("--codes and --format go with --csv (.csv): the other formats "
+                               "hold codes with their labels")
     if codes and layout != "plain":
         raise click.UsageError("--codes goes with --format plain: rr always holds codes")
     return "?codes=true" if codes else "?format=rr" if layout == "rr" else ""
-
-
-def _write_codebook(api: Api, survey_id: str, codebook: str) -> None:
-    """The codebook's exact bytes to the file `codebook`: Markdown if it ends in .md, else
-    JSON."""
-    kind = "md" if codebook.endswith(".md") else "json"
-    with open(codebook, "wb") as file:
-        file.write(api.get(f"/api/surveys/{survey_id}/codebook.{kind}").body)
-    click.echo(f"codebook written to {codebook}", err=True)
 
 
 def _export(api: Api, survey_id: str, export: str, output: str | None,
@@ -131,7 +151,7 @@ def _export(api: Api, survey_id: str, export: str, output: str | None,
     is a terminal), or to `output` with a progress bar over the released responses (one line
     each), in constant memory at any size."""
     if codebook:
-        _write_codebook(api, survey_id, codebook)
+        written.write_codebook(api, survey_id, codebook)
     path = f"/api/surveys/{survey_id}/export.{export}"
     if output is None:
         with api.stream(path) as pieces:
@@ -139,7 +159,7 @@ def _export(api: Api, survey_id: str, export: str, output: str | None,
             for piece in clean_pieces(pieces) if sys.stdout.isatty() else pieces:
                 click.echo(piece, nl=False)
         return
-    released = api.get(f"/api/surveys/{survey_id}/estimates").json()["questions"][0]["n"]
+    released = written.released(api, survey_id)
     with (api.stream(path) as pieces, open(output, "wb") as file,
           click.progressbar(length=released, label="exporting", file=sys.stderr) as bar):
         for piece in pieces:
@@ -151,15 +171,17 @@ def _export(api: Api, survey_id: str, export: str, output: str | None,
 def _print_estimates(body: dict) -> None:
     """The estimates for people: each option's constrained maximum-likelihood estimate (p_mle,
     in [0, 1]) inside its interval; the unbiased estimates and their standard errors, which
-    may leave [0, 1], only in --json."""
+    may leave [0, 1], only in --json. A number question's distribution (square_wave) adds its
+    quartiles and its bins' shares, each inside its exact interval."""
     together = "simultaneous " if body["simultaneous"] else ""
     click.echo(f"{body['title']} ({body['status']}); epsilon per respondent "
                f"{body['total_epsilon']:.4g}; {body['confidence']:.0%} {together}"
                f"{body['ci_method']} CIs. MLE: the maximum-likelihood estimate, in [0, 1] "
                "and inside its CI; the unbiased estimates (p_hat) and their standard errors "
                "are in --json.")
-    rows = [(q["id"], o["option"], o["n"], o["p_mle"], interval(o), q["epsilon"], note(o))
-            for q in body["questions"] for o in q["options"]]
+    rows = [(q["id"], o["option"], o.get("n", q["n"]), o["p_mle"], interval(o), q["epsilon"],
+             note(o)) for q in body["questions"]
+            for o in [*q["options"], *distribution_rows(q)]]
     click.echo(table(rows, ["question", "option", "n", "MLE", "CI", "eps", "note"]))
     for line in release_lines(body):
         click.echo(line)

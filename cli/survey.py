@@ -1,13 +1,14 @@
 """`ldp-survey survey`: init and check a survey file, and the commands that talk to an
 aggregator over HTTP: create, list, close, share, unshare, tokens, qr (and from
-survey_lifecycle.py and preview.py: edit, publish, copy, archive, unarchive, delete, preview)."""
+survey_lifecycle.py, preview.py and xlsform.py: edit, publish, copy, archive, unarchive, delete,
+preview, and the XLSForm import and export)."""
 
 from importlib import resources
 from urllib.parse import quote
 
 import click
 
-from ldpsurvey.cli import check, preview, survey_lifecycle
+from ldpsurvey.cli import check, preview, survey_lifecycle, xlsform
 from ldpsurvey.cli.api import Api, can_prompt, pass_api, url_option
 from ldpsurvey.cli.options import json_option
 from ldpsurvey.cli.output import emit_json, table
@@ -16,8 +17,8 @@ from ldpsurvey.shared.http_contract import MAX_TOKENS_PER_REQUEST
 
 @click.group()
 def survey() -> None:
-    """Write, check and preview survey files; create, publish, share, close, archive and
-    delete surveys on an aggregator."""
+    """Write, check and preview survey files, import them from XLSForms and back; create,
+    publish, share, close, archive and delete surveys on an aggregator."""
 
 
 @survey.command("create")
@@ -204,7 +205,7 @@ def qr(api: Api, survey_id: str, output: str) -> None:
     click.echo(f"QR code of survey {survey_id}'s respondent link written to {output}", err=True)
 
 
-for command in (*survey_lifecycle.COMMANDS, *preview.COMMANDS):
+for command in (*survey_lifecycle.COMMANDS, *preview.COMMANDS, *xlsform.COMMANDS):
     survey.add_command(command)
 
 COMMANDS = (survey,)

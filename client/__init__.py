@@ -16,6 +16,7 @@ from ldpsurvey.client.notes import (
     ALL_OPEN,
     INTRO,
     OPEN_INTRO,
+    OPEN_WORDS,
     WHY_IT_MAY_DIFFER,
     bound_note,
     concept_note,
@@ -33,9 +34,9 @@ from ldpsurvey.client.verified import VerifiedSurvey
 from ldpsurvey.client.verify import SurveyUnavailable, TrustError, fetch_survey
 
 __all__ = [
-    "ALL_OPEN", "INTRO", "OPEN_INTRO", "WHY_IT_MAY_DIFFER", "ApiError", "Ceilings", "CountedBefore",
-    "LocalState", "NetworkError", "OverBudget", "Submission", "SurveyUnavailable", "TrustError",
-    "VerifiedSurvey", "bound_note", "concept_note", "fetch_survey", "intro", "prepare",
+    "ALL_OPEN", "INTRO", "OPEN_INTRO", "OPEN_WORDS", "WHY_IT_MAY_DIFFER", "ApiError", "Ceilings",
+    "CountedBefore", "LocalState", "NetworkError", "OverBudget", "Submission", "SurveyUnavailable",
+    "TrustError", "VerifiedSurvey", "bound_note", "concept_note", "fetch_survey", "intro", "prepare",
     "question_note", "randomized_epsilons", "release_note", "release_summary", "sent_note",
     "submit", "survey_notes", "unanswered",
 ]

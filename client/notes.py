@@ -1,7 +1,10 @@
-"""Plain-words privacy notes for respondents, from a survey's own numbers."""
+"""Plain-words privacy notes for respondents, from a survey's own numbers. The words read
+first are in the language chosen with language.use() (the "client" catalogue); the details
+(--details) are in English."""
 
 from collections.abc import Iterable
 
+from ldpsurvey.client.language import N_, _
 from ldpsurvey.client.verified import VerifiedSurvey
 from ldpsurvey.shared import Question, posterior_bounds
 from ldpsurvey.shared.mechanisms.protocol import percent
@@ -10,23 +13,28 @@ from ldpsurvey.shared.mechanisms.protocol import percent
 # copy of each, which the browser tests compare): what happens, in everyday words. Epsilon,
 # limits and the exact chances are in "How your answers are protected" (question_note and the
 # rest below), one tap (or --details) away.
-INTRO = ("Your device flips a coin for each answer and sometimes sends another answer on "
-         "purpose. No one can know your real answers. Researchers can still count how common "
-         "each one is.")
+INTRO = N_("Your device flips a coin for each answer and sometimes sends another answer on "
+           "purpose. No one can know your real answers. Researchers can still count how common "
+           "each one is.")
 
 # INTRO for a survey that asks some questions openly (disclosed = true): its first words must
 # not promise that no one can know those answers.
-OPEN_INTRO = ("Your device flips a coin for each answer not marked \"Answered openly\", and "
-              "sometimes sends another answer on purpose. No one can know those real answers, "
-              "yet researchers can still count them. Open answers are stored as you give them.")
+OPEN_INTRO = N_("Your device flips a coin for each answer not marked \"Answered openly\", "
+                "and sometimes sends another answer on purpose. No one can know those real "
+                "answers, yet researchers can still count them. Open answers are stored as you "
+                "give them.")
 
-WHY_IT_MAY_DIFFER = ("Some answers may differ from what you chose. That is on purpose: it "
-                     "keeps your real answers private.")
+WHY_IT_MAY_DIFFER = N_("Some answers may differ from what you chose. That is on purpose: it "
+                       "keeps your real answers private.")
+
+# shared/mechanisms/disclosed.py's WORDS, the mark of an openly answered question, in this catalogue too
+# (tests/test_translations.py compares them).
+OPEN_WORDS = N_("Answered openly: stored as you give it.")
 
 
 def intro(questions: Iterable[Question]) -> str:
     """The first words: OPEN_INTRO if any question is answered openly, else INTRO."""
-    return OPEN_INTRO if any(q.disclosed for q in questions) else INTRO
+    return _(OPEN_INTRO if any(q.disclosed for q in questions) else INTRO)
 
 
 def bound_note(epsilons: Iterable[float]) -> str:
@@ -37,13 +45,13 @@ def bound_note(epsilons: Iterable[float]) -> str:
     questions only (an open answer has no bound); with none, ALL_OPEN."""
     epsilons = list(epsilons)
     if not epsilons:
-        return ALL_OPEN
+        return _(ALL_OPEN)
     most = max(posterior_bounds(0.5, epsilon).high for epsilon in epsilons)
-    return (f"From one sent answer, someone with no idea can be at most {percent(most)} sure "
-            "of your real answer.")
+    return _("From one sent answer, someone with no idea can be at most {chance} sure of your "
+             "real answer.").format(chance=percent(most))
 
 
-ALL_OPEN = "Nothing here is changed at random: every answer is stored as you give it."
+ALL_OPEN = N_("Nothing here is changed at random: every answer is stored as you give it.")
 
 
 def randomized_epsilons(verified: VerifiedSurvey) -> list[float]:
@@ -54,22 +62,22 @@ def randomized_epsilons(verified: VerifiedSurvey) -> list[float]:
 def sent_note(questions: Iterable[Question]) -> str:
     """The last words after a send: the real answers stayed on the device, but for open ones."""
     if any(q.disclosed for q in questions):
-        return ("Sent. Thank you. Your real answers never left this device, except those you "
-                "gave openly.")
-    return "Sent. Thank you. Your real answers never left this device."
+        return _("Sent. Thank you. Your real answers never left this device, except those you "
+                 "gave openly.")
+    return _("Sent. Thank you. Your real answers never left this device.")
 
 
-OPEN_NOT_MIXED = "Answers you give openly can still point to you."
+OPEN_NOT_MIXED = N_("Answers you give openly can still point to you.")
 
 
 def release_summary(release_batch: int, any_open: bool = False) -> str:
     """release_note in everyday words; with openly answered questions (any_open), that the
     mixing does not hide them (an open answer can single a response out of its group)."""
     if release_batch <= 1:
-        return "The researchers see your answers as soon as they arrive."
-    mixed = (f"The researchers see your answers only mixed with others, in groups of at least "
-             f"{release_batch} (the last can be smaller).")
-    return f"{mixed} {OPEN_NOT_MIXED}" if any_open else mixed
+        return _("The researchers see your answers as soon as they arrive.")
+    mixed = _("The researchers see your answers only mixed with others, in groups of at least "
+              "{size} (the last can be smaller).").format(size=release_batch)
+    return f"{mixed} {_(OPEN_NOT_MIXED)}" if any_open else mixed
 
 
 def question_note(question: Question, epsilon: float, total_epsilon: float) -> str:

@@ -17,10 +17,11 @@ from hypothesis import settings
 from helpers import (
     POSTGRES_URL,
     SURVEY,
+    aggregator,
+    database,
     postgres_available,
-    postgres_url,
-    recording_client_class,
     require,
+    served,
 )
 
 # Hypothesis' deadline times each example, and time is not what any property here checks: on a
@@ -72,42 +73,17 @@ def postgres_schema():
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-def empty_tables(schema: str) -> None:
-    """Delete every row but the schema version (DELETE: far quicker than TRUNCATE on tables
-    this small; foreign-key triggers are off for this session, so any order will do)."""
-    import psycopg
-
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute("SET session_replication_role = replica")
-        tables = [name for (name,) in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> "
-            "'schema_version'", (schema,))]
-        with conn.transaction():
-            for table in tables:
-                conn.execute(f"DELETE FROM {schema}.{table}")
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request, tmp_path):
     """An empty database: a fresh SQLite file, or the session's PostgreSQL schema."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'test.sqlite3'}"
-        return
-    schema = request.getfixturevalue("postgres_schema")
-    try:
-        yield postgres_url(schema)
-    finally:
-        empty_tables(schema)
+    with database(request, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture
 def app(database_url, tmp_path):
-    from ldpsurvey.aggregator import close_app, create_app
-
-    application = create_app({"DATABASE_URL": database_url}, instance_path=tmp_path / "instance")
-    application.test_client_class = recording_client_class()
-    yield application
-    close_app(application)
+    with aggregator(database_url, tmp_path / "instance") as application:
+        yield application
 
 
 @pytest.fixture
@@ -137,20 +113,8 @@ def survey_id(client, auth) -> str:
 @pytest.fixture
 def live_server(app):
     """The app served over real HTTP on a loopback port, in a thread."""
-    import threading
-
-    from werkzeug.serving import make_server
-
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    # A short poll interval: shutdown() waits for it (0.5 s by default, for every test).
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
-                              daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_port}"
-    app.config["PUBLIC_URL"] = url  # where respondents reach it: signed into new surveys
-    yield url
-    server.shutdown()
-    thread.join()
+    with served(app) as url:
+        yield url
 
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

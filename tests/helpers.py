@@ -43,12 +43,14 @@ OPEN_AND_HIDDEN = {"title": "Open and hidden", "release_batch": 1, "questions": 
 # One survey holding every question type, mechanism and design the product supports (issue
 # 39: "every surface, every type"): yes/no and choice by forced response (one a concept), choice
 # by OUE, OLH and auto, multi_select by bits, padding and auto, numeric by Duchi's, piecewise,
-# hybrid and auto, cheating detection, and yes/no, choice and numeric answered openly.
-# test_every_type.py and test_form_every_type.py check it against the registries
-# (shared/mechanisms/registry.py); the first takes it through every server surface, the second through the
-# form's accessibility, plain-word, keyboard and touch-target tests. Every randomized question
-# at epsilon 0.3, 4.2 in all: within a respondent's default limits (ln 3 a question, 4 ln 3 a
-# submission). At most two ticks on each multi_select question.
+# hybrid, auto and its distribution (square wave), cheating detection, and yes/no, choice and
+# numeric answered openly. tests/conformance/ (the conformance suite) checks it against the
+# registry (shared/mechanisms/registry.py, through tests/conformance/mechanisms.py):
+# test_every_surface.py takes it through every server surface, test_every_form.py through the
+# form's accessibility, plain-word, keyboard and touch-target tests, each also on every entry's
+# question alone. Every randomized question at epsilon 0.3 but the distribution at 0.15, 4.35
+# in all: within a respondent's default limits (ln 3 a question, 4 ln 3 = 4.39 a submission).
+# At most two ticks on each multi_select question.
 EVERY_TYPE = {"title": "Every kind of question", "release_batch": 1, "questions": [
     {"id": "smoked", "text": "Have you smoked in the last month?", "type": "yes_no",
      "epsilon": 0.3},
@@ -82,6 +84,9 @@ EVERY_TYPE = {"title": "Every kind of question", "release_batch": 1, "questions"
      "min": 0, "max": 24, "unit": "hours", "mechanism": "hybrid", "epsilon": 0.3},
     {"id": "commute", "text": "How many minutes does your trip to work take?", "type": "numeric",
      "min": 0, "max": 90, "unit": "minutes", "mechanism": "auto", "epsilon": 0.3},
+    {"id": "income", "text": "What is your yearly income, in thousands?", "type": "numeric",
+     "min": 0, "max": 200, "unit": "thousand", "mechanism": "auto", "distribution": True,
+     "bins": 8, "epsilon": 0.15},
     {"id": "age", "text": "How old are you?", "type": "numeric", "min": 18, "max": 120,
      "unit": "years", "disclosed": True},
     {"id": "region", "text": "Where do you live?", "type": "choice",
@@ -91,7 +96,7 @@ EVERY_TYPE = {"title": "Every kind of question", "release_batch": 1, "questions"
 EVERY_TYPE_ANSWERS = {"smoked": "No", "ever": "Yes", "shoplifted": "No", "sleep": "6 to 8 hours",
                       "fruit": "Pears", "bread": "Rye", "travel": "Bus",
                       "sports": ["Running", "Cycling"], "drinks": ["Wine"], "games": ["Chess"],
-                      "glasses": "6", "steps": "7.5", "screen": "5", "commute": "25",
+                      "glasses": "6", "steps": "7.5", "screen": "5", "commute": "25", "income": "55",
                       "age": "40", "region": "East", "member": "Yes"}
 # Words of a report exactly as the server reads it (scheme.shown_report, web/*.js `shown`):
 # kept for "How your answers are protected" and `respond --details`, never the plain view.
@@ -99,17 +104,26 @@ TECHNICAL = ("marks ", "seed ", "hash value", "randomized cell", "randomized bit
              "placeholder, ")
 
 
-def every_type_answered(client, auth, n: int = 240) -> str:
-    """EVERY_TYPE published with n responses released, each question's true answer drawn at
-    random and randomized by its own scheme on the device's draws; its survey id."""
+def every_type_answered(client, auth, n: int = 240, definition: dict = EVERY_TYPE) -> str:
+    """EVERY_TYPE (or another `definition`) published with n responses released, each
+    question's true answer drawn at random and randomized by its own scheme on the device's
+    draws; its survey id."""
+    survey_id = published(client, auth, definition)
+    answered(client, auth, survey_id, definition, n, seed=39)
+    assert released_n(client, auth, survey_id) == n
+    return survey_id
+
+
+def answered(client, auth, survey_id: str, definition: dict, n: int, seed: int) -> None:
+    """n responses to the published `definition`, each true answer drawn at random (seeded)
+    and randomized by its question's own scheme on the device's draws, sent in one batch."""
     import random
 
     from ldpsurvey.shared import parse_definition
     from ldpsurvey.shared.mechanisms.randomizer import secure_draw
 
-    survey = parse_definition(EVERY_TYPE)
-    survey_id = published(client, auth, EVERY_TYPE)
-    rng = random.Random(39)
+    survey = parse_definition(definition)
+    rng = random.Random(seed)
 
     def truth(question):
         if question.type == "multi_select":
@@ -124,8 +138,6 @@ def every_type_answered(client, auth, n: int = 240) -> str:
     response = client.post(f"/api/surveys/{survey_id}/responses/batch", headers=auth,
                            json={"responses": responses})
     assert response.status_code == 201, response.json
-    assert released_n(client, auth, survey_id) == n
-    return survey_id
 
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -203,6 +215,48 @@ def conforms(config, sent, response) -> None:
         assert set(response.json) == {"error", "detail"}
     else:
         api.validate_response(request, WerkzeugOpenAPIResponse(response))
+
+
+def empty_tables(schema: str) -> None:
+    """Delete every row but the schema version (DELETE: far quicker than TRUNCATE on tables
+    this small; foreign-key triggers are off for this session, so any order will do)."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
+        tables = [name for (name,) in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> "
+            "'schema_version'", (schema,))]
+        with conn.transaction():
+            for table in tables:
+                conn.execute(f"DELETE FROM {schema}.{table}")
+
+
+@contextlib.contextmanager
+def database(request, folder: Path) -> Iterator[str]:
+    """The URL of an empty database for a fixture parametrized "sqlite" or "postgresql": a
+    fresh SQLite file in folder, or the session's PostgreSQL schema (emptied afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{folder / 'test.sqlite3'}"
+        return
+    schema = request.getfixturevalue("postgres_schema")
+    try:
+        yield postgres_url(schema)
+    finally:
+        empty_tables(schema)
+
+
+@contextlib.contextmanager
+def aggregator(database_url: str, instance_path: Path):
+    """The aggregator on this database, its test client recording every API response."""
+    from ldpsurvey.aggregator import close_app, create_app
+
+    application = create_app({"DATABASE_URL": database_url}, instance_path=instance_path)
+    application.test_client_class = recording_client_class()
+    try:
+        yield application
+    finally:
+        close_app(application)
 
 
 def require(available: bool, reason: str) -> None:
@@ -310,6 +364,26 @@ def serving(handler: type) -> Iterator[str]:
         server.shutdown()
         thread.join()
         server.server_close()
+
+
+@contextlib.contextmanager
+def served(app) -> Iterator[str]:
+    """The app served over real HTTP on a loopback port, in a thread; its URL, which is also
+    the app's PUBLIC_URL (where respondents reach it: signed into new surveys)."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    # A short poll interval: shutdown() waits for it (0.5 s by default, for every test).
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
+                              daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    app.config["PUBLIC_URL"] = url
+    try:
+        yield url
+    finally:
+        server.shutdown()
+        thread.join()
 
 
 def sent_body(stdout: str) -> dict:

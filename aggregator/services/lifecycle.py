@@ -90,13 +90,14 @@ def edit(db: Connection, caller: KeyRecord, survey_id: str, definition: Any,
 
 
 def publish(db: Connection, caller: KeyRecord, survey_id: str, key: SigningKey,
-            epsilon_cap: float, origin: str) -> Survey:
+            epsilon_cap: float, origin: str, form: dict[str, str]) -> Survey:
     """Publish a draft under its id: check its definition again (the cap may have changed),
-    sign its manifest with the web `origin`, store it open, owned by the draft's owner, and
-    drop the draft, in one transaction. AlreadyPublished (also when another request published
-    it first), SurveyNotFound, InvalidSurvey, EpsilonAboveCap."""
+    sign its manifest with the web `origin` and the `form` digests (assets.form_digests), store
+    it open, owned by the draft's owner, and drop the draft, in one transaction.
+    AlreadyPublished (also when another request published it first), SurveyNotFound,
+    InvalidSurvey, EpsilonAboveCap."""
     found = access.draft(db, caller, survey_id)
-    survey = _as_published(found.definition, survey_id, epsilon_cap, key.key_id, origin)
+    survey = _as_published(found.definition, survey_id, epsilon_cap, key.key_id, origin, form)
     with db.transaction():
         if not draft_store.take_draft(db, survey_id):
             raise AlreadyPublished(survey_id)
@@ -105,10 +106,11 @@ def publish(db: Connection, caller: KeyRecord, survey_id: str, key: SigningKey,
 
 
 def publish_new(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
-                epsilon_cap: float, origin: str) -> Survey:
-    """Publish a definition at once, as publish does a draft's, under a new id and owned by
-    the caller's researcher; no draft is kept. InvalidSurvey, EpsilonAboveCap."""
-    survey = _as_published(definition, new_survey_id(), epsilon_cap, key.key_id, origin)
+                epsilon_cap: float, origin: str, form: dict[str, str]) -> Survey:
+    """Publish a definition at once, as publish does a draft's (with the web `origin` and the
+    `form` digests), under a new id and owned by the caller's researcher; no draft is kept.
+    InvalidSurvey, EpsilonAboveCap."""
+    survey = _as_published(definition, new_survey_id(), epsilon_cap, key.key_id, origin, form)
     _store_published(db, survey, key, caller.researcher_id)
     return survey
 
@@ -119,19 +121,19 @@ def _store_published(db: Connection, survey: Survey, key: SigningKey, owner_id: 
 
 
 def preview(db: Connection, caller: KeyRecord, survey_id: str, epsilon_cap: float,
-            key_id: str, origin: str) -> Survey:
-    """A draft as publishing it now would make it (checked, with this id, key and origin), for
+            key_id: str, origin: str, form: dict[str, str]) -> Survey:
+    """A draft as publishing it now would make it (checked, with this id, key, origin and form), for
     its preview; nothing is signed or stored. AlreadyPublished, SurveyNotFound, InvalidSurvey,
     EpsilonAboveCap."""
     return _as_published(access.draft(db, caller, survey_id).definition, survey_id,
-                         epsilon_cap, key_id, origin)
+                         epsilon_cap, key_id, origin, form)
 
 
 def _as_published(definition: Any, survey_id: str, epsilon_cap: float, key_id: str,
-                  origin: str) -> Survey:
-    """A definition checked, as published with this id, key and web origin."""
+                  origin: str, form: dict[str, str]) -> Survey:
+    """A definition checked, as published with this id, key, web origin and form digests."""
     return replace(checked(definition, epsilon_cap), survey_id=survey_id, key_id=key_id,
-                   origin=origin)
+                   origin=origin, form=form)
 
 
 def copy(db: Connection, caller: KeyRecord, survey_id: str,
@@ -146,11 +148,11 @@ def copy(db: Connection, caller: KeyRecord, survey_id: str,
 
 
 # The manifest's fields the aggregator adds at publishing; a definition has none of them.
-PUBLISHED_FIELDS = ("format", "survey_id", "key_id", "origin", "total_epsilon")
+PUBLISHED_FIELDS = ("format", "survey_id", "key_id", "origin", "form", "total_epsilon")
 
 
 def definition_of(survey: Survey) -> dict:
-    """A definition that parses to the same survey but for its id, key and origin: the
+    """A definition that parses to the same survey but for its id, key, origin and form: the
     manifest's fields without those the aggregator adds, each question by its alpha and beta
     (its epsilon follows from them), the release batch as the survey reads it (a manifest of
     format /1 has none: 1) and the cross-tabs always listed."""

@@ -85,6 +85,19 @@ def estimate_chart(question: dict) -> Markup:
     return _svg(height, f"{what}: {question['text']}", parts)
 
 
+def distribution_chart(question: dict) -> Markup:
+    """A number question's histogram (square_wave's `distribution`): one bar per bin, its
+    estimated share of respondents with a whisker over its exact interval (estimate_chart's
+    bars, the bins' ends in the answer's unit as their names)."""
+    scale = question["scale"]
+    unit = f' {scale["unit"]}' if scale["unit"] else ""
+    bins = [{"option": f"{b['low']:.4g} to {b['high']:.4g}{unit}", "p_mle": b["share"],
+             "ci_low": b["ci_low"], "ci_high": b["ci_high"]}
+            for b in question["distribution"]["bins"]]
+    return estimate_chart({"text": f"how the answers spread: {question['text']}",
+                           "options": bins})
+
+
 def timeline_chart(days: list[tuple[str, int]]) -> Markup:
     """Responses released per day: one bar per day with releases, in day order, the first and
     last days below and the largest day's count above."""

@@ -18,7 +18,7 @@ from ldpsurvey.shared import METHODS, Cell, Conditional, Estimate
 from ldpsurvey.shared.http_contract import EXPORT_FORMATS, IDEMPOTENCY_KEY, RESEARCHER_NAME, ROLES
 from ldpsurvey.shared.mechanisms.protocol import Settings, empty_entry
 from ldpsurvey.shared.mechanisms.registry import CHOICE_MECHANISMS, TYPES
-from ldpsurvey.shared.survey.manifest import CONCEPT, QUESTION_FIELDS
+from ldpsurvey.shared.survey.manifest import CONCEPT, LANGUAGE, QUESTION_FIELDS
 
 bp = Blueprint("openapi", __name__)
 
@@ -122,6 +122,28 @@ NULL_IN_DESIGNS = {"reported_count", "reported_rate"}
 BETA = {"oneOf": [{"type": "number"}, {"type": "array", "items": {"type": "number"}}]}
 
 
+# A number question's distribution (square_wave; shared/mechanisms/square_wave.py): bins and quartiles.
+_INTERVAL = {"ci_low": {"type": "number"}, "ci_high": {"type": "number"}}
+DISTRIBUTION = {
+    "type": "object", "nullable": True,
+    "description": "square_wave (a survey file's distribution = true): the histogram's bins "
+                   "(ends in the answer's units, shares of respondents) and the quartiles (in "
+                   "the answer's units), each point inside its exact interval; null before the "
+                   "first release",
+    "required": ["bins", "quantiles", "ci_method", "confidence"], "additionalProperties": False,
+    "properties": {
+        "bins": {"type": "array", "items": {
+            "type": "object", "required": ["low", "high", "share", "ci_low", "ci_high"],
+            "additionalProperties": False,
+            "properties": {"low": {"type": "number"}, "high": {"type": "number"},
+                           "share": {"type": "number"}, **_INTERVAL}}},
+        "quantiles": {"type": "array", "items": {
+            "type": "object", "required": ["q", "value", "ci_low", "ci_high"],
+            "additionalProperties": False,
+            "properties": {"q": {"type": "number"}, "value": {"type": "number"}, **_INTERVAL}}},
+        "ci_method": {"type": "string"}, "confidence": {"type": "number"}}}
+
+
 # A question's mechanism and its parameters beyond forced response's alpha and beta (the manifest
 # fields of shared/mechanisms/oue.py, olh.py).
 MECHANISM_PARAMETERS = {
@@ -133,12 +155,17 @@ MECHANISM_PARAMETERS = {
     "g": {"type": "integer", "description": "OLH: the number of hash values"},
     "max_selected": {"type": "integer", "description": "multi_select: at most this many options "
                      "selected (absent: any number)"},
-    "grid": {"type": "integer", "description": "piecewise, hybrid: K, the answer rounded at "
-             "random to one of K + 1 positions"},
-    "window": {"type": "integer", "description": "piecewise, hybrid: m, the cells of a window "
-               "(K + m cells in all)"},
+    "grid": {"type": "integer", "description": "piecewise, hybrid, square_wave: K, the answer "
+             "rounded at random to one of K + 1 positions"},
+    "window": {"type": "integer", "description": "piecewise, hybrid, square_wave: m, the cells "
+               "of a window (K + m cells in all)"},
     "duchi_alpha": {"type": "number", "description": "hybrid: the alpha of Duchi's part"},
     "piecewise_share": {"type": "number", "description": "hybrid: P(the piecewise part reports)"},
+    "bins": {"type": "integer", "description": "square_wave: the histogram's equal bins of "
+             "[min, max]"},
+    "histogram": {"type": "string", "description": "square_wave: what its distribution's "
+                  "estimates are"},
+    "distribution": DISTRIBUTION,
     "min": {"type": "number", "description": "numeric: the lowest answer (lower ones clamped)"},
     "max": {"type": "number", "description": "numeric: the highest answer"},
     "unit": {"type": "string", "description": "numeric: the answer's unit"},
@@ -290,10 +317,19 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                               "ids whose joint counts are kept at each release",
                               "items": {"type": "array", "minItems": 2, "maxItems": 2,
                                         "items": {"type": "string"}}},
+                "languages": {"type": "array", "minItems": 1,
+                              "items": {"type": "string", "pattern": f"^{LANGUAGE.pattern}$"},
+                              "description": "The survey's languages, the first its texts' "
+                                             "own (default [\"en\"]; manifest format /8)"},
+                "translations": {"type": "object", "description": "Per other language: title, "
+                                 "description and per question id text, hint, options, unit "
+                                 "(docs/survey-file.md, In several languages)",
+                                 "additionalProperties": {"type": "object"}},
                 "questions": {"type": "array", "items": {
                     "type": "object", "required": ["id", "text", "type"],
                     "properties": {
                         "id": {"type": "string"}, "text": {"type": "string"},
+                        "hint": {"type": "string", "description": "Shown under the text"},
                         "type": {"type": "string",
                                  "enum": ["yes_no", "choice", *TYPES]},
                         "min": {"type": "number"}, "max": {"type": "number"},
@@ -496,6 +532,8 @@ def codebook_schema() -> dict:
                 "required": ["id", "text", "type", "options", "report", "cells"],
                 "additionalProperties": False,
                 "properties": {"id": text, "text": text, "type": text,
+                               "hint": {**text, "description": "Shown under the text, when "
+                                        "the question has one"},
                                **question_fields(), **MECHANISM_PARAMETERS,
                                "columns": {"type": "array", "items": text},
                                "report": {**text, "description": "What one report is"},

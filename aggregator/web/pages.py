@@ -25,14 +25,15 @@ from ldpsurvey.aggregator.config import settings
 from ldpsurvey.aggregator.exceptions import DomainError
 from ldpsurvey.aggregator.services import access, accounts, lifecycle, surveys
 from ldpsurvey.aggregator.services.exports import spreadsheet_safe
-from ldpsurvey.aggregator.web import assets, auth, preview
-from ldpsurvey.aggregator.web.charts import estimate_chart, timeline_chart
+from ldpsurvey.aggregator.web import assets, auth, languages, preview
+from ldpsurvey.aggregator.web.charts import distribution_chart, estimate_chart, timeline_chart
 from ldpsurvey.aggregator.web.parsing import estimate_options, token_count
 from ldpsurvey.aggregator.web.qr import FORMATS, qr_code
 from ldpsurvey.aggregator.web.request_connection import get_db
 from ldpsurvey.shared import METHODS
 from ldpsurvey.shared.mechanisms.protocol import Settings
 from ldpsurvey.shared.mechanisms.registry import WORDS
+from ldpsurvey.shared.mechanisms.square_wave import distribution_rows
 
 bp = Blueprint("pages", __name__)
 
@@ -40,14 +41,16 @@ bp = Blueprint("pages", __name__)
 # The scripts and stylesheet (assets.py), under the endpoint names the templates link to.
 bp.add_url_rule("/web/<filename>", "web_asset", assets.web_asset)
 bp.add_url_rule("/web/<digest>/<filename>", "asset", assets.asset)
-bp.add_app_template_global(assets.asset_url)
+for helper in assets.TEMPLATE_GLOBALS:
+    bp.add_app_template_global(helper)
 
 
 @bp.get("/s/<survey_id>")
 def survey_form(survey_id: str):
     survey = surveys.open_for_answers(get_db(), survey_id)
-    return render_template("survey.html", survey=survey,
-                           exposure=surveys.exposure(survey, current_app.config["RELEASE_EVERY"]))
+    every = current_app.config["RELEASE_EVERY"]
+    return render_template("survey.html", **languages.form_context(survey, every),
+                           exposure=surveys.exposure(survey, every))
 
 
 def _csrf_token() -> str:
@@ -69,7 +72,10 @@ def results(survey_id: str):
         return _login_form(url_for("pages.login", survey_id=survey_id),
                            f"Results of “{page.survey.title}”", "Show results")
     charts = {q["id"]: estimate_chart(q) for q in page.estimates["questions"]}
+    histograms = {q["id"]: distribution_chart(q) for q in page.estimates["questions"]
+                  if q.get("distribution")}
     return render_template("results.html", body=page.estimates, charts=charts,
+                           histograms=histograms,
                            exposure=page.exposure, mechanism_words=WORDS,
                            crosstab=page.crosstab, researcher=page.researcher, methods=METHODS,
                            levels=LEVELS, query=_query(options),
@@ -86,11 +92,11 @@ def estimates_csv(survey_id: str):
     writer.writerow(["question_id", "question", "option", *CSV_FIELDS, "confidence",
                      "ci_method"])
     for question in body["questions"]:
-        for option in question["options"]:
+        for option in [*question["options"], *distribution_rows(question)]:
             writer.writerow([question["id"], spreadsheet_safe(question["text"]),
                              spreadsheet_safe(option["option"]),
-                             *(option[field] for field in CSV_FIELDS), body["confidence"],
-                             body["ci_method"]])
+                             *(option.get(field) for field in CSV_FIELDS), body["confidence"],
+                             option.get("ci_method", body["ci_method"])])
     return _download(out.getvalue(), "text/csv", f"estimates-{survey_id}.csv")
 
 
@@ -186,7 +192,7 @@ def dashboard_upload():
 
 def _publish(db, caller, survey_id: str) -> None:
     lifecycle.publish(db, caller, survey_id, current_app.extensions["ldp_signing_key"],
-                      float(current_app.config["EPSILON_CAP"]), _origin())
+                      float(current_app.config["EPSILON_CAP"]), _origin(), assets.form_digests())
 
 
 # The dashboard's buttons: the service each calls, and what it says once done.
@@ -280,7 +286,7 @@ def _draft_survey(survey_id: str):
     return lifecycle.preview(get_db(), caller, survey_id,
                              float(current_app.config["EPSILON_CAP"]),
                              current_app.extensions["ldp_signing_key"].key_id,
-                             _origin())
+                             _origin(), assets.form_digests())
 
 
 @bp.post("/researcher/login")

@@ -12,7 +12,7 @@ from flask import Flask, Response, render_template, request, url_for
 
 from ldpsurvey.aggregator.config.settings import DEFAULTS
 from ldpsurvey.aggregator.services import surveys
-from ldpsurvey.aggregator.web import assets, security
+from ldpsurvey.aggregator.web import assets, languages, security
 from ldpsurvey.shared import Survey, SurveyError
 from ldpsurvey.shared.survey.manifest import web_origin
 
@@ -21,7 +21,9 @@ PREVIEW_ID = "preview"  # the survey id and key id of a survey file's preview
 
 def render(survey: Survey, manifest_url: str, release_every: float) -> str:
     """survey.html in preview mode, its manifest read from `manifest_url`."""
-    return render_template("survey.html", survey=survey, preview=True, manifest_url=manifest_url,
+    return render_template("survey.html", **languages.form_context(survey, release_every),
+                           preview=True,
+                           manifest_url=manifest_url,
                            exposure=surveys.exposure(survey, release_every))
 
 
@@ -51,7 +53,8 @@ def preview_app(load: Callable[[], Survey]) -> Flask:
                      lambda: manifest(survey()))
     app.add_url_rule("/web/<filename>", "pages.web_asset", assets.web_asset)
     app.add_url_rule("/web/<digest>/<filename>", "pages.asset", assets.asset)
-    app.add_template_global(assets.asset_url)
+    for helper in assets.TEMPLATE_GLOBALS:
+        app.add_template_global(helper)
     app.register_error_handler(SurveyError, lambda exc: (render_template(
         "unavailable.html", heading="This survey file has a problem", message=str(exc)), 422))
     app.after_request(security.add_headers)

@@ -9,6 +9,7 @@ from flask import Blueprint, Response, current_app, jsonify, request, stream_wit
 from ldpsurvey.aggregator.config import settings
 from ldpsurvey.aggregator.services import access, exports, intake, lifecycle, surveys
 from ldpsurvey.aggregator.store.accounts import KeyRecord
+from ldpsurvey.aggregator.web.assets import form_digests
 from ldpsurvey.aggregator.web.auth import PEOPLE, request_caller, require_key
 from ldpsurvey.aggregator.web.parsing import (
     confidence_level,
@@ -37,7 +38,8 @@ def create_survey(caller: KeyRecord):
         survey_id, survey = lifecycle.create_draft(get_db(), caller, json_body(), _cap())
         return _draft_reply(survey_id, survey, 201)
     survey = lifecycle.publish_new(get_db(), caller, json_body(),
-                                   current_app.extensions["ldp_signing_key"], _cap(), _origin())
+                                   current_app.extensions["ldp_signing_key"], _cap(), _origin(),
+                                   form_digests())
     return _published_reply(survey, 201)
 
 
@@ -88,7 +90,8 @@ def edit_draft(survey_id: str, caller: KeyRecord):
 def publish_draft(survey_id: str, caller: KeyRecord):
     """Publish a draft under its id: sign its manifest and open it."""
     survey = lifecycle.publish(get_db(), caller, survey_id,
-                               current_app.extensions["ldp_signing_key"], _cap(), _origin())
+                               current_app.extensions["ldp_signing_key"], _cap(), _origin(),
+                               form_digests())
     return _published_reply(survey, 200)
 
 

@@ -1,10 +1,14 @@
 """HTTP hardening: security headers on every response, cookie settings, the reverse proxy."""
 
-from flask import Flask, current_app
+import base64
+import hashlib
+
+from flask import Flask, current_app, g, has_app_context
 from flask.sessions import SecureCookieSessionInterface
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-# Only our own origin; no inline script; forms may post only here; no framing.
+# Only our own origin; no inline script (but, by its hash, an import map a page renders:
+# allow_inline_script); forms may post only here; no framing.
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; "
                            "img-src 'self' data:; connect-src 'self'; form-action 'self'; "
                            "frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
@@ -19,13 +23,33 @@ HEADERS = {
 }
 
 
+def allow_inline_script(text: str) -> None:
+    """Let this response's page run the inline script `text` (exactly these characters) and
+    no other: its SHA-256 joins script-src (CSP Level 3, hash-source)."""
+    digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+    g.setdefault("inline_scripts", []).append(f"'sha256-{digest}'")
+
+
+def allowed_inline_scripts() -> list[str]:
+    """The hashes allow_inline_script gathered for this response (none outside a request)."""
+    return g.get("inline_scripts", []) if has_app_context() else []
+
+
+def content_security_policy(inline_scripts: list[str]) -> str:
+    """CONTENT_SECURITY_POLICY with the hashes of the inline scripts a page may run."""
+    return CONTENT_SECURITY_POLICY.replace(
+        "script-src 'self'", " ".join(["script-src 'self'", *inline_scripts]), 1)
+
+
 def add_headers(response):
     """HEADERS, each unless the view set it: one pass over the response's headers (werkzeug's
-    setdefault raises and catches an exception for every header it does not find)."""
+    setdefault raises and catches an exception for every header it does not find). The
+    Content-Security-Policy allows the inline scripts the page allowed (allow_inline_script)."""
     present = {name.lower() for name, _ in response.headers}
     for name, value in HEADERS.items():
         if name.lower() not in present:
-            response.headers.add(name, value)
+            response.headers.add(name, value if name != "Content-Security-Policy" else
+                                 content_security_policy(allowed_inline_scripts()))
     return response
 
 

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ldpsurvey.shared.mechanisms.forced_response import NO, YES
+from ldpsurvey.shared.mechanisms.forced_response import yes_no
 from ldpsurvey.shared.mechanisms.protocol import (
     FieldError,
     Fields,
@@ -413,10 +413,7 @@ class CheatingDetection(OneOption):
                                                 for m in self.groups]}
 
     def parse_text(self, text: str) -> int:
-        value = text.strip().lower()
-        if value in YES | NO:
-            return int(value in YES)
-        raise ValueError("takes yes or no")
+        return yes_no(text.strip().lower(), self.options)
 
     def randomize(self, truth: Any, draw: Draw) -> Report:
         """[group, report]: U0 picks the group, then the group's randomizer on U1, U2."""

@@ -32,6 +32,17 @@ YES = {"yes", "y", "1", "true"}
 NO = {"no", "n", "0", "false"}
 
 
+def yes_no(value: str, options: tuple[str, ...]) -> int:
+    """A typed yes/no answer (lower case): yes, no and their short forms, or either option's
+    text (a translated "oui", "sí"); ValueError otherwise."""
+    if value in YES | NO:
+        return int(value in YES)
+    shown = [option.lower() for option in options]
+    if value in shown:
+        return shown.index(value)
+    raise ValueError("takes yes or no")
+
+
 @dataclass(frozen=True)
 class ForcedResponse(OneOption, RandomizerEpsilon):
     """The scheme of a yes/no or choice question randomized by forced response. Its epsilon
@@ -72,12 +83,11 @@ class ForcedResponse(OneOption, RandomizerEpsilon):
         return randomize(truth, self.thresholds, draw)
 
     def parse_text(self, text: str) -> int:
-        """yes/no for yes/no questions; an option number (0-based) or an option's text."""
+        """yes/no for yes/no questions (or their options as shown, in the respondent's
+        language: respond --language); an option number (0-based) or an option's text."""
         value = text.strip().lower()
         if self.type == "yes_no":
-            if value in YES | NO:
-                return int(value in YES)
-            raise ValueError("takes yes or no")
+            return yes_no(value, self.options)
         return option_from_text(text, self.options)
 
     def check_report(self, value: Any) -> str | None:

@@ -34,7 +34,10 @@ mapped to the answer's units by v = min + (max - min) s.
 Mechanisms (`mechanism`): "duchi" (this module; the default), "piecewise" and "hybrid" (Wang et
 al., ICDE 2019, on an exact grid: piecewise.py), and "auto", which builds all three from the
 question's epsilon and takes the lowest worst-case variance of the mean (piecewise
-.worst_variance): Duchi's below eps* ~ 0.61, the hybrid above.
+.worst_variance): Duchi's below eps* ~ 0.61, the hybrid above. A question that asks for its
+distribution (`distribution = true`, with `bins`, default 16) gets "square_wave" (Li et al.,
+SIGMOD 2020: square_wave.py), under `auto` too: the histogram, median and quartiles as well as
+the mean.
 """
 
 import math
@@ -58,11 +61,13 @@ from ldpsurvey.shared.stats.planning import expected_margin
 from ldpsurvey.shared.stats.posterior import best_guess_accuracy
 
 TYPE = "numeric"
-MECHANISMS = ("duchi", "piecewise", "hybrid", "auto")
+MECHANISMS = ("duchi", "piecewise", "hybrid", "square_wave", "auto")
 RANGE = {"epsilon", "min", "max", "unit"}
+DISTRIBUTION = {"distribution", "bins"}  # asking for the distribution (square_wave.py)
 FIELDS = {"duchi": RANGE | {"alpha"}, "piecewise": RANGE | {"grid", "window", "alpha"},
           "hybrid": RANGE | {"grid", "window", "alpha", "duchi_alpha", "piecewise_share"},
-          "auto": RANGE}
+          "square_wave": RANGE | DISTRIBUTION | {"grid", "window", "alpha"},
+          "auto": RANGE | DISTRIBUTION}
 # What `auto` compares, in words (manifest.Auto).
 # Left open: manifest.Auto.words closes it after the variances compared.
 AUTO_MEASURE = ("worst-case variance of the mean (n Var over the range squared; the hybrid is "
@@ -303,6 +308,22 @@ def read_unit(fields: Fields) -> str | None:
     return unit
 
 
+def wants_distribution(mechanism: str, fields: Fields) -> bool:
+    """Whether the question is asked by the Square Wave mechanism: mechanism square_wave, or
+    auto with `distribution = true`. FieldError for a `distribution` that is not true or false,
+    false with square_wave, or `bins` without a distribution."""
+    asked = fields.data.get("distribution", mechanism == "square_wave")
+    if type(asked) is not bool:
+        raise FieldError("distribution", f"must be true or false, got {asked!r}")
+    if mechanism == "square_wave" and not asked:
+        raise FieldError("distribution", "mechanism square_wave always estimates the "
+                         "distribution: leave distribution out or set it true")
+    if fields.has("bins") and not asked:
+        raise FieldError("bins", "applies when the question asks for its distribution "
+                         "(distribution = true)")
+    return asked
+
+
 def scheme_for(mechanism: str, options: tuple[str, ...],
                fields: Fields) -> tuple[Any, dict[str, float] | None]:
     """The scheme of a numeric question from min, max, unit and its mechanism's parameters (a
@@ -315,7 +336,11 @@ def scheme_for(mechanism: str, options: tuple[str, ...],
     unit = read_unit(fields)
     if not low < high:
         raise FieldError("max", f"must be above min ({low:g}), got {high:g}")
-    given = sorted((FIELDS[mechanism] - RANGE) & set(fields.data))
+    if wants_distribution(mechanism, fields):
+        from ldpsurvey.shared.mechanisms.square_wave import square_wave_for
+
+        return square_wave_for(low, high, unit, fields), None
+    given = sorted((FIELDS[mechanism] - RANGE - DISTRIBUTION) & set(fields.data))
     try:
         if mechanism == "duchi":
             alpha = (fields.number("alpha", 0.0, 1.0) if given

@@ -25,7 +25,8 @@ WORDS = {"forced_response": "forced response", "oue": "optimized unary encoding 
          cheating.DESIGN: "cheating detection (two forced-response groups, Clark and "
                           "Desharnais)",
          "piecewise": "the piecewise mechanism on a grid (Wang et al.)",
-         "hybrid": "the hybrid of the piecewise and Duchi's mechanisms (Wang et al.)"}
+         "hybrid": "the hybrid of the piecewise and Duchi's mechanisms (Wang et al.)",
+         "square_wave": "the square wave mechanism on a grid, for the distribution (Li et al.)"}
 # Question types beyond yes/no and choice, each one module: its MECHANISMS (the first is the
 # default), FIELDS per mechanism and scheme_for(mechanism, options, fields).
 TYPES = {multi_select.TYPE: multi_select, numeric.TYPE: numeric}

@@ -5,6 +5,7 @@ margin, and every refusal respondents with the default limits would make, with i
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from importlib import resources
 
 from ldpsurvey.shared.mechanisms.budget import (
     DEFAULT_MAX_EPSILON,
@@ -16,6 +17,8 @@ from ldpsurvey.shared.stats.posterior import posterior_bounds
 from ldpsurvey.shared.survey.manifest import Survey
 
 DEFAULT_RESPONDENTS = 1000
+# The form's own words in each language it speaks (gettext catalogues, docs/languages.md).
+LOCALES = resources.files("ldpsurvey.shared") / "locale"
 SHOWN_DECIMALS = 3  # a suggested epsilon is shown rounded down to this many decimals
 
 
@@ -34,7 +37,9 @@ def report(survey: Survey, respondents: int) -> dict:
     """Per question its epsilon, its mechanism (and what `auto` compared), whether it is
     answered openly, the posterior bound (how sure a guess starting at 1/2 can become after
     seeing the report: e^eps / (1 + e^eps); 1 for an open answer, which is the answer) and the
-    expected 95 % margin with `respondents` answers; whether respondents with the default
+    expected 95 % margin with `respondents` answers; its languages (the first its texts' own)
+    and those the web form has no words for (they show the form's own words in English);
+    whether respondents with the default
     ceilings accept the survey, and if not, each refusal with its fix; and `disclosed`: the
     open questions and what they entail (None without any)."""
     questions = [{"id": q.id, "epsilon": q.epsilon, "mechanism": q.scheme.name,
@@ -47,11 +52,20 @@ def report(survey: Survey, respondents: int) -> dict:
                  for q in survey.questions]
     refused = refusals(survey)
     return {"title": survey.title, "respondents": respondents,
+            "languages": list(survey.languages),
+            "form_words_missing": [tag for tag in survey.languages if not form_speaks(tag)],
             "total_epsilon": survey.total_epsilon,
             "accepted_by_default": not refused,
             "refusals": [asdict(refusal) for refusal in refused],
             "disclosed": disclosed(survey),
             "questions": questions}
+
+
+def form_speaks(language: str) -> bool:
+    """Whether the web form's own words (buttons, notes, errors) exist in `language`: English,
+    or a compiled catalogue shared/locale/<language>/LC_MESSAGES/form.mo."""
+    folder = LOCALES / language.replace("-", "_") / "LC_MESSAGES"
+    return language == "en" or (folder / "form.mo").is_file()
 
 
 def disclosed(survey: Survey) -> dict | None:

@@ -15,9 +15,21 @@ derived, beta uniform unless given). Texts may not hold control characters other
 and tab, nor bidirectional overrides, which could repaint a respondent's terminal or reorder
 what the respondent reads.
 
+A definition may also give its texts in several languages: languages (the first is the language
+of the texts above; default ["en"]), an optional hint per question, and per other language a
+table translations.<language> with title, description and per question id its text, hint,
+options (choice and multi_select) and unit (a numeric question with one); a translation
+missing anywhere is refused, naming the language and the question (see Translation).
+
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
-Client and aggregator both read it through parse_manifest. Format /7 added design on yes/no
+Client and aggregator both read it through parse_manifest. Format /8 added languages and
+translations (always written in /8), the question's hint, the number mechanism square_wave
+(square_wave.py, with its histogram's bins) and form: the SHA-384 digest of every file the web
+form loads (its modules and stylesheet, by name: form_integrity.py), signed at publication, so
+that anyone can check the page a server sends against what was signed (`ldp-survey verify`) and
+against a release's own digests; every survey published since is /8, and earlier clients refuse
+it by its format. Format /7 added design on yes/no
 questions ("cheating_detection": two forced-response groups, with groups in place of alpha and
 beta; cheating.py), the number mechanisms piecewise and hybrid (piecewise.py), and `disclosed:
 true` on yes/no, choice and numeric questions answered openly (disclosed.py: no randomization,
@@ -41,14 +53,15 @@ publishing refused it; one would read with the default irr_alpha); a /1 manifest
 before release batches existed) reads as release_batch = 1, which is how its aggregator behaved.
 """
 
+import dataclasses
 import difflib
 import hashlib
 import math
 import re
 import tomllib
 import urllib.parse
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +81,13 @@ from ldpsurvey.shared.mechanisms.registry import (
     auto_choice,
     choice,
 )
+from ldpsurvey.shared.mechanisms.square_wave import SQUARE_WAVE
 from ldpsurvey.shared.stats.crosstab import size_problem
 from ldpsurvey.shared.stats.design import Mechanism, alpha_for_epsilon, as_beta, uniform_beta
-from ldpsurvey.shared.survey import strict_json
+from ldpsurvey.shared.survey import form_integrity, strict_json
 
-MANIFEST_FORMAT = "ldp-survey-manifest/7"
+MANIFEST_FORMAT = "ldp-survey-manifest/8"
+FORMAT_7 = "ldp-survey-manifest/7"
 FORMAT_6 = "ldp-survey-manifest/6"
 FORMAT_5 = "ldp-survey-manifest/5"
 FORMAT_4 = "ldp-survey-manifest/4"
@@ -81,10 +96,15 @@ FORMAT_2 = "ldp-survey-manifest/2"
 FORMAT_1 = "ldp-survey-manifest/1"
 QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 CONCEPT = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+# A BCP 47 language tag as browsers send them: a 2 or 3 letter language, then subtags (pt-BR).
+LANGUAGE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8}){0,2}")
+DEFAULT_LANGUAGE = "en"  # the language of a survey that names none
+MAX_LANGUAGES = 20
 # What a /6 reader does not know: a survey using one of these is /7, so earlier clients refuse
 # it by its format rather than by a field they cannot read.
 SCHEMES_SINCE_7 = frozenset(DESIGNS) | {PIECEWISE, HYBRID, disclosed.NAME}
-FORMATS = (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
+SCHEMES_SINCE_8 = frozenset({SQUARE_WAVE})  # a /7 reader does not know these either
+FORMATS = (MANIFEST_FORMAT, FORMAT_7, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
 DEFAULT_RELEASE_BATCH = 100
 DEFAULT_IRR_ALPHA = 0.75  # a concept's instantaneous layer: P(report the permanent answer)
 MAX_IRR_ALPHA = DEFAULT_IRR_ALPHA  # published and answered at most (check_instantaneous)
@@ -158,6 +178,7 @@ class Question:
     concept: str | None = None
     irr_alpha: float | None = None  # set exactly for concept questions
     auto: "Auto | None" = None  # what `mechanism = "auto"` compared (definitions only)
+    hint: str | None = None  # shown under the text (format /8 on)
 
     @property
     def epsilon(self) -> float:
@@ -187,14 +208,56 @@ class Question:
         mechanism, or for a concept question both layers composed (mechanism.compose)."""
         return self.scheme.reported
 
+    def worded(self, wording: "Wording") -> "Question":
+        """This question in another language's words (its scheme's options and unit too, which
+        it shows); the same parameters."""
+        words = {"options": wording.options, "unit": wording.unit}
+        scheme_fields = {f.name for f in dataclasses.fields(self.scheme)}
+        scheme = replace(self.scheme, **{name: value for name, value in words.items()
+                                         if value and name in scheme_fields})
+        return replace(self, text=wording.text, hint=wording.hint,
+                       options=wording.options or self.options, scheme=scheme)
+
     def as_dict(self) -> dict[str, Any]:
         options = {"options": list(self.options)} if self.options else {}  # none: numeric
         epsilon = {} if self.disclosed else {"epsilon": self.epsilon}  # open: counted in none
-        fields = {"id": self.id, "text": self.text, "type": self.type, **options,
+        hint = {} if self.hint is None else {"hint": self.hint}
+        fields = {"id": self.id, "text": self.text, **hint, "type": self.type, **options,
                   **self.scheme.fields(), **epsilon}
         if self.concept is None:
             return fields
         return {**fields, "concept": self.concept, "irr_alpha": self.irr_alpha}
+
+
+@dataclass(frozen=True)
+class Wording:
+    """A question's words in one language: text, hint (if the question has one), options (a
+    choice or multi_select question's; yes_no options are the form's own words) and unit (a
+    numeric question's, if it has one)."""
+
+    text: str
+    hint: str | None = None
+    options: tuple[str, ...] = ()
+    unit: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"text": self.text, **({"hint": self.hint} if self.hint is not None else {}),
+                **({"options": list(self.options)} if self.options else {}),
+                **({"unit": self.unit} if self.unit is not None else {})}
+
+
+@dataclass(frozen=True)
+class Translation:
+    """A survey's texts in one more language: title, description and each question's Wording
+    (by question id)."""
+
+    title: str
+    description: str
+    questions: Mapping[str, Wording]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "description": self.description,
+                "questions": {qid: w.as_dict() for qid, w in self.questions.items()}}
 
 
 @dataclass(frozen=True)
@@ -212,6 +275,9 @@ class Survey:
     survey_id: str | None = None
     key_id: str | None = None
     origin: str | None = None  # the web origin respondents reach it at (format /5 on)
+    languages: tuple[str, ...] = (DEFAULT_LANGUAGE,)  # the first is the texts' above (/8 on)
+    translations: Mapping[str, Translation] = field(default_factory=dict)  # the others'
+    form: dict[str, str] | None = None  # the web form's file digests (format /8, published)
 
     def __hash__(self) -> int:
         """Its id's hash: equal surveys have equal ids, so it agrees with ==, and a published
@@ -230,6 +296,14 @@ class Survey:
         """The ids of the questions answered openly (disclosed), in order."""
         return tuple(q.id for q in self.questions if q.disclosed)
 
+    def in_language(self, language: str) -> "Survey":
+        """This survey with its texts in `language`, one of its languages (KeyError if not)."""
+        if language == self.languages[0]:
+            return self
+        words = self.translations[language]
+        return replace(self, title=words.title, description=words.description,
+                       questions=tuple(q.worded(words.questions[q.id]) for q in self.questions))
+
     def question(self, question_id: str) -> Question:
         for q in self.questions:
             if q.id == question_id:
@@ -237,16 +311,21 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /7 when a question has a design (cheating_detection),
+        """The manifest's fields: format /8 when it carries the form's digests (every survey
+        published since /8), the survey has other languages than English alone, a question has
+        a hint or a question uses square_wave (with languages and translations); else /7 when a
+        question has a design (cheating_detection),
         a number mechanism new in /7 (piecewise, hybrid) or is answered openly; else /6 when a
         question uses another mechanism than forced response (with origin and crosstabs); else
         /5 with the origin (and crosstabs) when the survey has one (every survey published
         since /5); else /4 with crosstabs if it declares any, else /3 without them. So clients
         of earlier releases keep reading every survey that uses nothing new, and refuse the
         others by their format."""
-        designed = any(q.scheme.name in SCHEMES_SINCE_7 for q in self.questions)
+        names = {q.scheme.name for q in self.questions}
         new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
-        version = (MANIFEST_FORMAT if designed else FORMAT_6 if new else FORMAT_5 if self.origin
+        worded = self.languages != (DEFAULT_LANGUAGE,) or any(q.hint for q in self.questions)
+        version = (MANIFEST_FORMAT if self.form or worded or names & SCHEMES_SINCE_8 else FORMAT_7
+                   if names & SCHEMES_SINCE_7 else FORMAT_6 if new else FORMAT_5 if self.origin
                    else FORMAT_4 if self.crosstabs else FORMAT_3)
         fields = {"format": version,
                   "survey_id": self.survey_id, "key_id": self.key_id,
@@ -259,6 +338,12 @@ class Survey:
             fields["crosstabs"] = [list(pair) for pair in self.crosstabs]
         if self.origin:
             fields["origin"] = self.origin
+        if version == MANIFEST_FORMAT:
+            fields["languages"] = list(self.languages)
+            fields["translations"] = {language: words.as_dict()
+                                      for language, words in self.translations.items()}
+        if self.form:
+            fields["form"] = dict(sorted(self.form.items()))
         return fields
 
     def manifest_bytes(self) -> bytes:
@@ -368,18 +453,20 @@ def _beta(value: Any, k: int, where: str) -> tuple[float, ...]:
 
 
 FORCED_RESPONSE_FIELDS = {"alpha", "beta", "epsilon", "concept", "irr_alpha"}
+FIELDS_SINCE_8 = {"bins", "distribution"}  # square_wave's (a manifest states bins)
 QUESTION_FIELDS_6 = {"options", "mechanism"} | FORCED_RESPONSE_FIELDS | set().union(
     *MECHANISM_FIELDS.values(), *(fields for module in TYPES.values()
-                                  for fields in module.FIELDS.values()))
-QUESTION_FIELDS = QUESTION_FIELDS_6 | {"disclosed"} | set().union(
+                                  for fields in module.FIELDS.values())) - FIELDS_SINCE_8
+QUESTION_FIELDS_7 = QUESTION_FIELDS_6 | {"disclosed"} | set().union(
     *(module.FIELDS for module in DESIGNS.values()))
+QUESTION_FIELDS = QUESTION_FIELDS_7 | FIELDS_SINCE_8
 
 
 def _question(data: Any, index: int, seen: set[str]) -> Question:
     qid = data.get("id") if isinstance(data, Mapping) else None
     named = isinstance(qid, str) and QUESTION_ID.fullmatch(qid) and qid not in seen
     where = f"question {qid!r}" if named else f"questions[{index}]"
-    data = _keys(data, where, {"id", "text", "type"}, QUESTION_FIELDS)
+    data = _keys(data, where, {"id", "text", "type"}, QUESTION_FIELDS | {"hint"})
     qid = data["id"]
     if not isinstance(qid, str) or not QUESTION_ID.fullmatch(qid):
         raise _fail(f"{where}.id", f"must match [a-z][a-z0-9_]{{0,39}}, got {qid!r}")
@@ -387,6 +474,13 @@ def _question(data: Any, index: int, seen: set[str]) -> Question:
         raise _fail(f"{where}.id", f"duplicate question id {qid!r}")
     seen.add(qid)
     where = f"question {qid!r}"
+    hint = None if "hint" not in data else _text(data["hint"], f"{where}.hint")
+    data = {key: value for key, value in data.items() if key != "hint"}
+    return replace(_asked(data, qid, where), hint=hint)
+
+
+def _asked(data: Mapping[str, Any], qid: str, where: str) -> Question:
+    """A question from its fields but its id (checked) and hint."""
     text = _text(data["text"], f"{where}.text")
     kind = data["type"]
     if kind not in ("yes_no", "choice", *TYPES):
@@ -571,6 +665,79 @@ def _crosstabs(value: Any, questions: tuple[Question, ...]) -> tuple[tuple[str, 
     return tuple(pairs)
 
 
+def _languages(value: Any) -> tuple[str, ...]:
+    """A survey's languages: distinct language tags, the first its texts' own."""
+    where = "survey.languages"
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_LANGUAGES:
+        raise _fail(where, f"must be a list of 1 to {MAX_LANGUAGES} language tags such as "
+                    "[\"en\", \"fr\"], the first the language of the texts")
+    for index, tag in enumerate(value):
+        if not (isinstance(tag, str) and LANGUAGE.fullmatch(tag)):
+            raise _fail(f"{where}[{index}]", f"must be a language tag such as \"fr\" or "
+                        f"\"pt-BR\", got {tag!r}")
+    if len(set(value)) != len(value):
+        raise _fail(where, f"lists a language twice: {value!r}")
+    return tuple(value)
+
+
+def _translations(value: Any, survey: Survey) -> dict[str, Translation]:
+    """translations.<language> for each language but the first: every text the survey has, in
+    that language (see Translation, Wording); one missing is refused naming it."""
+    where = "survey.translations"
+    others = survey.languages[1:]
+    data = _every(value, others, where, "language",
+                  "no table for {name!r}, which languages lists: every text is needed in it")
+    found = {}
+    for language in others:
+        at = f"{where}.{language}"
+        words = _keys(data[language], at, {"title", "questions"} | (
+            {"description"} if survey.description else set()), {"description"})
+        questions = _every(words["questions"], [q.id for q in survey.questions],
+                           f"{at}.questions", "question", "question {name!r} has no translation")
+        found[language] = Translation(
+            _text(words["title"], f"{at}.title"),
+            _text(words.get("description", ""), f"{at}.description", allow_empty=True),
+            {q.id: _wording(questions[q.id], q, f"{at}.questions.{q.id}")
+             for q in survey.questions})
+    return found
+
+
+def _every(data: Any, names: Sequence[str], where: str, what: str, missing: str
+           ) -> Mapping[str, Any]:
+    """A table with exactly one entry per name: SurveyError naming the first not expected, or
+    the first missing (`missing`, formatted with its name)."""
+    if not isinstance(data, Mapping):
+        raise _fail(where, f"must be a table/object, got {type(data).__name__}")
+    extra = sorted(map(str, data.keys() - set(names)))
+    if extra:
+        raise _fail(f"{where}.{extra[0]}", f"no {what} {extra[0]!r} in this survey")
+    absent = [name for name in names if name not in data]
+    if absent:
+        raise _fail(where, missing.format(name=absent[0]))
+    return data
+
+
+def _wording(data: Any, question: Question, where: str) -> Wording:
+    """A question's Wording in another language: text, and the hint, options and unit exactly
+    when the question has them (a yes_no question's options are the form's own words)."""
+    unit = getattr(question.scheme, "unit", None)
+    named = question.type in ("choice", "multi_select")
+    required = {"text"} | ({"hint"} if question.hint else set()) | (
+        {"options"} if named else set()) | ({"unit"} if unit else set())
+    data = _keys(data, where, required, set())
+    options = ()
+    if named:
+        options = _options({"options": data["options"]}, question.type, where)
+        if len(options) != len(question.options):
+            raise _fail(f"{where}.options", f"needs {len(question.options)} options, in the "
+                        f"order of the question's own, got {len(options)}")
+    if unit:
+        unit = _text(data["unit"], f"{where}.unit")
+    return Wording(_text(data["text"], f"{where}.text"),
+                   _text(data["hint"], f"{where}.hint") if question.hint else None,
+                   options, unit)
+
+
 def parse_definition(data: Any) -> Survey:
     """Validate a researcher's survey definition (already parsed from TOML or JSON), with the
     rules of this release for new surveys (check_instantaneous, at most crosstab.MAX_CELLS
@@ -592,7 +759,7 @@ def _survey(data: Any) -> Survey:
     """A survey from its definition's fields, as every manifest format reads them."""
     data = _keys(data, "survey", {"title", "questions"},
                  {"description", "max_epsilon", "invitation_only", "public_results",
-                  "release_batch", "crosstabs"})
+                  "release_batch", "crosstabs", "languages", "translations"})
     questions = data["questions"]
     if not isinstance(questions, list) or not 1 <= len(questions) <= MAX_QUESTIONS:
         raise _fail("survey.questions", f"needs a list of 1 to {MAX_QUESTIONS} questions")
@@ -613,7 +780,9 @@ def _survey(data: Any) -> Survey:
         release_batch=_count(data.get("release_batch", DEFAULT_RELEASE_BATCH),
                              "survey.release_batch", 1, MAX_RELEASE_BATCH),
         crosstabs=_crosstabs(data.get("crosstabs", []), parsed),
+        languages=_languages(data.get("languages", [DEFAULT_LANGUAGE])),
     )
+    survey = replace(survey, translations=_translations(data.get("translations", {}), survey))
     if max_epsilon is not None and exceeds(survey.total_epsilon, max_epsilon):
         raise _fail("survey.max_epsilon", f"the questions add up to epsilon "
                     f"{survey.total_epsilon:.6g}, above the survey's ceiling {max_epsilon:.6g}: "
@@ -658,26 +827,29 @@ def parse_manifest(raw: bytes) -> Survey:
     if isinstance(version, str) and version not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {version[:60]!r}: this release "
                     f"reads up to {MANIFEST_FORMAT}; a newer ldp-survey may read it")
-    batched = version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2)
+    batched = version in FORMATS[:FORMATS.index(FORMAT_2) + 1]
     fields |= {"release_batch"} if batched else set()
-    fields |= {"crosstabs"} if version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5, FORMAT_4) else set()
-    fields |= {"origin"} if version in (MANIFEST_FORMAT, FORMAT_6, FORMAT_5) else set()
-    data = _keys(data, "manifest", fields, set())
+    fields |= {"crosstabs"} if version in FORMATS[:FORMATS.index(FORMAT_4) + 1] else set()
+    fields |= {"origin"} if version in FORMATS[:FORMATS.index(FORMAT_5) + 1] else set()
+    fields |= {"languages", "translations"} if version == MANIFEST_FORMAT else set()
+    signed_form = {"form"} if version == MANIFEST_FORMAT else set()  # a published survey's
+    data = _keys(data, "manifest", fields, signed_form)
     if data["format"] not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {data['format']!r}")
     question_fields = {FORMAT_5: {"concept", "irr_alpha"},
                        FORMAT_4: {"concept", "irr_alpha"}, FORMAT_3: {"concept", "irr_alpha"},
                        FORMAT_2: {"concept"}}
     required = {"id", "text", "type", "options", "alpha", "beta", "epsilon"}
-    if version in (MANIFEST_FORMAT, FORMAT_6):  # each question has its mechanism's fields
+    if version in (MANIFEST_FORMAT, FORMAT_7, FORMAT_6):  # each has its mechanism's fields
         required = {"id", "text", "type"}  # epsilon: on every question but an open one
-        question_fields[version] = QUESTION_FIELDS if version == MANIFEST_FORMAT else (
-            QUESTION_FIELDS_6)
+        question_fields[version] = {MANIFEST_FORMAT: QUESTION_FIELDS | {"hint"}, FORMAT_7: QUESTION_FIELDS_7,
+                                    FORMAT_6: QUESTION_FIELDS_6}[version]
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
                                              "public_results")}
     definition["release_batch"] = data["release_batch"] if batched else 1
-    if "crosstabs" in fields:
-        definition["crosstabs"] = data["crosstabs"]
+    for key in ("crosstabs", "languages", "translations"):
+        if key in fields:
+            definition[key] = data[key]
     if data["max_epsilon"] is not None:
         definition["max_epsilon"] = data["max_epsilon"]
     stated = []
@@ -694,9 +866,11 @@ def parse_manifest(raw: bytes) -> Survey:
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
     survey = _survey(definition)
     for question, eps in zip(survey.questions, stated, strict=True):
-        if version != MANIFEST_FORMAT and question.scheme.name in SCHEMES_SINCE_7:
+        needs = (MANIFEST_FORMAT if question.scheme.name in SCHEMES_SINCE_8 else FORMAT_7
+                 if question.scheme.name in SCHEMES_SINCE_7 else None)
+        if needs and FORMATS.index(version) > FORMATS.index(needs):
             raise _fail(f"question {question.id!r}.mechanism", f"{question.scheme.name} "
-                        f"needs format {MANIFEST_FORMAT}, not {version}")
+                        f"needs format {needs}, not {version}")
         if eps is not None and _disagree(eps, question.epsilon, question.scheme.nominal_epsilon):
             raise _fail(f"question {question.id!r}.epsilon", f"states {eps!r} but its "
                         f"parameters give {question.epsilon!r}")
@@ -707,7 +881,16 @@ def parse_manifest(raw: bytes) -> Survey:
     for key in ("survey_id", "key_id"):
         _text(data[key], f"manifest.{key}")
     return replace(survey, survey_id=data["survey_id"], key_id=data["key_id"],
-                   origin=_origin(data["origin"]) if "origin" in fields else None)
+                   origin=_origin(data["origin"]) if "origin" in fields else None,
+                   form=_form(data["form"]) if "form" in data else None)
+
+
+def _form(value: Any) -> dict[str, str]:
+    """A manifest's form digests (form_integrity.parse_form)."""
+    try:
+        return form_integrity.parse_form(value)
+    except ValueError as exc:
+        raise _fail("manifest.form", str(exc)) from None
 
 
 def _origin(value: Any) -> str:

@@ -4,6 +4,7 @@
 // draws, the report [group, answer]. epsilon is the largest group's (derived in cheating.py),
 // each group's the larger of its integer thresholds' and the float formula's, as Python's.
 
+import { _ } from "./words.js";
 import { N, randomize, realizedEpsilon, secureDraw, thresholds } from "./randomizer.js";
 
 export function cheatingDetection(question) {
@@ -17,12 +18,16 @@ export function cheatingDetection(question) {
       return [group, randomize(truth, groups[group].t, draw)];
     },
     largest: () => [1, 1],
-    shown: (report) => `group ${report[0] + 1}: ${question.options[report[1]]}`,
+    shown: (report) => _("group {group}: {answer}",
+      { group: report[0] + 1, answer: question.options[report[1]] }),
     parameters: () => [question.design, question.groups],
-    note: (percent) => "Your device puts you in one of two groups at random, and the server " +
-      "learns which: " + groups.map((g, j) => `in group ${j + 1} it receives your own answer ` +
-        `with ${percent(g.alpha)} probability, and otherwise Yes with ${percent(g.beta[1])} ` +
-        `and No with ${percent(g.beta[0])}`).join("; ") + ".",
-    belief: "you would say Yes",
+    note: (percent) => {
+      const each = groups.map((g, j) => _("in group {group} it receives your own answer with " +
+        "{own} probability, and otherwise Yes with {yes} and No with {no}", { group: j + 1,
+        own: percent(g.alpha), yes: percent(g.beta[1]), no: percent(g.beta[0]) }));
+      return _("Your device puts you in one of two groups at random, and the server learns " +
+        "which: {groups}.", { groups: each.join("; ") });
+    },
+    belief: _("you would say Yes"),
   };
 }

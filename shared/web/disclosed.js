@@ -4,7 +4,10 @@
 // asked as a whole number (`whole`) and one outside [min, max] is refused at the question
 // (`accepts`), never clamped: a changed open answer would be a wrong one.
 
-export const WORDS = "Answered openly: stored as you give it.";
+import { _ } from "./words.js";
+
+// WORDS is read when the page shows it, in its language.
+export const WORDS = () => _("Answered openly: stored as you give it.");
 
 export function disclosed(question) {
   const number = question.type === "numeric";
@@ -24,12 +27,15 @@ export function disclosed(question) {
     randomize: (truth) => check(truth),
     largest: () => (number ? [question.min, question.max].reduce(
       (a, b) => (String(b).length > String(a).length ? b : a)) : question.options.length - 1),
-    shown: (report) => `${number ? `${report}${unit}` : question.options[report]} (as given)`,
+    shown: (report) => {
+      const answer = number ? `${report}${unit}` : question.options[report];
+      return _("{answer} (as given)", { answer });
+    },
     // As the Python client's digest (client/verify.py parameters: scheme.fields()'s values):
     // `disclosed` true, and for a number its min, max and unit.
     parameters: () => (number ? [true, question.min, question.max,
       ...(question.unit === undefined ? [] : [question.unit])] : [true]),
-    note: () => `${WORDS} It is not changed at random, so it does not use up any of your ` +
-      "privacy budget, and anyone who sees your answers sees this one as it is.",
+    note: () => `${WORDS()} ${_("It is not changed at random, so it does not use up any of " +
+      "your privacy budget, and anyone who sees your answers sees this one as it is.")}`,
   };
 }

@@ -19,9 +19,13 @@ import {
 } from "./randomizer.js";
 import { WORDS as OPEN_WORDS } from "./disclosed.js";
 import { schemeOf } from "./schemes.js";
+import { _ } from "./words.js";
 
 const root = document.getElementById("survey");
 const surveyId = root.dataset.surveyId;
+// The language the server chose for this page (from ?lang= or the browser's Accept-Language),
+// one of the survey's: its texts are shown in it (inLanguage), the form's own words are _().
+const language = root.dataset.language;
 // A preview (`ldp-survey survey preview`, or a draft's preview on the dashboard) is this form
 // exactly, randomizer and all, for a survey read from data-manifest-url, but it keeps nothing
 // (its memory lives in this page only, as a first-time respondent's would start) and sends
@@ -35,33 +39,46 @@ const has = (object, key) => Object.hasOwn(object, key);
 // What a respondent reads first, in everyday words: the same words as the Python client's
 // INTRO, WHY_IT_MAY_DIFFER, bound_note and release_summary (ldpsurvey/client/notes.py).
 // Epsilon, the limits and the exact chances go in #protection, collapsed.
-const INTRO = "Your device flips a coin for each answer and sometimes sends another answer " +
-  "on purpose. No one can know your real answers. Researchers can still count how common " +
-  "each one is.";
+const INTRO = () => _("Your device flips a coin for each answer and sometimes sends another " +
+  "answer on purpose. No one can know your real answers. Researchers can still count how " +
+  "common each one is.");
 // INTRO for a survey that asks some questions openly (disclosed), as the client's OPEN_INTRO,
 // and the bound's words when every question is open (ALL_OPEN).
-const OPEN_INTRO = "Your device flips a coin for each answer not marked \"Answered openly\", " +
-  "and sometimes sends another answer on purpose. No one can know those real answers, yet " +
-  "researchers can still count them. Open answers are stored as you give them.";
-const ALL_OPEN = "Nothing here is changed at random: every answer is stored as you give it.";
-const WHY_IT_MAY_DIFFER = "Some answers may differ from what you chose. That is on purpose: " +
-  "it keeps your real answers private.";
+const OPEN_INTRO = () => _("Your device flips a coin for each answer not marked \"Answered " +
+  "openly\", and sometimes sends another answer on purpose. No one can know those real " +
+  "answers, yet researchers can still count them. Open answers are stored as you give them.");
+const ALL_OPEN = () => _("Nothing here is changed at random: every answer is stored as you " +
+  "give it.");
+const WHY_IT_MAY_DIFFER = () => _("Some answers may differ from what you chose. That is on " +
+  "purpose: it keeps your real answers private.");
 
 // epsilons: those of the randomized questions (an open answer has no bound).
 function boundNote(epsilons) {
-  if (!epsilons.length) return ALL_OPEN;
+  if (!epsilons.length) return ALL_OPEN();
   const most = Math.max(...epsilons.map((epsilon) => posteriorMax(0.5, epsilon)));
-  return `From one sent answer, someone with no idea can be at most ${percent(most)} sure ` +
-    "of your real answer.";
+  return _("From one sent answer, someone with no idea can be at most {chance} sure of your " +
+    "real answer.", { chance: percent(most) });
 }
 
-const OPEN_NOT_MIXED = "Answers you give openly can still point to you.";
-
 function releaseSummary(releaseBatch = 1, anyOpen = false) {
-  if (releaseBatch <= 1) return "The researchers see your answers as soon as they arrive.";
-  const mixed = "The researchers see your answers only mixed with others, in groups of at " +
-    `least ${releaseBatch} (the last can be smaller).`;
-  return anyOpen ? `${mixed} ${OPEN_NOT_MIXED}` : mixed;
+  if (releaseBatch <= 1) return _("The researchers see your answers as soon as they arrive.");
+  const mixed = _("The researchers see your answers only mixed with others, in groups of at " +
+    "least {size} (the last can be smaller).", { size: releaseBatch });
+  return anyOpen ? `${mixed} ${_("Answers you give openly can still point to you.")}` : mixed;
+}
+
+// The survey's texts in the page's language (its translations, format /8), for showing only:
+// the manifest itself, whose options and units are part of what the survey asks
+// (parametersOf), is what is answered. A yes/no question's options are the form's own words.
+function inLanguage(manifest) {
+  const words = manifest.translations?.[language];
+  const questions = manifest.questions.map((question) => {
+    const own = words?.questions?.[question.id] ?? {};
+    const options = question.type === "yes_no" ? [_("No"), _("Yes")] : question.options;
+    return { ...question, text: own.text ?? question.text, hint: own.hint ?? question.hint,
+      options: own.options ?? options, unit: own.unit ?? question.unit };
+  });
+  return { ...manifest, title: words?.title ?? manifest.title, questions };
 }
 
 // --- what this browser keeps, for this site (localStorage is per origin) -----------------
@@ -264,18 +281,15 @@ function newIdempotencyKey() {
 
 // --- what the respondent reads ---------------------------------------------------------
 
-const STEPS = { check: "Checking", questions: "Questions", "true-review": "Check your answers",
-  confirm: "What will be sent", thanks: "Sent", refused: "Not answering" };
-const ERROR_AT_QUESTION = "Please choose an answer.";
-// The thanks of a survey with open answers, as the client's sent_note.
-const OPEN_SENT = "Your answers were sent. Your real answers never left your device, except " +
-  "those you gave openly.";
+const STEPS = { check: () => _("Checking"), questions: () => _("Questions"),
+  "true-review": () => _("Check your answers"), confirm: () => _("What will be sent"),
+  thanks: () => _("Sent"), refused: () => _("Not answering") };
 const PAGE_TITLE = document.title;
 
 // Show one step, name it in the tab's title and, when `focus`, move focus to its heading
 // (tabindex -1, so screen readers start there; no visual box, see style.css). On load focus
 // stays at the top of the page, before the survey's title and description.
-function show(id, { focus = true, title = STEPS[id] } = {}) {
+function show(id, { focus = true, title = STEPS[id]() } = {}) {
   for (const section of Object.keys(STEPS)) $(section).hidden = section !== id;
   $("protection").hidden = id === "check";
   document.title = `${title} · ${PAGE_TITLE}`;
@@ -318,41 +332,45 @@ function note(question, epsilon, totalEpsilon) {
   if (schemeOf(question).open) return own(percent); // nothing randomized: no bound to state
   if (own) {
     what = own(percent);
-    belief = schemeOf(question).belief ?? "you would give a particular answer";
+    belief = schemeOf(question).belief ?? _("you would give a particular answer");
   } else if (question.type === "yes_no") {
     const p = (i, j) => percent(reportProbability(alpha, beta, i, j));
-    what = `If you answer Yes, the server receives Yes with ${p(1, 1)} probability and No with ` +
-      `${p(1, 0)}; if you answer No, it receives No with ${p(0, 0)} and Yes with ${p(0, 1)}.`;
-    belief = "you would say Yes";
+    what = _("If you answer Yes, the server receives Yes with {yes_yes} probability and No " +
+      "with {yes_no}; if you answer No, it receives No with {no_no} and Yes with {no_yes}.",
+    { yes_yes: p(1, 1), yes_no: p(1, 0), no_no: p(0, 0), no_yes: p(0, 1) });
+    belief = _("you would say Yes");
   } else {
     const kept = beta.map((_, j) => reportProbability(alpha, beta, j, j));
     const low = percent(Math.min(...kept));
     const high = percent(Math.max(...kept));
-    const chance = low === high ? low : `${low} to ${high} (depending on the answer)`;
-    what = `The server receives your own answer with ${chance} probability, and otherwise ` +
-      "one of the other options.";
-    belief = "you would give a particular answer";
+    const chance = low === high ? low :
+      _("{low} to {high} (depending on the answer)", { low, high });
+    what = _("The server receives your own answer with {chance} probability, and otherwise " +
+      "one of the other options.", { chance });
+    belief = _("you would give a particular answer");
   }
-  return `${what} Someone who thought it 50 % likely ${belief} could be at most ` +
-    `${percent(posteriorMax(0.5, epsilon))} sure after seeing this answer; after seeing all ` +
-    `your answers, at most ${percent(posteriorMax(0.5, totalEpsilon))}.`;
+  return `${what} ${_("Someone who thought it {half} likely {belief} could be at most {one} " +
+    "sure after seeing this answer; after seeing all your answers, at most {every}.",
+  { half: percent(0.5), belief, one: percent(posteriorMax(0.5, epsilon)),
+    every: percent(posteriorMax(0.5, totalEpsilon)) })}`;
 }
 
 // The same words as the Python client's concept_note.
 function conceptNote(question, status) {
   const name = question.concept;
   if (status === "reused") {
-    return `You answered about '${name}' before with these same settings: a fresh ` +
+    return _("You answered about '{name}' before with these same settings: a fresh " +
       "randomization of the permanent randomized answer your device keeps for it is sent, " +
       "which reveals nothing beyond that answer and costs no more privacy budget once it has " +
-      "been charged.";
+      "been charged.", { name });
   }
-  const redrawn = status === "redrawn" ? `You answered about '${name}' before with other ` +
-    "settings: that answer cannot be reused, so a new one is drawn and charged. " : "";
-  return `${redrawn}This asks about '${name}', something that should not change: your device ` +
+  const again = _("You answered about '{name}' before with other settings: that answer cannot " +
+    "be reused, so a new one is drawn and charged.", { name });
+  const redrawn = status === "redrawn" ? `${again} ` : "";
+  return redrawn + _("This asks about '{name}', something that should not change: your device " +
     "randomizes your answer once into a permanent answer, charged once, and sends a fresh " +
     "randomization of it here and in later surveys that ask the same with the same settings, " +
-    "so repeated answers neither add up nor match.";
+    "so repeated answers neither add up nor match.", { name });
 }
 
 function renderQuestions(manifest, epsilons, total, statuses, record) {
@@ -361,24 +379,32 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
   for (const question of manifest.questions) {
     const fieldset = element("fieldset", { class: "question", role: "radiogroup",
       "aria-labelledby": `q-${question.id}-text`, "data-question": question.id });
-    fieldset.append(element("legend", { id: `q-${question.id}-text` }, question.text));
+    fieldset.append(element("legend", { id: `q-${question.id}-text`, lang: language },
+      question.text));
+    if (question.hint !== undefined) {
+      fieldset.append(element("p", { class: "hint", id: `q-${question.id}-about`,
+        lang: language }, question.hint));
+    }
     if (schemeOf(question).open) {
       fieldset.append(element("p", { class: "open-answer", id: `q-${question.id}-open` },
-        OPEN_WORDS));
+        OPEN_WORDS()));
     }
     const reuse = has(record.answers, question.id) || statuses[question.id] === "reused";
     if (reuse) {
       fieldset.append(element("p", { class: "notice" }, has(record.answers, question.id) ?
-        "You answered this before: that answer is used again." :
-        "Nothing to answer: you answered this in an earlier survey, and that answer is used."));
+        _("You answered this before: that answer is used again.") :
+        _("Nothing to answer: you answered this in an earlier survey, and that answer is " +
+          "used.")));
     } else if (schemeOf(question).answer === "number") {
       // A group takes no aria-required (axe: aria-allowed-attr): the field itself does.
       fieldset.setAttribute("role", "group");
       fieldset.append(element("p", { class: "error", id: `q-${question.id}-error` }));
       const unit = question.unit ? ` (${question.unit})` : "";
       const whole = schemeOf(question).whole === true;
+      const range = { min: question.min, max: question.max };
       const label = element("label", { class: "number", for: `q-${question.id}-value` },
-        `A ${whole ? "whole number" : "number"} from ${question.min} to ${question.max}${unit}`);
+        (whole ? _("A whole number from {min} to {max}", range) :
+          _("A number from {min} to {max}", range)) + unit);
       const input = element("input", { type: "number", id: `q-${question.id}-value`,
         min: String(question.min), max: String(question.max), step: whole ? "1" : "any",
         inputmode: whole ? "numeric" : "decimal", "aria-required": "true", "data-number": "" });
@@ -390,13 +416,13 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
       fieldset.append(element("p", { class: "error", id: `q-${question.id}-error`,
         "aria-live": "polite" }));
       fieldset.append(element("p", { class: "hint", id: `q-${question.id}-hint` },
-        limit === null ? "Select all that apply (or none)." :
-          `Select all that apply, at most ${limit} (or none).`));
+        limit === null ? _("Select all that apply (or none).") :
+          _("Select all that apply, at most {limit} (or none).", { limit })));
       question.options.forEach((option, index) => {
         const label = element("label", { class: "option" });
         const input = element("input", { type: "checkbox", id: `q-${question.id}-${index}`,
           "data-option": String(index) });
-        label.append(input, document.createTextNode(` ${option}`));
+        label.append(input, " ", element("span", { lang: language }, option));
         fieldset.append(label);
       });
     } else {
@@ -409,7 +435,7 @@ function renderQuestions(manifest, epsilons, total, statuses, record) {
         // question (a roving tabindex), as a native radio group has.
         const input = element("input", { type: "radio", id: `q-${question.id}-${index}`,
           "data-option": String(index), tabindex: index === 0 ? "0" : "-1" });
-        label.append(input, document.createTextNode(` ${option}`));
+        label.append(input, " ", element("span", { lang: language }, option));
         fieldset.append(label);
       });
     }
@@ -460,7 +486,7 @@ function renderNotes(manifest, epsilons, total, statuses) {
     let text = note(question, epsilons[question.id], total);
     if (has(statuses, question.id)) text += ` ${conceptNote(question, statuses[question.id])}`;
     const privacy = element("p", { class: "privacy-note", id: `q-${question.id}-note` });
-    privacy.append(element("strong", {}, question.text), " ");
+    privacy.append(element("strong", { lang: language }, question.text), " ");
     const rest = element("span");
     setText(rest, text);
     privacy.append(rest);
@@ -501,28 +527,34 @@ function markAnswered(group) {
 // What is wrong with `count` ticks of a check-all-that-apply question, or null.
 function tooMany(question, count) {
   const limit = schemeOf(question).limit;
-  return limit !== null && count > limit ?
-    `Please select at most ${limit}: you selected ${count}. Clear one to go on.` : null;
+  return limit !== null && count > limit ? _("Please select at most {limit}: you selected " +
+    "{count}. Clear one to go on.", { limit, count }) : null;
 }
 
 // What is wrong with a number field's text, or null (the scheme takes it).
 function numberProblem(question, text) {
   const scheme = schemeOf(question);
   const value = text.trim() === "" ? NaN : Number(text);
-  const range = `${scheme.whole ? "a whole number" : "a number"} from ${question.min} to ` +
-    `${question.max}`;
-  if (Number.isFinite(value) && (value < question.min || value > question.max)) {
-    return `Too ${value < question.min ? "low" : "high"}: enter ${range}.`;
+  const range = { min: question.min, max: question.max };
+  if (Number.isFinite(value) && value < question.min) {
+    return scheme.whole ? _("Too low: enter a whole number from {min} to {max}.", range) :
+      _("Too low: enter a number from {min} to {max}.", range);
   }
-  return Number.isFinite(value) && scheme.accepts(value) ? null : `Please enter ${range}.`;
+  if (Number.isFinite(value) && value > question.max) {
+    return scheme.whole ? _("Too high: enter a whole number from {min} to {max}.", range) :
+      _("Too high: enter a number from {min} to {max}.", range);
+  }
+  if (Number.isFinite(value) && scheme.accepts(value)) return null;
+  return scheme.whole ? _("Please enter a whole number from {min} to {max}.", range) :
+    _("Please enter a number from {min} to {max}.", range);
 }
 
 // Beside the Review button: how many questions still need an answer or a fix, if any (an
 // empty one, or a number out of range).
 function stillMissing() {
   const left = document.querySelectorAll("#question-list fieldset[aria-invalid]").length;
-  $("review-error").textContent = !left ? "" : left === 1 ? "Please check one question." :
-    `Please check ${left} questions.`;
+  $("review-error").textContent = !left ? "" : left === 1 ? _("Please check one question.") :
+    _("Please check {count} questions.", { count: left });
 }
 
 function fieldsetOf(question) {
@@ -548,7 +580,7 @@ function chosenAnswers(questions) {
       problem = tooMany(question, checked.length);
       answers[question.id] = checked;
     } else if (checked.length) answers[question.id] = checked[0];
-    else problem = ERROR_AT_QUESTION;
+    else problem = _("Please choose an answer.");
     if (problem) problems.push([question, problem]);
   }
   return { answers, problems };
@@ -561,14 +593,15 @@ function showReview(questions, answers) {
   list.replaceChildren();
   for (const question of questions) {
     const change = element("button", { type: "button", class: "link",
-      "aria-label": `Change your answer to: ${question.text}` }, "Change");
+      "aria-label": _("Change your answer to: {question}", { question: question.text }) },
+    _("Change"));
     change.addEventListener("click", () => {
       show("questions", { focus: false });
       const group = fieldsetOf(question);
       (group.querySelector("input:checked") ?? group.querySelector("input")).focus();
     });
     const item = element("li");
-    item.append(element("span", { class: "question-text" }, question.text),
+    item.append(element("span", { class: "question-text", lang: language }, question.text),
       element("strong", {}, schemeOf(question).truth(answers[question.id])), change);
     list.append(item);
   }
@@ -579,28 +612,27 @@ function showReview(questions, answers) {
 // of format /1 has no release_batch: its server released each submission at once.
 function releaseNote(releaseBatch = 1) {
   if (releaseBatch <= 1) {
-    return "The server shows each submission to the researchers as soon as it arrives: it " +
-      "does not pool them, so results can change with yours alone.";
+    return _("The server shows each submission to the researchers as soon as it arrives: it " +
+      "does not pool them, so results can change with yours alone.");
   }
-  return `The server promises to hold your answers until at least ${releaseBatch} ` +
-    "submissions have arrived and then release them all together in a random order, so " +
-    "that the researchers, and anyone they show results to, cannot tell when you " +
-    "answered or pick out your answers by when they arrived. The last release, when the " +
-    "survey closes, can be smaller. This is the server's promise: your device cannot " +
-    "check it.";
+  return _("The server promises to hold your answers until at least {size} submissions have " +
+    "arrived and then release them all together in a random order, so that the researchers, " +
+    "and anyone they show results to, cannot tell when you answered or pick out your answers " +
+    "by when they arrived. The last release, when the survey closes, can be smaller. This is " +
+    "the server's promise: your device cannot check it.", { size: releaseBatch });
 }
 
 function againNote(record) {
   if (record.submitted) {
-    return "You already sent this survey from this browser, and it arrived. These are the " +
-      "answers that were sent. There is nothing more to send.";
+    return _("You already sent this survey from this browser, and it arrived. These are the " +
+      "answers that were sent. There is nothing more to send.");
   }
   if (record.charged !== null) {
-    return "You tried to send this survey before, but it may not have arrived. The same " +
-      "answers are sent, and counted once.";
+    return _("You tried to send this survey before, but it may not have arrived. The same " +
+      "answers are sent, and counted once.");
   }
-  return "You answered this survey here before but did not send it. The same answers are " +
-    "used, so nothing new is revealed.";
+  return _("You answered this survey here before but did not send it. The same answers are " +
+    "used, so nothing new is revealed.");
 }
 
 function showConfirm(manifest, record, total, again, focus = true) {
@@ -614,52 +646,57 @@ function showConfirm(manifest, record, total, again, focus = true) {
     const scheme = schemeOf(question);
     payload.answers[question.id] = report;
     // In plain words here; exactly, as the server reads it, in #protection.
-    list.append(element("li", {}, `${question.text} → ${(scheme.plain ?? scheme.shown)(report)}`));
-    codes.append(element("li", {}, `${question.text} → ${scheme.shown(report)}`));
+    for (const [items, words] of [[list, scheme.plain ?? scheme.shown], [codes, scheme.shown]]) {
+      const item = element("li");
+      item.append(element("span", { lang: language }, question.text), ` → ${words(report)}`);
+      items.append(item);
+    }
   }
   $("sent-details").hidden = false;
   $("payload").textContent = JSON.stringify(payload);
   $("body-details").hidden = false;
-  $("why-differ").textContent = WHY_IT_MAY_DIFFER;
+  $("why-differ").textContent = WHY_IT_MAY_DIFFER();
   $("release-summary").textContent = releaseSummary(manifest.release_batch,
     manifest.questions.some((q) => q.disclosed === true));
-  setText($("total-note"), `Together these answers have epsilon ${total.toFixed(3)}: ` +
-    "someone who thought something about you 50 % likely could be at most " +
-    `${percent(posteriorMax(0.5, total))} sure after seeing all of them.`);
+  setText($("total-note"), _("Together these answers have epsilon {epsilon}: someone who " +
+    "thought something about you {half} likely could be at most {chance} sure after seeing " +
+    "all of them.", { epsilon: total.toFixed(3), half: percent(0.5),
+    chance: percent(posteriorMax(0.5, total)) }));
   $("release-note").textContent = releaseNote(manifest.release_batch);
   $("again").textContent = again ? againNote(record) : "";
   $("again").hidden = !again;
   const sent = again && record.submitted; // already sent: shown, never sent again
-  $("confirm-title").textContent = sent ? "These randomized answers were sent" :
-    "This is exactly what will be sent";
+  $("confirm-title").textContent = sent ? _("These randomized answers were sent") :
+    _("This is exactly what will be sent");
   $("send").hidden = sent;
   $("final-note").hidden = sent;
-  show("confirm", { focus, title: sent ? "Already sent" : STEPS.confirm });
+  show("confirm", { focus, title: sent ? _("Already sent") : STEPS.confirm() });
 }
 
 function ledgerNote(spent, cost) {
-  return `This browser has sent this site answers with epsilon ${spent.toFixed(3)} in all, ` +
-    "whichever researchers' key asked, of this page's lifetime limit of " +
-    `${DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3)} (8 ln 3) for this browser on this site; ` +
-    `sending this survey adds ${cost.toFixed(3)}.`;
+  return _("This browser has sent this site answers with epsilon {spent} in all, whichever " +
+    "researchers' key asked, of this page's lifetime limit of {limit} (8 ln 3) for this " +
+    "browser on this site; sending this survey adds {cost}.", { spent: spent.toFixed(3),
+    limit: DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3), cost: cost.toFixed(3) });
 }
 
 // The refusal of a page opened at another origin than the survey's signed one (a manifest of
 // format /4 or earlier names none), or null.
 function wrongOrigin(manifest) {
   if (manifest.origin === undefined || manifest.origin === location.origin) return null;
-  return [`Please answer this survey at ${manifest.origin}. Nothing was sent.`,
-    `This survey is signed for ${manifest.origin}, but this page was opened at ` +
-    `${location.origin}. This browser keeps its memory and privacy ledger per address, so ` +
-    "answering here would start them afresh. Nothing was randomized or sent."];
+  const where = { signed: manifest.origin, here: location.origin };
+  return [_("Please answer this survey at {signed}. Nothing was sent.", where),
+    _("This survey is signed for {signed}, but this page was opened at {here}. This browser " +
+      "keeps its memory and privacy ledger per address, so answering here would start them " +
+      "afresh. Nothing was randomized or sent.", where)];
 }
 
 // Refuse to answer: `plain` in everyday words, and what exactly went wrong, if anything more
 // needs saying, in #protection.
-const TOO_MUCH_AT_ONCE = "This survey asks in a way that could reveal too much about you, " +
-  "so this page does not answer it. Nothing was sent.";
-const TOO_MUCH_IN_ALL = "This browser has already answered many surveys on this site. One " +
-  "more could reveal too much about you, so this page does not send it. Nothing was sent.";
+const TOO_MUCH_AT_ONCE = () => _("This survey asks in a way that could reveal too much about " +
+  "you, so this page does not answer it. Nothing was sent.");
+const TOO_MUCH_IN_ALL = () => _("This browser has already answered many surveys on this site. " +
+  "One more could reveal too much about you, so this page does not send it. Nothing was sent.");
 
 function refuse(plain, detail = "") {
   $("refused-text").textContent = plain;
@@ -708,12 +745,12 @@ class Answering {
     const cost = this.cost();
     const spent = spentHere(this.store);
     if (!cost || !exceeds(spent + cost, DEFAULT_MAX_LIFETIME_EPSILON)) return null;
-    return [TOO_MUCH_IN_ALL, `This survey would add epsilon ${cost.toFixed(3)} to the ` +
-      `${spent.toFixed(3)} this browser has already sent this site, ${(spent + cost).toFixed(3)} in all, above this ` +
-      `page's lifetime limit of ${DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3)} for this browser ` +
-      "on this site, whichever researchers' key asks: together your " +
-      `answers could make a guess about you ${Math.exp(spent + cost).toFixed(0)} times ` +
-      "likelier. Nothing was sent."];
+    return [TOO_MUCH_IN_ALL(), _("This survey would add epsilon {cost} to the {spent} this " +
+      "browser has already sent this site, {total} in all, above this page's lifetime limit " +
+      "of {limit} for this browser on this site, whichever researchers' key asks: together " +
+      "your answers could make a guess about you {times} times likelier. Nothing was sent.",
+    { cost: cost.toFixed(3), spent: spent.toFixed(3), total: (spent + cost).toFixed(3),
+      limit: DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3), times: Math.exp(spent + cost).toFixed(0) })];
   }
 
   statuses() {
@@ -791,24 +828,30 @@ class Answering {
         return;
       }
       const problem = await response.json().catch(() => ({}));
+      const detail = problem.detail || _("the server answered {status}",
+        { status: response.status });
       $("send-error").textContent = problem.error === "invalid_token" ?
-        "Not sent: this invitation link is unknown or was already used. Each link answers " +
-        "once. If you answered with it before, that answer was counted." :
-        `Not sent: ${problem.detail || `the server answered ${response.status}`}.`;
+        _("Not sent: this invitation link is unknown or was already used. Each link answers " +
+          "once. If you answered with it before, that answer was counted.") :
+        _("Not sent: {problem}.", { problem: detail });
     } catch {
-      $("send-error").textContent = "Not sent: the server could not be reached. Your answers " +
-        "are kept. Press Send again, or come back later: they are counted once.";
+      $("send-error").textContent = _("Not sent: the server could not be reached. Your " +
+        "answers are kept. Press Send again, or come back later: they are counted once.");
     } finally {
       $("send").disabled = false;
     }
   }
 }
 
+// The language switcher's links keep what follows # (an invitation's token) in the address.
+for (const link of document.querySelectorAll("#languages a")) link.hash = location.hash;
+
 async function main() {
   const response = await fetch(root.dataset.manifestUrl ??
     `/api/surveys/${encodeURIComponent(surveyId)}`);
-  if (!response.ok) return refuse("This survey could not be loaded. Nothing was sent.");
+  if (!response.ok) return refuse(_("This survey could not be loaded. Nothing was sent."));
   const manifest = JSON.parse(await response.text());
+  const worded = inLanguage(manifest); // what is shown; `manifest` is what is answered
   const elsewhere = wrongOrigin(manifest);
   if (elsewhere) return refuse(...elsewhere);
   // Recompute epsilon from alpha and beta (never trust a stated epsilon).
@@ -825,50 +868,50 @@ async function main() {
       }
     }
   } catch (error) {
-    return refuse("This survey's settings would not protect your answers, so this page " +
-      "does not answer it. Nothing was sent.", `${error.message}.`);
+    return refuse(_("This survey's settings would not protect your answers, so this page " +
+      "does not answer it. Nothing was sent."), `${error.message}.`);
   }
   const total = Object.values(epsilons).reduce((a, b) => a + b, 0);
-  for (const question of manifest.questions) {
+  for (const question of worded.questions) {
     if (exceeds(epsilons[question.id], DEFAULT_MAX_EPSILON)) {
-      return refuse(TOO_MUCH_AT_ONCE, `The question "${question.text}" asks for epsilon ` +
-        `${epsilons[question.id].toFixed(3)}, above this page's limit of ` +
-        `${DEFAULT_MAX_EPSILON.toFixed(3)} per question: one answer could make a guess about ` +
-        `you ${Math.exp(epsilons[question.id]).toFixed(2)} times likelier. Nothing was sent.`);
+      return refuse(TOO_MUCH_AT_ONCE(), _("The question \"{question}\" asks for epsilon " +
+        "{epsilon}, above this page's limit of {limit} per question: one answer could make a " +
+        "guess about you {times} times likelier. Nothing was sent.", { question: question.text,
+        epsilon: epsilons[question.id].toFixed(3), limit: DEFAULT_MAX_EPSILON.toFixed(3),
+        times: Math.exp(epsilons[question.id]).toFixed(2) }));
     }
   }
   if (exceeds(total, DEFAULT_MAX_TOTAL_EPSILON)) {
-    return refuse(TOO_MUCH_AT_ONCE, "This survey's questions together ask for epsilon " +
-      `${total.toFixed(3)}, ` +
-      `above this page's limit of ${DEFAULT_MAX_TOTAL_EPSILON.toFixed(3)} per submission. ` +
-      "Nothing was sent.");
+    return refuse(TOO_MUCH_AT_ONCE(), _("This survey's questions together ask for epsilon " +
+      "{epsilon}, above this page's limit of {limit} per submission. Nothing was sent.",
+    { epsilon: total.toFixed(3), limit: DEFAULT_MAX_TOTAL_EPSILON.toFixed(3) }));
   }
   const status = preview ? { status: "open" } :
     await fetch(`/api/surveys/${encodeURIComponent(surveyId)}/status`)
       .then((r) => r.json()).catch(() => ({}));
   if (status.status !== "open") {
-    return refuse("This survey is closed: it takes no more answers. Nothing was sent.");
+    return refuse(_("This survey is closed: it takes no more answers. Nothing was sent."));
   }
   const token = new URLSearchParams(location.hash.slice(1)).get("t");
   if (manifest.invitation_only && !token && !preview) {  // a preview shows the invited form
-    return refuse("This survey is by invitation only: open the link from your invitation.");
+    return refuse(_("This survey is by invitation only: open the link from your invitation."));
   }
   const answering = await Answering.open(manifest, found, layers, epsilons, total, token);
   if (!answering) {
-    return refuse("This survey changed since you answered it here. Answering again could " +
-      "reveal more about you, so this page does not. Nothing was sent.",
-    "It now asks other questions, or the same with other settings, under the same address.");
+    return refuse(_("This survey changed since you answered it here. Answering again could " +
+      "reveal more about you, so this page does not. Nothing was sent."),
+    _("It now asks other questions, or the same with other settings, under the same address."));
   }
   const refusal = answering.overBudget();
   if (refusal) return refuse(...refusal);
   setText($("ledger-note"), ledgerNote(spentHere(answering.store), answering.cost()));
   $("send").addEventListener("click", () => answering.send());
   if (manifest.questions.every((q) => has(answering.record.answers, q.id))) {
-    return showConfirm(manifest, answering.record, total, true, false);
+    return showConfirm(worded, answering.record, total, true, false);
   }
   const statuses = answering.statuses();
-  renderQuestions(manifest, epsilons, total, statuses, answering.record);
-  const needed = manifest.questions.filter((q) => !has(answering.record.answers, q.id) &&
+  renderQuestions(worded, epsilons, total, statuses, answering.record);
+  const needed = worded.questions.filter((q) => !has(answering.record.answers, q.id) &&
     statuses[q.id] !== "reused");
   let chosen = null; // the true answers, on this page only, until they are randomized
   $("review").addEventListener("click", () => {
@@ -886,13 +929,16 @@ async function main() {
       input.disabled = true;
     }
     $("true-list").replaceChildren();
-    showConfirm(manifest, answering.record, total, false);
+    showConfirm(worded, answering.record, total, false);
   });
   const open = manifest.questions.some((q) => found[q.id].open);
-  $("intro").textContent = open ? OPEN_INTRO : INTRO;
+  $("intro").textContent = open ? OPEN_INTRO() : INTRO();
   setText($("bound"), boundNote(manifest.questions.filter((q) => !found[q.id].open)
     .map((q) => epsilons[q.id])));
-  if (open && !preview) $("thanks-text").textContent = OPEN_SENT;
+  if (open && !preview) {  // as the client's sent_note
+    $("thanks-text").textContent = _("Your answers were sent. Your real answers never left " +
+      "your device, except those you gave openly.");
+  }
   show("questions", { focus: false });
 }
 

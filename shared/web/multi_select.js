@@ -6,12 +6,14 @@
 // a uniform beta over them (over the set itself when it holds more), then forced response over
 // k + m values; epsilon ln(1 + T W / ((N - T) min_j w_j)), W the largest slot weight.
 
+import { _ } from "./words.js";
 import { N, randomize, secureDraw, thresholds, uniformBeta } from "./randomizer.js";
 
 // A report of one mark per option, in plain words: the options marked.
 export function marked(question, report) {
-  const names = question.options.filter((_, j) => report[j] === 1);
-  return names.length ? `marked: ${names.join("; ")}` : "nothing marked";
+  const names = question.options.filter((option, j) => report[j] === 1);
+  return names.length ? _("marked: {options}", { options: names.join("; ") }) :
+    _("nothing marked");
 }
 
 function checkSet(truth, k, limit) {
@@ -43,16 +45,16 @@ function optionBits(question) {
     limit: question.max_selected ?? null,
     randomize(truth, draw = secureDraw) {
       const chosen = new Set(checkSet(truth, k, question.max_selected ?? null));
-      return question.options.map((_, j) => randomize(chosen.has(j) ? 1 : 0, t, draw));
+      return question.options.map((option, j) => randomize(chosen.has(j) ? 1 : 0, t, draw));
     },
     largest: () => Array(k).fill(1),
-    shown: (report) => `marks ${report.join("")} (one per option)`,
+    shown: (report) => _("marks {marks} (one per option)", { marks: report.join("") }),
     plain: (report) => marked(question, report),
     parameters: () => [question.mechanism, question.max_selected ?? null, question.alpha,
       question.beta],
-    note: (percent) => "The server receives one yes/no mark per option: each option you " +
-      `select is marked with ${percent(pStar)} probability and each other option with ` +
-      `${percent(qStar)}.`,
+    note: (percent) => _("The server receives one yes/no mark per option: each option you " +
+      "select is marked with {selected} probability and each other option with {other}.",
+    { selected: percent(pStar), other: percent(qStar) }),
   };
 }
 
@@ -83,18 +85,19 @@ function paddingSampling(question) {
       return randomize(item, t, draw);
     },
     largest: () => d - 1,
-    shown: (report) => (report < k ? question.options[report] : `(a placeholder, ${report})`),
-    plain: (report) => (report < k ? question.options[report] : "a placeholder"),
+    shown: (report) => (report < k ? question.options[report] :
+      _("(a placeholder, {code})", { code: report })),
+    plain: (report) => (report < k ? question.options[report] : _("a placeholder")),
     parameters: () => [question.mechanism, m, question.alpha],
-    note: () => "The server receives one item: one of your selections (or a placeholder if " +
-      `you select fewer than ${m}), picked at random, then randomized among the options and ` +
-      "placeholders.",
+    note: () => _("The server receives one item: one of your selections (or a placeholder " +
+      "if you select fewer than {m}), picked at random, then randomized among the options and " +
+      "placeholders.", { m }),
   };
 }
 
 // Asked with check boxes; a true answer read back as the options' texts.
 export function multiSelect(question) {
   const scheme = question.mechanism === "padding" ? paddingSampling(question) : optionBits(question);
-  return { ...scheme, answer: "many", belief: "you selected a particular option",
-    truth: (chosen) => chosen.map((j) => question.options[j]).join("; ") || "(none)" };
+  return { ...scheme, answer: "many", belief: _("you selected a particular option"),
+    truth: (chosen) => chosen.map((j) => question.options[j]).join("; ") || _("(none)") };
 }

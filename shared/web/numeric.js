@@ -4,6 +4,7 @@
 // reported. epsilon is the yes/no randomizer's realized epsilon (derived in numeric.py).
 // numberAnswer is what every number mechanism shares (piecewise.js builds on it).
 
+import { _ } from "./words.js";
 import { N, randomize, realizedEpsilon, secureDraw, thresholds } from "./randomizer.js";
 
 export function numberAnswer(question) {
@@ -24,7 +25,7 @@ export function numberAnswer(question) {
     // R = floor(r 2^53), as NumberAnswer.rounding_threshold
     rounded: (x) => Math.floor(((clamp(x) - low) / (high - low)) * N),
     truth: (x) => `${clamp(x)}${unit}`,
-    belief: `your number is ${high} rather than ${low}`,
+    belief: _("your number is {high} rather than {low}", { high, low }),
   };
 }
 
@@ -43,11 +44,13 @@ export function numeric(question) {
       return randomize(up, t, draw);
     },
     largest: () => 1,
-    shown: (report) => `a randomized bit ${report} (${report ? "toward max" : "toward min"})`,
-    plain: (report) => `the ${report ? "high" : "low"} end (${report ? high : low}${unit})`,
+    shown: (report) => (report ? _("a randomized bit 1 (toward max)") :
+      _("a randomized bit 0 (toward min)")),
+    plain: (report) => (report ? _("the high end ({value})", { value: `${high}${unit}` }) :
+      _("the low end ({value})", { value: `${low}${unit}` })),
     parameters: () => [question.mechanism, low, high, question.alpha, question.unit ?? null],
-    note: (percent) => `The server receives one yes/no bit: your number is rounded at random ` +
-      `to ${high} or ${low} (to ${high} the more often the higher it is), and that is kept ` +
-      `with ${percent(keep)} probability, else flipped.`,
+    note: (percent) => _("The server receives one yes/no bit: your number is rounded at " +
+      "random to {high} or {low} (to {high} the more often the higher it is), and that is " +
+      "kept with {chance} probability, else flipped.", { high, low, chance: percent(keep) }),
   };
 }

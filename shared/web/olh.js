@@ -3,6 +3,7 @@
 // forced-response randomizer over the g hash values (alpha, uniform beta) on two more draws:
 // three draws always. The report is [s, y].
 
+import { _ } from "./words.js";
 import { randomize, realizedEpsilon, secureDraw, thresholds, uniformBeta } from "./randomizer.js";
 
 const PRIME = [0x9e3779b1, 0x85ebca77, 0xc2b2ae3d, 0x27d4eb2f, 0x165667b1];
@@ -49,12 +50,12 @@ export function localHashing(question) {
       return [seed, randomize(hashed(truth, seed, g), t, draw)];
     },
     largest: () => [2 ** 32 - 1, g - 1],
-    shown: (report) => `seed ${report[0]}, hash value ${report[1]}`,
-    plain: () => "a code that fits several answers",
+    shown: (report) => _("seed {seed}, hash value {value}", { seed: report[0], value: report[1] }),
+    plain: () => _("a code that fits several answers"),
     parameters: () => [question.mechanism, g, alpha],
-    note: (percent) => `The server receives a random seed and a number from 0 to ${g - 1}: ` +
-      `your answer hashed with that seed, kept with ${percent(pStar)} probability, so many ` +
-      "options fit each report.",
+    note: (percent) => _("The server receives a random seed and a number from 0 to {last}: " +
+      "your answer hashed with that seed, kept with {chance} probability, so many options fit " +
+      "each report.", { last: g - 1, chance: percent(pStar) }),
   };
 }
 

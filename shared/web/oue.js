@@ -4,6 +4,7 @@
 // (derived in oue.py); these doubles divide products near 2^105, so the value agrees with the
 // Python client's exact ratio to about 1e-15, far inside EPSILON_TOLERANCE.
 
+import { _ } from "./words.js";
 import { N, secureDraw } from "./randomizer.js";
 import { marked } from "./multi_select.js";
 
@@ -21,11 +22,11 @@ export function unaryEncoding(question) {
       return question.options.map((_, j) => (draw() < (j === truth ? keep : flip) ? 1 : 0));
     },
     largest: () => Array(k).fill(1),
-    shown: (report) => `marks ${report.join("")} (one per option)`,
+    shown: (report) => _("marks {marks} (one per option)", { marks: report.join("") }),
     plain: (report) => marked(question, report),
     parameters: () => [question.mechanism, question.p, question.q],
-    note: (percent) => `The server receives one yes/no mark per option: your own option is ` +
-      `marked with ${percent(question.p)} probability and each other option with ` +
-      `${percent(question.q)}.`,
+    note: (percent) => _("The server receives one yes/no mark per option: your own option " +
+      "is marked with {own} probability and each other option with {other}.",
+    { own: percent(question.p), other: percent(question.q) }),
   };
 }

@@ -6,6 +6,7 @@
 // picks the piecewise cell (U2, U3; U4 unused), else grid + window + Duchi's bit (U2, U3, U4):
 // four draws. Every number here is an integer below 2^53, exact in a double.
 
+import { _ } from "./words.js";
 import { N, secureDraw } from "./randomizer.js";
 import { numberAnswer, numeric } from "./numeric.js";
 
@@ -40,13 +41,14 @@ export function piecewise(question) {
       return u < keep ? position + quotient(u, inWindow) : quotient(u - keep, anywhere);
     },
     largest: () => outputs - 1,
-    shown: (report) => `a randomized cell ${report} of 0 to ${outputs - 1}`,
-    plain: () => "a coded number",
+    shown: (report) => _("a randomized cell {cell} of 0 to {last}",
+      { cell: report, last: outputs - 1 }),
+    plain: () => _("a coded number"),
     parameters: () => [question.mechanism, question.min, question.max, grid, window,
       question.alpha, question.unit ?? null],
-    note: (percent) => `The server receives one number from 0 to ${outputs - 1}: with ` +
-      `${percent(chance)} probability one of the ${window} near your number, else any of ` +
-      "them at random.",
+    note: (percent) => _("The server receives one number from 0 to {last}: with {chance} " +
+      "probability one of the {window} near your number, else any of them at random.",
+    { last: outputs - 1, chance: percent(chance), window }),
   };
 }
 
@@ -75,8 +77,9 @@ export function hybrid(question) {
     note: (percent) => {
       const other = duchi.note(percent);
       if (!share) return other;
-      return `Your device picks one of two ways at random (${percent(share / N)} the first). ` +
-        `${pm.note(percent)} Or: ${other[0].toLowerCase()}${other.slice(1)}`;
+      return _("Your device picks one of two ways at random ({chance} the first). {first} " +
+        "Or: {second}", { chance: percent(share / N), first: pm.note(percent),
+        second: `${other[0].toLowerCase()}${other.slice(1)}` });
     },
   };
 }

@@ -12,6 +12,7 @@ import { multiSelect } from "./multi_select.js";
 import { numeric } from "./numeric.js";
 import { localHashing } from "./olh.js";
 import { hybrid, piecewise } from "./piecewise.js";
+import { squareWave } from "./square_wave.js";
 import { unaryEncoding } from "./oue.js";
 
 function forcedResponse(question) {
@@ -34,7 +35,8 @@ const oneOption = (question) => ({ answer: "one", limit: null,
   truth: (index) => question.options[index] });
 
 const SCHEMES = { forced_response: forcedResponse, oue: unaryEncoding, olh: localHashing };
-const NUMERIC = { duchi: numeric, piecewise, hybrid }; // a number question's mechanisms
+// a number question's mechanisms
+const NUMERIC = { duchi: numeric, piecewise, hybrid, square_wave: squareWave };
 const number = (question) => {
   const make = Object.hasOwn(NUMERIC, question.mechanism ?? "duchi") ?
     NUMERIC[question.mechanism ?? "duchi"] : null;

@@ -14,9 +14,18 @@ import pytest
 from ldpsurvey.shared import Mechanism, read_definition
 from ldpsurvey.shared.stats.design import compose
 
-from helpers import every_type_answered, release_due, released_n, require
+from form_page import (
+    NO_SIDEWAYS_SCROLL,
+    axe_checker,
+    axe_violations,
+    create,
+    protection,
+    randomize,
+    record,
+    screenshot,
+)
+from helpers import every_type_answered, release_due, released_n
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 # Released at once, so a test reads the count right after answering.
 HEALTH = {**read_definition(resources.files("ldpsurvey.shared") / "examples" / "health.toml"),
           "release_batch": 1}
@@ -30,41 +39,9 @@ def database_url(tmp_path):
     return f"sqlite:///{tmp_path / 'browser.sqlite3'}"
 
 
-def create(client, auth, definition):
-    response = client.post("/api/surveys", json=definition, headers=auth)
-    assert response.status_code == 201, response.json
-    return response.json["survey_id"]
-
-
-def record(page) -> list:
-    requests = []
-    page.on("request", lambda request: requests.append(request))
-    return requests
-
-
 def answer_all(page, answers=TRUE_ANSWERS):
     for qid, option in answers.items():
         page.locator(f'fieldset[data-question="{qid}"] label', has_text=option).click()
-
-
-def randomize(page):
-    """Review the true answers, then randomize them: the randomized answers are shown."""
-    page.click("#review")
-    page.wait_for_selector("#true-review:not([hidden])")
-    page.click("#randomize")
-    page.wait_for_selector("#confirm:not([hidden])")
-
-
-def protection(page):
-    """Open "How your answers are protected" (collapsed until the respondent taps it)."""
-    if page.locator("#protection").get_attribute("open") is None:
-        page.click("#protection > summary")
-    return page.locator("#protection")
-
-
-def screenshot(page, name):
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def count(client, auth, survey_id):
@@ -704,7 +681,6 @@ def released_survey(client, auth) -> str:
 
 SMALLEST_CHART_TEXT = """() => Math.min(...[...document.querySelectorAll('svg.chart text')]
     .map(t => t.getBoundingClientRect().height).filter(h => h > 0))"""
-NO_SIDEWAYS_SCROLL = "document.documentElement.scrollWidth <= window.innerWidth"
 
 
 @pytest.mark.parametrize("width", [360, 1280])
@@ -763,30 +739,6 @@ def test_results_pickers_downloads_and_timeline(page, live_server, client, auth)
 
 
 # --- accessibility: axe-core on every page and state, focus ring, forced colours (issue 16) ---
-
-def axe_checker(page):
-    """(found, check): check(state) records axe-core's violations on `page` in found[state]
-    and asserts that the page does not scroll sideways."""
-    found = {}
-
-    def check(state):
-        found[state] = axe_violations(page)
-        assert page.evaluate(NO_SIDEWAYS_SCROLL), state
-
-    return found, check
-
-
-def axe_violations(page) -> list:
-    """axe-core (the copy bundled by the axe-playwright-python test dependency) run in the
-    page; the violations found, as (rule, impact, first target) triples."""
-    try:
-        source = (resources.files("axe_playwright_python") / "axe.min.js").read_text()
-    except ModuleNotFoundError:
-        require(False, "axe-playwright-python is not installed (pip install 'ldp-survey[test]')")
-    page.evaluate(source)  # evaluated by the browser directly: the page's CSP does not apply
-    result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
-    return [(v["id"], v["impact"], v["nodes"][0]["target"]) for v in result["violations"]]
-
 
 @pytest.mark.parametrize("width", [360, 1280])
 def test_axe_finds_no_violations_on_any_page_or_state(browser, live_server, client, auth,

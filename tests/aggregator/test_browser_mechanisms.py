@@ -1,10 +1,9 @@
 """The JavaScript twins of the schemes (shared/web/oue.js, olh.js, schemes.js) in real headless
-Chromium: the shared vectors byte for byte, frequencies with crypto.getRandomValues, and the form
-answering a survey of every mechanism end to end."""
+Chromium: frequencies with crypto.getRandomValues, and the form answering a survey of every
+mechanism end to end (the shared vectors byte for byte: tests/conformance/test_every_form.py)."""
 
 import json
 import math
-from importlib import resources
 
 import pytest
 from test_browser import (  # noqa: F401 (database_url: a fixture)
@@ -20,7 +19,6 @@ from ldpsurvey.shared import parse_manifest
 
 from helpers import OPEN_AND_HIDDEN, release_due
 
-VECTORS = json.loads((resources.files("ldpsurvey.shared") / "scheme_vectors.json").read_text())
 COUNTRIES = ["Austria", "Belgium", "Chile", "Denmark", "Egypt", "France", "Ghana", "Hungary",
              "India", "Japan", "Kenya", "Latvia"]
 MECHANISMS = {"title": "Mechanisms", "release_batch": 1, "questions": [
@@ -40,27 +38,6 @@ def review_and_randomize(page) -> tuple[str, dict]:
     page.click("#randomize")
     page.wait_for_selector("#confirm:not([hidden])")
     return reviewed, json.loads(page.locator("#payload").text_content())
-
-
-def test_js_schemes_match_the_scheme_vectors(page, live_server, client, auth):
-    survey_id = create(client, auth, MECHANISMS)
-    page.goto(f"{live_server}/s/{survey_id}")
-    results = page.evaluate("""async (cases) => {
-        const s = await import('/web/schemes.js');
-        return cases.map(c => { const scheme = s.schemeOf(c.question);
-            return {eps: scheme.epsilon, outputs: c.draws.map(d => { const u = [...d.u];
-                return scheme.randomize(d.true, () => u.shift()); })}; });
-    }""", VECTORS["cases"])
-    for case, got in zip(VECTORS["cases"], results, strict=True):
-        assert math.isclose(got["eps"], case["epsilon"], rel_tol=1e-12), case["name"]
-        assert got["outputs"] == [d["output"] for d in case["draws"]], case["name"]
-    hashes = page.evaluate("""async () => { const o = await import('/web/olh.js');
-        return [0, 1, 2 ** 31, 2 ** 32 - 1].map(seed => [...Array(70).keys()].map(
-            v => o.hashed(v, seed, 1000003))); }""")
-    from ldpsurvey.shared.mechanisms.olh import hashed
-
-    assert hashes == [[hashed(v, seed, 1000003) for v in range(70)]
-                      for seed in (0, 1, 2**31, 2**32 - 1)]
 
 
 def test_in_browser_oue_bits_follow_p_and_q(page, live_server, client, auth):

@@ -144,7 +144,7 @@ def test_the_codebook_holds_the_manifests_numbers(client, auth):
         assert book[field] == manifest[field]
     for question, signed in zip(book["questions"], manifest["questions"], strict=True):
         options = question.pop("options")
-        assert question.pop("report") and question.pop("cells")  # in words (test_every_type)
+        assert question.pop("report") and question.pop("cells")  # in words (test_every_surface)
         assert question == {k: v for k, v in signed.items() if k != "options"}
         assert [o["label"] for o in options] == signed["options"]
         assert [o["code"] for o in options] == list(range(len(signed["options"])))
@@ -249,7 +249,9 @@ def test_the_codebook_alone_is_written_in_the_format_of_its_extension(
 
 
 @pytest.mark.parametrize("arguments", [
-    ["--codes"], ["--format", "rr"], ["--output", "x.csv"], ["--codebook", "x.md", "--json"],
+    ["--codes"], ["--format", "rr"], ["--output", "x.txt"], ["--csv", "--output", "x.dta"],
+    ["--output", "x.sav", "--codes"], ["--output", "x.xlsx", "--format", "rr"],
+    ["--output", "x.R", "--json"], ["--output", "x"], ["--codebook", "x.md", "--json"],
     ["--codebook", "x.md", "--regress", "a ~ b"], ["--jsonl", "--codes"],
     ["--jsonl", "--format", "rr"], ["--csv", "--format", "rr", "--codes"],
     ["--csv", "--format", "spss"], ["--csv", "--json"], ["--jsonl", "--json"],

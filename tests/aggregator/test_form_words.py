@@ -25,8 +25,8 @@ from test_browser import (  # noqa: F401 (database_url: the browser tests' SQLit
     protection,
     randomize,
 )
-from test_form_every_type import answer_every_type
 
+from form_page import answer_every_type
 from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS, OPEN_AND_HIDDEN
 
 QUESTIONS = len(HEALTH["questions"])

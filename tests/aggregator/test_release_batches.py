@@ -101,7 +101,7 @@ def test_a_survey_below_its_batch_shows_nothing_until_closed(client, auth):
 def test_the_release_batch_is_signed_in_the_manifest(client, auth):
     survey_id = create(client, auth, release_batch=42)
     manifest = client.get(f"/api/surveys/{survey_id}").json
-    assert manifest["format"] == "ldp-survey-manifest/5" and manifest["release_batch"] == 42
+    assert manifest["format"] == "ldp-survey-manifest/8" and manifest["release_batch"] == 42
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, "10"])

@@ -330,7 +330,9 @@ def test_survey_check_reports_without_publishing(tmp_path):
     assert checked.exit_code == 0, checked.output
     body = json.loads(checked.stdout)
     assert set(body) == {"title", "respondents", "total_epsilon", "accepted_by_default",
-                         "refusals", "questions", "disclosed"}
+                         "refusals", "questions", "disclosed", "languages",
+                         "form_words_missing"}
+    assert body["languages"] == ["en"]  # a survey that names none is in English
     assert body["disclosed"] is None  # no openly answered question
     (question,) = body["questions"]
     assert set(question) == {"id", "epsilon", "posterior_max", "margin", "mechanism", "quantity",

@@ -27,6 +27,8 @@ EXEMPT = {
              "which follow from its own options)",
     "deploy systemd": "prints a systemd unit file, which is its own format, to be saved as is",
     "survey qr": "writes an image file (SVG or PNG) and says where on stderr: nothing to parse",
+    "survey export-xlsform": "writes a spreadsheet (.xlsx) and says where on stderr: nothing "
+                             "to parse",
 }
 # Commands whose --json is declared apart from options.json_option, each with the reason.
 OWN_DECLARATION: dict[str, str] = {}  # a command that must declare --json itself, and why

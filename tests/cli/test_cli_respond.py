@@ -125,7 +125,7 @@ def test_respond_holds_the_respondent_to_max_selected_and_the_range(runner, live
 def test_respond_says_what_is_sent_in_plain_words_and_exactly_with_details(runner, live_server,
                                                                          client, auth):
     """On a survey of every question type: each report in everyday words (as the web form,
-    test_form_every_type.py::test_the_page_words_each_report_as_the_python_client_does);
+    test_every_form.py::test_the_page_words_each_report_as_the_python_client_does);
     --details adds each exactly, as the server reads it."""
     from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS, TECHNICAL
 

@@ -12,6 +12,8 @@ from ldpsurvey.cli import extras
     ("ldpsurvey.analysis.regression", "pandas", "analysis"),  # a submodule of a listed package
     ("pandas", "pandas", "analysis"),
     ("formulaic", "formulaic", "analysis"),
+    ("ldpsurvey.xlsform", "pyxform", "xlsform"),
+    ("ldpsurvey.xlsform", "openpyxl", "xlsform"),
 ])
 def test_a_missing_optional_module_names_its_extra(monkeypatch, module, missing, extra):
     def absent(name):

@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 import re
+from dataclasses import replace
 from fractions import Fraction
 from importlib import resources
 
@@ -241,20 +242,25 @@ def long_id(client, auth):
 def test_the_manifest_is_format_6_and_reads_back(client, long_id):
     raw = client.get(f"/api/surveys/{long_id}").data
     manifest = json.loads(raw)
-    assert manifest["format"] == "ldp-survey-manifest/6"
+    assert manifest["format"] == "ldp-survey-manifest/8"  # /8: every survey published since
     assert [q.get("mechanism") for q in manifest["questions"]] == ["oue", "olh", None]
     survey = parse_manifest(raw)
     assert [q.scheme.name for q in survey.questions] == ["oue", "olh", "forced_response"]
-    newer = raw.replace(b"ldp-survey-manifest/6", b"ldp-survey-manifest/8")
-    with pytest.raises(SurveyError, match="unsupported format 'ldp-survey-manifest/8': this "
-                                          "release reads up to ldp-survey-manifest/7"):
+    # Without the form's digests (as an aggregator before /8 published it): /6.
+    assert replace(survey, form=None).manifest()["format"] == "ldp-survey-manifest/6"
+    newer = raw.replace(b"ldp-survey-manifest/8", b"ldp-survey-manifest/9")
+    with pytest.raises(SurveyError, match="unsupported format 'ldp-survey-manifest/9': this "
+                                          "release reads up to ldp-survey-manifest/8"):
         parse_manifest(newer)
 
 
-def test_a_forced_response_survey_keeps_format_5(client, auth):
+def test_a_forced_response_survey_keeps_format_5_without_form_digests(client, auth):
+    """Published since /8 with the form's digests; its questions alone still ask for /5."""
     definition = {**LONG, "questions": LONG["questions"][2:]}
     sid = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
-    assert json.loads(client.get(f"/api/surveys/{sid}").data)["format"] == "ldp-survey-manifest/5"
+    raw = client.get(f"/api/surveys/{sid}").data
+    assert json.loads(raw)["format"] == "ldp-survey-manifest/8"
+    assert replace(parse_manifest(raw), form=None).manifest()["format"] == "ldp-survey-manifest/5"
 
 
 @pytest.mark.parametrize("answers, message", [

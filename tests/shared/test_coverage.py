@@ -75,3 +75,34 @@ def test_a_cell_of_each_comparison_covers(measure, eps, n, truth):
     coverage, width, _, _ = getattr(bench, measure)(eps, n, truth, COMPARISON_REPEATS, rng)
     assert coverage >= bench.binomial_floor(0.94, COMPARISON_REPEATS), (coverage, width)
     assert 0 < width <= 2
+
+
+# square_wave's intervals (the mean, the quartiles, the bins' shares): the point masses at
+# either end, the ends together, a spread population, epsilon 1 to 10, n = 20 to 200.
+SQUARE_WAVE_CELLS = [(10.0, 20, "0"), (10.0, 200, "1"), (5.0, 50, "ends"), (2.0, 200, "spread"),
+                     (1.0, 20, "0.25"), (8.0, 50, "0.5")]
+
+
+@pytest.mark.parametrize("eps, n, population", SQUARE_WAVE_CELLS)
+def test_a_square_wave_cell_covers(eps, n, population):
+    """Each of square_wave's intervals covers at 0.94 within binomial limits (bins: the
+    lowest over the 16)."""
+    rng = np.random.default_rng([ord(c) for c in f"square_wave {eps} {n} {population}"])
+    result = bench.square_wave_cell(eps, n, population, COMPARISON_REPEATS, rng)
+    for name, (coverage, width) in result.items():
+        assert coverage >= bench.binomial_floor(0.94, COMPARISON_REPEATS), (name, coverage)
+        assert 0 < width <= 1, (name, width)
+
+
+def test_the_bench_bounds_are_the_products():
+    """bench.scipy_reported_bounds (vectorised) equals deconvolution.reported_bounds, the
+    product's Clopper-Pearson bounds on the reported CDF."""
+    from ldpsurvey.shared.stats.deconvolution import reported_bounds
+
+    scheme = bench.number_scheme("square_wave", 2.0)
+    rng = np.random.default_rng(4)
+    counts = np.bincount(scheme.simulate(rng.random(60), rng), minlength=scheme.counters)
+    for delta in (0.0125, 0.025):
+        for ours, theirs in zip(reported_bounds([int(c) for c in counts], delta),
+                                bench.scipy_reported_bounds(counts, delta), strict=True):
+            assert np.allclose(ours, theirs, rtol=0, atol=1e-9)

@@ -10,6 +10,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from fractions import Fraction
 from importlib import resources
 from pathlib import Path
@@ -164,8 +165,8 @@ def test_the_vectors_follow_the_rule_in_exact_arithmetic():
     """An independent statement of the rule: i = floor(P K/N) + [U1 < P K mod N], the cell
     i + floor(U2 m/T) if U2 < T else floor((U2 - T) M/(N - T)); the hybrid's part by U1 < B."""
     cases = [c for c in VECTORS["cases"] if c["question"].get("mechanism") in (
-        "piecewise", "hybrid")]
-    assert {c["question"]["mechanism"] for c in cases} == {"piecewise", "hybrid"}
+        "piecewise", "hybrid", "square_wave")]  # square_wave: the piecewise rule, its window
+    assert {c["question"]["mechanism"] for c in cases} == {"piecewise", "hybrid", "square_wave"}
     for case in cases:
         q = case["question"]
         s = scheme(**{k: v for k, v in q.items() if k != "type"}).scheme
@@ -308,7 +309,8 @@ def test_a_hybrid_without_its_piecewise_part_refuses_cells():
 def test_end_to_end_manifest_estimates_exports(client, auth, numbers_id):
     raw = client.get(f"/api/surveys/{numbers_id}").data
     manifest = json.loads(raw)
-    assert manifest["format"] == "ldp-survey-manifest/7"
+    assert manifest["format"] == "ldp-survey-manifest/8"  # /8: every survey published since
+    assert replace(parse_manifest(raw), form=None).manifest()["format"] == "ldp-survey-manifest/7"
     assert manifest["questions"][0]["mechanism"] == "piecewise"
     assert manifest["questions"][1]["mechanism"] == "hybrid"  # what auto chose
     survey = parse_manifest(raw)

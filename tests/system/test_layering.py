@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+STARTER = Path(__file__).resolve().parents[2] / "shared" / "examples" / "starter.toml"
+
 
 def loaded_modules(statement: str) -> set[str]:
     code = f"{statement}\nimport sys\nprint('\\n'.join(sys.modules))"
@@ -18,7 +20,11 @@ def loaded_modules(statement: str) -> set[str]:
 @pytest.mark.parametrize("statement, forbidden", [
     ("import ldpsurvey.shared", {"numpy", "flask", "cryptography", "click",
                                  "ldpsurvey.client", "ldpsurvey.aggregator"}),
-    ("import ldpsurvey.cli", {"numpy", "flask", "ldpsurvey.aggregator"}),
+    ("import ldpsurvey.cli", {"numpy", "flask", "ldpsurvey.aggregator", "pyxform", "openpyxl",
+                              "ldpsurvey.xlsform"}),
+    # (openpyxl loads numpy when it is installed, to write its number types)
+    ("import ldpsurvey.xlsform", {"flask", "click", "ldpsurvey.client", "ldpsurvey.aggregator",
+                                  "ldpsurvey.cli"}),
     ("import ldpsurvey.analysis", {"flask", "click", "ldpsurvey.client", "ldpsurvey.aggregator",
                                   "ldpsurvey.cli"}),
     # The server starts without the analysis extra: it loads ldpsurvey.analysis on first use.
@@ -36,6 +42,9 @@ def test_client_loads_no_server_or_simulation_code():
 @pytest.mark.parametrize("blocked, args, extra", [
     ("flask", ["serve"], "server"),
     ("numpy", ["mock", "--respondents", "10"], "sim"),
+    ("pyxform", ["survey", "import", str(STARTER), "-o", "/nonexistent/s.toml"], "xlsform"),
+    ("openpyxl", ["survey", "export-xlsform", str(STARTER), "-o", "/nonexistent/s.xlsx"],
+     "xlsform"),
 ])
 def test_a_missing_extra_is_named(blocked, args, extra):
     """With the extra's package unimportable, the command says which extra to install."""

@@ -1,68 +1,49 @@
 """The respondent form on one survey of every question type (helpers.EVERY_TYPE), in Debian's
-Chromium (issue 39): axe-core in every state, each type answered by keyboard alone, 24 px
-targets for number fields and check boxes, a number out of range and too many ticks refused at
-the question (never clamped or dropped unseen), and the confirm step in plain words with the
-exact reports in "How your answers are protected". The plain-word targets run on the same
-survey in test_form_words.py."""
+Chromium (issues 39 and 41): axe-core in every state, each type answered by keyboard alone,
+24 px targets for number fields and check boxes, a number out of range and too many ticks
+refused at the question (never clamped or dropped unseen), and the confirm step in plain words
+with the exact reports in "How your answers are protected". The plain-word targets run on the
+same survey in test_form_words.py. Per registry entry (tests/conformance/mechanisms.py): its
+JavaScript scheme gives Python's epsilon and reports from the same draws (and its stored
+vectors exist), and a survey of its example question alone is axe-clean, within the plain-word
+limits and answered and sent by keyboard alone. One server and one Chromium for the module."""
 
 import json
+import math
+from dataclasses import replace
+from importlib import resources
 
 import pytest
-from test_browser import (  # noqa: F401 (database_url: the browser tests' SQLite fixture)
+from plain_words import problems
+
+from ldpsurvey.shared import parse_manifest
+
+from form_page import (
+    answer_every_type,
     axe_checker,
     create,
-    database_url,
+    group,
     protection,
     randomize,
     record,
     screenshot,
 )
-
-from ldpsurvey.shared import parse_manifest
-from ldpsurvey.shared.mechanisms import disclosed, multi_select, numeric, registry
-
 from helpers import EVERY_TYPE, EVERY_TYPE_ANSWERS, TECHNICAL
+from mechanisms import each_entry
 
 TARGET_PX = 24  # WCAG 2.2's 2.5.8 Target Size (Minimum)
+VECTORS = json.loads((resources.files("ldpsurvey.shared") / "scheme_vectors.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def database_url(tmp_path_factory):
+    """Browser tests need one engine; test_every_surface.py covers both."""
+    return f"sqlite:///{tmp_path_factory.mktemp('database') / 'browser.sqlite3'}"
 
 
 def open_form(page, live_server, survey_id):
     page.goto(f"{live_server}/s/{survey_id}")
     page.wait_for_selector("#questions:not([hidden])")
-
-
-def group(page, qid):
-    return page.locator(f'fieldset[data-question="{qid}"]')
-
-
-def answer_every_type(page, answers=EVERY_TYPE_ANSWERS):
-    """Answer each question by pointer: a number typed, options ticked, one option picked."""
-    for qid, answer in answers.items():
-        if page.locator(f"#q-{qid}-value").count():
-            page.fill(f"#q-{qid}-value", answer)
-            continue
-        for option in [answer] if isinstance(answer, str) else answer:
-            group(page, qid).locator("label", has_text=option).click()
-
-
-def test_the_fixture_holds_every_question_type_the_registries_know(client, auth):
-    """Every choice mechanism, every type's mechanisms, every design, and an open question of
-    each type that takes one: a mechanism added to a registry and not to EVERY_TYPE fails."""
-    survey = parse_manifest(client.get(f"/api/surveys/{create(client, auth, EVERY_TYPE)}").data)
-    held = {(q.type, q.scheme.name) for q in survey.questions}
-    wanted = {("choice", name) for name in registry.CHOICE_MECHANISMS if name != "auto"}
-    wanted |= {(module.TYPE, name) for module in registry.TYPES.values()
-               for name in module.MECHANISMS if name != "auto"}
-    wanted |= {("yes_no", "forced_response")}
-    wanted |= {("yes_no", design) for design in registry.DESIGNS}
-    wanted |= {(kind, disclosed.NAME) for kind in disclosed.TYPES}
-    assert held == wanted
-    assert any(q.concept for q in survey.questions)
-    limited = {q.scheme.name for q in survey.questions if q.type == multi_select.TYPE}
-    assert limited == {"bits", "padding"} and all(
-        q.scheme.max_selected == 2 for q in survey.questions if q.type == multi_select.TYPE)
-    assert {q.scheme.name for q in survey.questions if q.type == numeric.TYPE} >= {
-        "duchi", "piecewise", "hybrid"}
 
 
 @pytest.mark.parametrize("width", [360, 1280])
@@ -142,13 +123,12 @@ def test_number_fields_and_check_boxes_are_at_least_24_px(browser, live_server, 
     context.close()
 
 
-def test_every_type_is_answered_and_sent_by_keyboard_alone(page, live_server, client, auth):
-    """From the top of the page, Tab reaches each question: Space ticks a box or picks the
-    focused option, arrow keys move among options, digits fill a number; Enter presses
-    Review, Randomize and Send. Every question is answered and the survey is sent."""
-    survey_id = create(client, auth, EVERY_TYPE)
+def send_by_keyboard(page, check=lambda state: None) -> dict:
+    """From the top of the open form, Tab reaches each question: Space ticks a box or picks the
+    focused option, arrow keys move among options, digits fill a number (EVERY_TYPE_ANSWERS);
+    Enter presses Review, Randomize and Send. `check(state)` runs on the true answers' review,
+    the confirm step and the thanks; the answers the form sent."""
     requests = record(page)
-    open_form(page, live_server, survey_id)
     focused = "(() => { const e = document.activeElement; return [e.id, e.type || '', " \
               "e.closest('fieldset')?.dataset.question ?? '']; })()"
     done = set()
@@ -169,14 +149,22 @@ def test_every_type_is_answered_and_sent_by_keyboard_alone(page, live_server, cl
     page.keyboard.press("Enter")
     for button, step in (("randomize", "true-review"), ("send", "confirm")):
         page.wait_for_selector(f"#{step}:not([hidden])")
+        check(step)
         for _ in range(60):
             page.keyboard.press("Tab")
             if page.evaluate("document.activeElement.id") == button:
                 break
         page.keyboard.press("Enter")
     page.wait_for_selector("#thanks:not([hidden])")
+    check("thanks")
     [post] = [r for r in requests if r.method == "POST"]
-    sent = json.loads(post.post_data_buffer.rstrip(b" "))["answers"]
+    return json.loads(post.post_data_buffer.rstrip(b" "))["answers"]
+
+
+def test_every_type_is_answered_and_sent_by_keyboard_alone(page, live_server, client, auth):
+    """send_by_keyboard: every question is answered and the survey is sent."""
+    open_form(page, live_server, create(client, auth, EVERY_TYPE))
+    sent = send_by_keyboard(page)
     assert set(sent) == {q["id"] for q in EVERY_TYPE["questions"]}
     assert sent["age"] == 40 and sent["region"] == 1 and sent["member"] == 1
 
@@ -328,18 +316,122 @@ def test_the_question_types_example_passes_survey_check_with_default_limits(tmp_
        "epsilon": 1.0}], 7),
     ([{"id": "q", "text": "Q?", "type": "numeric", "min": 0, "max": 9, "mechanism": "hybrid",
        "epsilon": 1.0}], 7),
-    ([{"id": "q", "text": "Q?", "type": "yes_no", "disclosed": True}], 7)])
+    ([{"id": "q", "text": "Q?", "type": "yes_no", "disclosed": True}], 7),
+    ([{"id": "q", "text": "Q?", "type": "numeric", "min": 0, "max": 9, "mechanism": "auto",
+       "distribution": True, "epsilon": 1.0}], 8)])
 def test_survey_file_md_names_the_format_each_survey_is_published_as(client, auth, questions,
                                                                      version):
     """What docs/survey-file.md says each survey is published as, and that it says it."""
     from helpers import doc_text
 
     survey_id = create(client, auth, {"title": "T", "questions": questions})
-    manifest = json.loads(client.get(f"/api/surveys/{survey_id}").data)
-    assert manifest["format"] == f"ldp-survey-manifest/{version}"
+    raw = client.get(f"/api/surveys/{survey_id}").data
+    manifest = json.loads(raw)
+    assert manifest["format"] == "ldp-survey-manifest/8" and "form" in manifest
+    assert replace(parse_manifest(raw), form=None).manifest()["format"] == (
+        f"ldp-survey-manifest/{version}")
     assert "origin" in manifest
     text = " ".join(doc_text("survey-file").split())
+    assert "Every survey published since format `ldp-survey-manifest/8` is /8" in text
     said = {5: "else `/5`, with the `origin`", 6: "else `/6` when a question uses another "
-            "mechanism than forced response", 7: "`ldp-survey-manifest/7` when a question has "
-            "a `design`, a number mechanism `piecewise` or `hybrid`, or is answered openly"}
+            "mechanism than forced response", 7: "else `/7` when a question has a `design`, "
+            "a number mechanism `piecewise` or `hybrid`, or is answered openly",
+            8: "`ldp-survey-manifest/8` when a number question asks for its distribution "
+            "(mechanism `square_wave`, with its `bins`)"}
     assert said[version] in text
+
+
+# --- per registry entry ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def every_type_form(browser, live_server, app, auth):
+    """A page of the form of EVERY_TYPE, open for the module, and the survey's manifest."""
+    client = app.test_client()
+    survey_id = create(client, auth, EVERY_TYPE)
+    context = browser.new_context()
+    page = context.new_page()
+    open_form(page, live_server, survey_id)
+    yield page, parse_manifest(client.get(f"/api/surveys/{survey_id}").data)
+    context.close()
+
+
+def test_js_schemes_match_the_scheme_vectors(every_type_form):
+    """shared/scheme_vectors.json (tests/scheme_vectors.py) in the page's schemes: each case's
+    epsilon and outputs; and olh.js's hash is Python's."""
+    page, _ = every_type_form
+    results = page.evaluate("""async (cases) => {
+        const s = await import('/web/schemes.js');
+        return cases.map(c => { const scheme = s.schemeOf(c.question);
+            return {eps: scheme.epsilon, outputs: c.draws.map(d => { const u = [...d.u];
+                return scheme.randomize(d.true, () => u.shift()); })}; });
+    }""", VECTORS["cases"])
+    for case, got in zip(VECTORS["cases"], results, strict=True):
+        assert math.isclose(got["eps"], case["epsilon"], rel_tol=1e-12), case["name"]
+        assert got["outputs"] == [d["output"] for d in case["draws"]], case["name"]
+    hashes = page.evaluate("""async () => { const o = await import('/web/olh.js');
+        return [0, 1, 2 ** 31, 2 ** 32 - 1].map(seed => [...Array(70).keys()].map(
+            v => o.hashed(v, seed, 1000003))); }""")
+    from ldpsurvey.shared.mechanisms.olh import hashed
+
+    assert hashes == [[hashed(v, seed, 1000003) for v in range(70)]
+                      for seed in (0, 1, 2**31, 2**32 - 1)]
+
+
+@each_entry
+def test_python_and_javascript_agree_on_its_vectors(every_type_form, question):
+    """Its stored vectors exist if it randomizes (shared/scheme_vectors.json, checked in
+    test_js_schemes_match_the_scheme_vectors; forced response's in shared/testvectors.json,
+    test_browser.py), and on the published question the page's scheme (web/schemes.js) states
+    Python's epsilon and gives Python's reports from the same 53-bit draws, for 20 sequences of
+    draws of its EVERY_TYPE_ANSWERS answer and of a random one."""
+    import random
+
+    from scheme_vectors import scheme_of
+
+    from ldpsurvey.shared.mechanisms.randomizer import N
+
+    page, survey = every_type_form
+    scheme = survey.question(question["id"]).scheme
+    if scheme.epsilon > 0:
+        stored = {scheme_of(case["question"]).name for case in VECTORS["cases"]}
+        assert scheme.name in stored | {"forced_response"}, scheme.name
+    answer = EVERY_TYPE_ANSWERS[question["id"]]
+    truth = scheme.parse_text(answer if isinstance(answer, str) else ";".join(answer))
+    rng = random.Random(question["id"])
+    draws = [[rng.randrange(N) for _ in range(8)] for _ in range(20)]
+    cases = [{"true": truth, "u": u} for u in draws]
+    got = page.evaluate("""async ([question, cases]) => {
+        const scheme = (await import('/web/schemes.js')).schemeOf(question);
+        return [scheme.epsilon ?? 0, cases.map(c => { const u = [...c.u];
+            return scheme.randomize(c.true, () => u.shift()); })]; }""",
+                        [survey.question(question["id"]).as_dict(), cases])
+    assert math.isclose(got[0], scheme.epsilon, rel_tol=1e-12), got[0]
+    assert got[1] == [scheme.randomize(truth, iter(u).__next__) for u in draws]
+
+
+@each_entry
+def test_its_form_is_axe_clean_plain_and_answered_by_keyboard(browser, live_server, client,
+                                                             auth, question):
+    """A survey of its example question alone, at a phone's width: no axe-core violation and
+    nothing past the plain-word limits (tests/plain_words.py) on the questions, the true
+    answers' review and the confirm step, none on the thanks, and the question answered and
+    sent by keyboard alone."""
+    survey_id = create(client, auth, {"title": "One question", "release_batch": 1,
+                                      "questions": [question]})
+    context = browser.new_context(viewport={"width": 360, "height": 900})
+    page = context.new_page()
+    found, check = axe_checker(page)
+    said = {}
+
+    def both(state):
+        check(state)
+        said[state] = problems(page, 1)
+
+    open_form(page, live_server, survey_id)
+    both("questions")
+    sent = send_by_keyboard(page, both)
+    assert list(sent) == [question["id"]]
+    assert found == {state: [] for state in found}
+    assert said == {state: [] for state in said}
+    context.close()

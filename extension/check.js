@@ -1,0 +1,137 @@
+// ldp-survey form check (Manifest V3 content script). On a page at /s/<survey id>, before
+// anything can be sent: fetch the survey's signed manifest and the aggregator's key, verify
+// the Ed25519 signature, list every script, module and stylesheet the page loaded (its tags
+// and the browser's resource timing, which holds every imported module too), hash each with
+// SHA-384 and compare it with the digest the survey signs (manifest field `form`, format /8)
+// and the digest of the published ldp-survey release this extension ships (release.js,
+// globalThis.LDP_RELEASE). The verdict is a banner at the top of the page (role "status" when
+// everything matches, "alert" when not); until it is known, and for good when anything
+// differs, the form's Randomize and Send buttons do nothing.
+"use strict";
+
+const BLOCKED = "#send, #randomize";
+let blocked = true;  // until the check passes
+
+// A capture listener on the window runs before the page's own listeners on the buttons.
+window.addEventListener("click", (event) => {
+  if (blocked && event.target instanceof Element && event.target.closest(BLOCKED)) {
+    event.stopImmediatePropagation();
+    event.preventDefault();
+  }
+}, true);
+
+function sri(buffer) {
+  return crypto.subtle.digest("SHA-384", buffer).then((digest) =>
+    "sha384-" + btoa(String.fromCharCode(...new Uint8Array(digest))));
+}
+
+function fromBase64(text) {
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
+
+async function fetchBytes(url) {
+  const response = await fetch(url, { cache: "force-cache", credentials: "omit" });
+  if (!response.ok) throw new Error(`${url} answered ${response.status}`);
+  return response.arrayBuffer();
+}
+
+// Every script, module and stylesheet the page loaded or links, by absolute URL.
+function loadedFiles() {
+  const urls = new Set();
+  for (const element of document.querySelectorAll(
+    "script[src], link[rel~=stylesheet][href], link[rel~=modulepreload][href]")) {
+    urls.add(new URL(element.getAttribute("src") ?? element.getAttribute("href"),
+      location.href).href);
+  }
+  for (const entry of performance.getEntriesByType("resource")) {
+    const path = new URL(entry.name).pathname;
+    if (/\.(m?js|css)$/.test(path)) urls.add(entry.name);
+  }
+  return [...urls];
+}
+
+async function signedForm(surveyId) {
+  const base = `/api/surveys/${encodeURIComponent(surveyId)}`;
+  const [manifestBytes, signature, keyDocument] = await Promise.all([
+    fetchBytes(base), fetchBytes(`${base}/manifest.sig`),
+    fetch("/api/key", { credentials: "omit" }).then((r) => r.json())]);
+  const key = await crypto.subtle.importKey("raw", fromBase64(keyDocument.public_key),
+    { name: "Ed25519" }, false, ["verify"]);
+  if (!await crypto.subtle.verify({ name: "Ed25519" }, key, signature, manifestBytes)) {
+    throw new Error("the survey's signature does not verify with the aggregator's key");
+  }
+  const manifest = JSON.parse(new TextDecoder().decode(manifestBytes));
+  if (manifest.form === undefined) {
+    throw new Error("the survey signs no digests of its form (published before format /8)");
+  }
+  return manifest.form;
+}
+
+async function check() {
+  if (document.readyState !== "complete") {  // every module and stylesheet in resource timing
+    await new Promise((resolve) => window.addEventListener("load", resolve, { once: true }));
+  }
+  const surveyId = decodeURIComponent(location.pathname.split("/s/").pop().split("/")[0]);
+  const signed = await signedForm(surveyId);
+  const released = globalThis.LDP_RELEASE.form;
+  const problems = [];
+  const names = new Set();
+  for (const url of loadedFiles()) {
+    const name = new URL(url).pathname.split("/").pop();
+    names.add(name);
+    if (new URL(url).origin !== location.origin) {
+      problems.push(`${name} is loaded from another site`);
+      continue;
+    }
+    const served = await sri(await fetchBytes(url));
+    if (!(name in signed)) problems.push(`${name} is not part of the signed form`);
+    else if (served !== signed[name]) problems.push(`${name} differs from the signed digest`);
+    if (name in released && served !== released[name]) {
+      problems.push(`${name} differs from ldp-survey ${globalThis.LDP_RELEASE.release}`);
+    } else if (!(name in released)) {
+      problems.push(`${name} is not a file of ldp-survey ${globalThis.LDP_RELEASE.release}`);
+    }
+  }
+  for (const name of Object.keys(signed)) {
+    if (!names.has(name)) problems.push(`the page does not load ${name}, which the survey signs`);
+  }
+  return { problems, count: names.size };
+}
+
+function show(ok, heading, lines) {
+  const banner = document.createElement("section");
+  banner.id = "ldp-form-check";
+  banner.setAttribute("role", ok ? "status" : "alert");
+  banner.setAttribute("aria-label", "ldp-survey form check");
+  banner.dataset.verdict = ok ? "match" : "differ";
+  Object.assign(banner.style, {
+    border: `3px solid ${ok ? "#1a7f37" : "#b00020"}`, background: ok ? "#eaf6ec" : "#fdecee",
+    color: "#111", padding: "0.75rem 1rem", margin: "0 0 1rem", font: "1rem/1.4 sans-serif",
+  });
+  const title = document.createElement("strong");
+  title.textContent = heading;
+  banner.append(title);
+  if (lines.length) {
+    const list = document.createElement("ul");
+    for (const line of lines) {
+      const item = document.createElement("li");
+      item.textContent = line;
+      list.append(item);
+    }
+    banner.append(list);
+  }
+  document.body.prepend(banner);
+}
+
+check().then(({ problems, count }) => {
+  if (problems.length === 0) {
+    blocked = false;
+    show(true, `Checked: this form is the code the survey signs and the form of ldp-survey ` +
+      `${globalThis.LDP_RELEASE.release} (${count} files).`, []);
+  } else {
+    show(false, "Warning: this form's code differs from what the survey signs or from the " +
+      "published ldp-survey release. Sending is blocked. Do not answer here.", problems);
+  }
+}, (error) => {
+  show(false, "Warning: this form could not be checked. Sending is blocked.", [error.message]);
+});

@@ -1,0 +1,106 @@
+"""The browser extension (extension/, Manifest V3) in Debian's Chromium, loaded unpacked with
+Playwright, on forms served through the attack proxy of test_form_attacks: the untouched form
+gets an accessible "checked" verdict and sends; a self-consistent page of an older release
+(which the browser's integrity cannot catch), an added script and a swapped stylesheet get a
+warning, and sending is blocked."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+from test_form_attacks import (  # noqa: F401 (database_url: their SQLite fixture)
+    asset_path,
+    bundle,
+    database_url,
+    older_files,
+    older_release,
+    page_tamper,
+)
+
+from ldpsurvey.aggregator.web.assets import form_digests
+
+from helpers import require
+
+EXTENSION = Path(__file__).resolve().parents[2] / "extension"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # as tests/conftest.py's browser
+
+
+@pytest.fixture(scope="module")
+def extension_context(tmp_path_factory):
+    """Chromium (new headless) with the unpacked extension, one profile per module."""
+    require(Path(CHROMIUM).exists(), "Chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("profile")), executable_path=CHROMIUM, headless=True,
+            ignore_default_args=["--disable-extensions"],
+            args=["--no-sandbox", "--disable-gpu", f"--disable-extensions-except={EXTENSION}",
+                  f"--load-extension={EXTENSION}"])
+        yield context
+        context.close()
+
+
+@pytest.fixture
+def page(extension_context):
+    page = extension_context.new_page()
+    yield page
+    page.close()
+
+
+def verdict(page):
+    banner = page.locator("#ldp-form-check")
+    banner.wait_for()
+    return banner
+
+
+def answer_and_randomize(page):
+    page.wait_for_selector("#questions:not([hidden])")
+    page.locator('fieldset[data-question="smoked"] label', has_text="Yes").click()
+    page.locator('fieldset[data-question="sleep"] label', has_text="6-8").click()
+    page.click("#review")
+    page.wait_for_selector("#true-review:not([hidden])")
+
+
+def test_the_untouched_form_is_checked_and_sends(page, form_url):
+    page.goto(form_url)
+    banner = verdict(page)
+    assert banner.get_attribute("data-verdict") == "match"
+    assert banner.get_attribute("role") == "status"
+    assert "is the code the survey signs" in banner.inner_text()
+    assert f"({len(form_digests())} files)" in banner.inner_text()  # the form's modules and style
+    answer_and_randomize(page)
+    page.click("#randomize")
+    page.wait_for_selector("#confirm:not([hidden])")
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+
+
+@pytest.mark.parametrize("attack", ["older release", "added script", "swapped stylesheet"])
+def test_a_form_that_differs_gets_a_warning_and_cannot_send(page, proxy, form_url, attack):
+    if attack == "older release":
+        proxy.tamper, proxy.extra = older_release, older_files()
+    elif attack == "added script":
+        extra = (f'<script type="module" src="{asset_path("dashboard.js")}" '
+                 f'integrity="{bundle().files["dashboard.js"].integrity}"></script></head>')
+        proxy.tamper = page_tamper(lambda text: text.replace("</head>", extra))
+    else:
+        proxy.tamper = lambda path, body: (b"body { background: url(/leak) }"
+                                           if path == asset_path("style.css") else body)
+    sent = []
+    page.on("request", lambda request: sent.append(request) if request.method == "POST" else None)
+    page.goto(form_url)
+    banner = verdict(page)
+    assert banner.get_attribute("data-verdict") == "differ"
+    assert banner.get_attribute("role") == "alert"
+    assert "Sending is blocked" in banner.inner_text()
+    if attack == "older release":
+        assert "form.js differs from the signed digest" in banner.inner_text()
+        answer_and_randomize(page)
+        page.click("#randomize")  # blocked: the randomized answers are never shown
+        assert page.locator("#confirm").is_hidden()
+    elif attack == "added script":
+        assert "dashboard.js is not part of the signed form" in banner.inner_text()
+    else:
+        assert "style.css differs from the signed digest" in banner.inner_text()
+    assert not sent
