@@ -84,7 +84,7 @@ def analyze(db) -> None:
 def run(name: str, url: str, folder: Path, rows: int) -> list[tuple[str, str]]:
     from ldpsurvey.aggregator import close_app, create_api_key, create_app
     from ldpsurvey.aggregator.services import releases
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.surveys import get_survey, lock_survey
     from ldpsurvey.aggregator.web.request_connection import get_db
 
     app = create_app({"DATABASE_URL": url, "RELEASE_EVERY": 3600, "RATE_LIMITS_ENABLED": False},
@@ -101,10 +101,10 @@ def run(name: str, url: str, folder: Path, rows: int) -> list[tuple[str, str]]:
             """Milliseconds of one release transaction (what holds the survey's lock)."""
             with app.app_context():
                 db = get_db()
-                survey = store.get_survey(db, survey_id).survey
+                survey = get_survey(db, survey_id).survey
                 start = time.perf_counter()
                 with db.transaction():
-                    store.lock_survey(db, survey_id, exclusive=True)
+                    lock_survey(db, survey_id, exclusive=True)
                     released = releases.release_locked(db, survey, 1)
                 took = (time.perf_counter() - start) * 1000
                 db.scrub(releases.SCRUBBED)

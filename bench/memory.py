@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ingest import aggregator_env, call, code_environment, gunicorn, released
 
-from ldpsurvey.aggregator.store.queries import ANSWERS_CHUNK
+from ldpsurvey.aggregator.store.responses import ANSWERS_CHUNK
 from ldpsurvey.aggregator.web.limits import SETTINGS
 from ldpsurvey.shared.stats.crosstab import MAX_CELLS, NUMBER_BYTES, reply_bound
 from ldpsurvey.shared.survey.manifest import MAX_OPTIONS, MAX_QUESTIONS

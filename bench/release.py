@@ -48,7 +48,8 @@ def one_case(url: str, folder: str, size: int) -> dict:
     from ldpsurvey.aggregator import close_app, create_api_key, create_app
     from ldpsurvey.aggregator.config.ids import new_ids
     from ldpsurvey.aggregator.services import releases
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.responses import answers_json, longest_row
+    from ldpsurvey.aggregator.store.surveys import get_survey, lock_survey
     from ldpsurvey.aggregator.web.request_connection import get_db
 
     app = create_app({"DATABASE_URL": url, "RELEASE_EVERY": 3600, "RATE_LIMITS_ENABLED": False},
@@ -59,8 +60,8 @@ def one_case(url: str, folder: str, size: int) -> dict:
         survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
         with app.app_context():
             db = get_db()
-            survey = store.get_survey(db, survey_id).survey
-            row = store.answers_json(survey, [(1, 0, 1, 0)])[0].ljust(store.longest_row(survey))
+            survey = get_survey(db, survey_id).survey
+            row = answers_json(survey, [(1, 0, 1, 0)])[0].ljust(longest_row(survey))
             groups = ["survey_id", "pending_id", "answers"] + ["size"] * pending_has_size(db)
             for start in range(0, size, FILL):
                 count = min(FILL, size - start)
@@ -79,7 +80,7 @@ def one_case(url: str, folder: str, size: int) -> dict:
             before = peak_rss_mb()
             start = time.perf_counter()
             with db.transaction():
-                store.lock_survey(db, survey_id, exclusive=True)
+                lock_survey(db, survey_id, exclusive=True)
                 released = releases.release_locked(db, survey, 1)
             seconds = time.perf_counter() - start
             peak = peak_rss_mb()

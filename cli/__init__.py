@@ -7,7 +7,18 @@ import sys
 
 import click
 
-from ldpsurvey.cli import math_commands, mock, privacy, public, researcher, respond, server, verify
+from ldpsurvey.cli import (
+    admin,
+    deploy,
+    mock,
+    privacy,
+    privacy_math,
+    respond,
+    results,
+    serve,
+    survey,
+    verify,
+)
 
 
 class LdpSurveyGroup(click.Group):
@@ -31,6 +42,7 @@ def main() -> None:
     """Local-differential-privacy surveys: randomized response on the respondent's device."""
 
 
-for module in (mock, math_commands, server, researcher, respond, privacy, public, verify):
+for module in (mock, privacy_math, serve, admin, survey, results, respond, privacy, deploy,
+               verify):
     for command in module.COMMANDS:
         main.add_command(command)

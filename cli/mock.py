@@ -14,7 +14,6 @@ import math
 import secrets
 import sys
 import time
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,127 +32,27 @@ from ldpsurvey.cli.output import emit_json, interval, note, release_lines, table
 from ldpsurvey.client.verify import verify_manifest
 from ldpsurvey.shared import Survey, SurveyError, read_definition
 from ldpsurvey.shared.http_contract import MAX_BATCH_RESPONSES, next_instant, schedule_words
-from ldpsurvey.shared.stats.design import BETA_SUM_TOLERANCE
+from ldpsurvey.shared.sim import scenarios
+from ldpsurvey.shared.sim.scenarios import (
+    Regression,
+    ScenarioError,
+    Truth,
+    given_share,
+    true_answers,
+)
 
 EXAMPLES = resources.files("ldpsurvey.shared") / "examples"
 ESTIMATE_KEYS = ("p_hat", "p_hat_clipped", "p_mle", "standard_error", "ci_low", "ci_high",
                  "ci_method", "fit_p_value", "design_consistent", "warning", "epsilon")
 
 
-@dataclass(frozen=True)
-class Joint:
-    """A scenario's joint distribution of two questions: p[a][b] = P(rows = a, cols = b)."""
-
-    rows: str
-    cols: str
-    p: list[list[float]]
-
-
-@dataclass(frozen=True)
-class Regression:
-    """A scenario's logistic model of a yes/no outcome on randomized covariates: P(true yes |
-    covariates) = 1 / (1 + exp(-x'b)), x the formula's model matrix row (formulaic, as the
-    regression builds it: choice covariates as indicators, first option the reference) and b
-    the true coefficients by name. cells: every combination of the covariates' options, its
-    probability (the covariates drawn independently from their marginals) and P(yes) there."""
-
-    formula: str
-    outcome: str
-    covariates: list[str]
-    coefficients: dict[str, float]
-    cells: list[tuple[tuple[int, ...], float, float]]
-
-    @property
-    def prevalence(self) -> float:
-        """The outcome's true P(Yes): sum over cells of P(cell) P(yes | cell)."""
-        return math.fsum(weight * p for _, weight, p in self.cells)
-
-
-@dataclass(frozen=True)
-class Weighting:
-    """A scenario's biased sample: an openly answered yes/no or choice `covariate` whose
-    options the sample holds in the shares `sample` and the population in `population` (the
-    margins the weights are raked to), and a randomized yes/no `outcome` whose true P(Yes) in
-    each of the covariate's levels is `prevalence`. cells: per level, as Regression's, its
-    share of the sample and P(yes) there."""
-
-    covariate: str
-    options: tuple[str, ...]
-    population: list[float]
-    sample: list[float]
-    outcome: str
-    prevalence: list[float]
-
-    @property
-    def covariates(self) -> list[str]:
-        return [self.covariate]
-
-    @property
-    def cells(self) -> list[tuple[tuple[int, ...], float, float]]:
-        return [((level,), share, p) for level, (share, p) in
-                enumerate(zip(self.sample, self.prevalence, strict=True))]
-
-    def prevalence_in(self, shares: list[float]) -> float:
-        """P(outcome = Yes) where the covariate has these shares: sum_l share_l prevalence_l
-        (the law of total probability); in the population, what the weighted estimate
-        targets, in the sample, what the unweighted one does."""
-        return math.fsum(w * p for w, p in zip(shares, self.prevalence, strict=True))
-
-    def margins(self) -> dict[str, dict[str, float]]:
-        """The population margins as the `weights` query takes them: {covariate: {label:
-        share}}."""
-        return {self.covariate: dict(zip(self.options, self.population, strict=True))}
-
-
-@dataclass(frozen=True)
-class Truth:
-    """A scenario: every question's true proportions, the joint distributions they follow
-    from for the questions in a [[joint]] table, a [regression] model and a [weights] biased
-    sample, if any."""
-
-    marginals: dict[str, list[float]]
-    joints: list[Joint]
-    regression: Regression | None = None
-    weights: Weighting | None = None
-
-    @property
-    def models(self) -> list[Regression | Weighting]:
-        """What gives an outcome's true answers from its covariates' (true_answers)."""
-        return [model for model in (self.regression, self.weights) if model is not None]
-
-
-def _fail(message: str) -> click.ClickException:
-    return click.ClickException(f"truth file: {message}")
-
-
-def _distribution(value, size: int) -> bool:
-    """Whether value is a list of `size` proportions in [0, 1] summing to 1."""
-    return (isinstance(value, list) and len(value) == size
-            and all(isinstance(p, int | float) and 0 <= p <= 1 for p in value)
-            and abs(sum(value) - 1) <= BETA_SUM_TOLERANCE)
-
-
-def _joint(table, index: int, survey: Survey, taken: set[str]) -> Joint:
-    """One [[joint]] table: rows and cols two questions not given elsewhere, p a k_rows x
-    k_cols matrix of proportions summing to 1."""
-    where = f"[[joint]] {index + 1}"
-    ids = {q.id for q in survey.questions}
-    if not isinstance(table, dict) or set(table) != {"rows", "cols", "p"}:
-        raise _fail(f"{where} needs exactly rows, cols and p")
-    rows, cols, p = table["rows"], table["cols"], table["p"]
-    for qid in (rows, cols):
-        if qid not in ids:
-            raise _fail(f"{where}: {qid!r} is not a question of the survey")
-        if qid in taken:
-            raise _fail(f"{where}: question {qid!r} is given more than once")
-        taken.add(qid)
-    k_rows, k_cols = (len(survey.question(q).options) for q in (rows, cols))
-    if (not isinstance(p, list) or len(p) != k_rows
-            or not all(isinstance(row, list) for row in p)
-            or not _distribution([x for row in p for x in row], k_rows * k_cols)
-            or any(len(row) != k_cols for row in p)):
-        raise _fail(f"{where}: p needs {k_rows} rows of {k_cols} proportions summing to 1")
-    return Joint(rows, cols, [[float(x) for x in row] for row in p])
+def read_truth(path: Path, survey: Survey) -> Truth:
+    """The scenario's truth (scenarios.read_truth, its [regression] read here, with the
+    analysis extra); a bad file is one line."""
+    try:
+        return scenarios.read_truth(path, survey, _regression)
+    except ScenarioError as exc:
+        raise click.ClickException(f"truth file: {exc}") from None
 
 
 def _regression(table, survey: Survey, given: dict, taken: set[str]) -> Regression:
@@ -163,26 +62,26 @@ def _regression(table, survey: Survey, given: dict, taken: set[str]) -> Regressi
     by its name ("Intercept", "sleep[T.6 to 8]", ...)."""
     where = "[regression]"
     if not isinstance(table, dict) or set(table) != {"formula", "coefficients"}:
-        raise _fail(f"{where} needs exactly formula and coefficients")
+        raise ScenarioError(f"{where} needs exactly formula and coefficients")
     formula, coefficients = table["formula"], table["coefficients"]
     regression = load("ldpsurvey.analysis.regression")
     try:
         outcome, covariates = regression.parse_formula(formula)
     except regression.AnalysisError as exc:
-        raise _fail(f"{where}: {exc}") from None
+        raise ScenarioError(f"{where}: {exc}") from None
     ids = {q.id: q for q in survey.questions}
     for name in (outcome, *covariates):
         if name not in ids or ids[name].scheme.name != "forced_response":
-            raise _fail(f"{where}: {name!r} is not a forced-response question of the survey")
+            raise ScenarioError(f"{where}: {name!r} is not a forced-response question of the survey")
         if name in taken:
-            raise _fail(f"{where}: {name!r} is in a [[joint]] table: give a covariate under "
+            raise ScenarioError(f"{where}: {name!r} is in a [[joint]] table: give a covariate under "
                         "[truth]")
     if ids[outcome].type != "yes_no" or outcome in given:
-        raise _fail(f"{where}: the outcome {outcome!r} must be a yes/no question not given "
+        raise ScenarioError(f"{where}: the outcome {outcome!r} must be a yes/no question not given "
                     "under [truth] (the model gives its truth)")
     missing = [name for name in covariates if name not in given]
     if missing:
-        raise _fail(f"{where}: give the covariate {missing[0]!r} under [truth]")
+        raise ScenarioError(f"{where}: give the covariate {missing[0]!r} under [truth]")
     combinations = list(itertools.product(*(range(len(ids[c].options)) for c in covariates)))
     pd = load("pandas")
     frame = pd.DataFrame({c: pd.Categorical.from_codes([t[j] for t in combinations],
@@ -193,7 +92,7 @@ def _regression(table, survey: Survey, given: dict, taken: set[str]) -> Regressi
     if not isinstance(coefficients, dict) or set(coefficients) != set(names) or not all(
             isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
             for v in coefficients.values()):
-        raise _fail(f"{where}: coefficients needs a number for each of {', '.join(names)}")
+        raise ScenarioError(f"{where}: coefficients needs a number for each of {', '.join(names)}")
     b = [float(coefficients[name]) for name in names]
     cells = []
     for row, combination in zip(design.to_numpy().tolist(), combinations, strict=True):
@@ -202,122 +101,6 @@ def _regression(table, survey: Survey, given: dict, taken: set[str]) -> Regressi
                            for j, c in enumerate(covariates))
         cells.append((combination, weight, 1.0 / (1.0 + math.exp(-linear))))
     return Regression(formula, outcome, covariates, dict(zip(names, b, strict=True)), cells)
-
-
-def _weights(table, survey: Survey, given: dict, taken: set[str]) -> Weighting:
-    """The [weights] table: covariate (an openly answered yes/no or choice question, not given
-    elsewhere), population and sample (its options' shares in the population and in the
-    sample, each summing to 1), outcome (a randomized yes/no question not given elsewhere) and
-    prevalence (its true P(Yes) in each of the covariate's levels)."""
-    where = "[weights]"
-    keys = {"covariate", "population", "sample", "outcome", "prevalence"}
-    if not isinstance(table, dict) or set(table) != keys:
-        raise _fail(f"{where} needs exactly {', '.join(sorted(keys))}")
-    ids = {q.id: q for q in survey.questions}
-    covariate, outcome = ids.get(table["covariate"]), ids.get(table["outcome"])
-    if covariate is None or not covariate.disclosed or not covariate.options:
-        raise _fail(f"{where}: covariate {table['covariate']!r} is not an openly answered "
-                    "yes/no or choice question of the survey")
-    if outcome is None or outcome.type != "yes_no" or outcome.scheme.name != "forced_response":
-        raise _fail(f"{where}: outcome {table['outcome']!r} is not a randomized yes/no "
-                    "question of the survey")
-    for question in (covariate, outcome):
-        if question.id in given or question.id in taken:
-            raise _fail(f"{where}: {question.id!r} is given elsewhere too (its truth comes "
-                        f"from {where})")
-    k = len(covariate.options)
-    for key in ("population", "sample"):
-        if not _distribution(table[key], k):
-            raise _fail(f"{where}: {key} needs {k} proportions summing to 1, one per option of "
-                        f"{covariate.id!r}")
-    prevalence = table["prevalence"]
-    if not (isinstance(prevalence, list) and len(prevalence) == k and all(
-            isinstance(p, int | float) and not isinstance(p, bool) and 0 <= p <= 1
-            for p in prevalence)):
-        raise _fail(f"{where}: prevalence needs {k} probabilities, P(Yes) of {outcome.id!r} in "
-                    f"each option of {covariate.id!r}")
-    return Weighting(covariate.id, covariate.options, [float(x) for x in table["population"]],
-                     [float(x) for x in table["sample"]], outcome.id,
-                     [float(x) for x in prevalence])
-
-
-def given_share(question, value, option: int) -> float:
-    """A covariate's true share of `option` as its scheme reads the [truth] value."""
-    try:
-        return question.scheme.truth_of(value)[option]
-    except ValueError as exc:
-        raise _fail(f"question {question.id!r} needs {exc}") from None
-
-
-def read_truth(path: Path, survey: Survey) -> Truth:
-    """The scenario's truth: per question under [truth] as its scheme reads it (truth_of: P(Yes)
-    for yes/no, a list of proportions for choice, per-option selection probabilities for
-    multi_select, {yes, noncompliant} for a cheating-detection question), or for a pair of
-    questions a [[joint]] table whose marginals they follow; a [regression] table gives its
-    outcome's truth through the model (Regression)."""
-    try:
-        scenario = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise _fail(str(exc)) from None
-    given = scenario.get("truth", {})
-    if not isinstance(given, dict) or (not given and "joint" not in scenario):
-        raise _fail("needs a [truth] table")
-    taken: set[str] = set()
-    tables = scenario.get("joint", [])
-    joints = [_joint(table, i, survey, taken)
-              for i, table in enumerate(tables if isinstance(tables, list) else [tables])]
-    marginals = {}
-    for joint in joints:
-        marginals[joint.rows] = [sum(row) for row in joint.p]
-        marginals[joint.cols] = [sum(column) for column in zip(*joint.p, strict=True)]
-    regression = (_regression(scenario["regression"], survey, given, taken)
-                  if "regression" in scenario else None)
-    if regression:
-        marginals[regression.outcome] = [1.0 - regression.prevalence, regression.prevalence]
-        taken.add(regression.outcome)
-    weights = (_weights(scenario["weights"], survey, given, taken)
-               if "weights" in scenario else None)
-    if weights:  # the sample's truth; the population's is in the weights rows
-        marginals[weights.covariate] = weights.sample
-        in_sample = weights.prevalence_in(weights.sample)
-        marginals[weights.outcome] = [1.0 - in_sample, in_sample]
-        taken |= {weights.covariate, weights.outcome}
-    for question in survey.questions:
-        if question.id in taken:
-            if question.id in given:
-                raise _fail(f"question {question.id!r} is given more than once")
-            continue
-        try:
-            marginals[question.id] = question.scheme.truth_of(given.get(question.id))
-        except ValueError as exc:
-            raise _fail(f"question {question.id!r} needs {exc}") from None
-    return Truth(marginals, joints, regression, weights)
-
-
-def true_answers(truth: Truth, survey: Survey, respondents: int, rng) -> dict:
-    """Each question's true answers of the simulated respondents (NumPy arrays): drawn from
-    the joint distribution for the questions of a [[joint]] table, an outcome of a
-    [regression] or [weights] table from its covariates, else independently."""
-    simulation = load("ldpsurvey.shared.sim.simulation")
-    answers = {}
-    for joint in truth.joints:
-        k_cols = len(joint.p[0])
-        cells = simulation.true_answers([x for row in joint.p for x in row], respondents, rng)
-        answers[joint.rows], answers[joint.cols] = cells // k_cols, cells % k_cols
-    outcomes = {model.outcome for model in truth.models}
-    for question in survey.questions:
-        if question.id not in answers and question.id not in outcomes:
-            answers[question.id] = question.scheme.draw_answers(truth.marginals[question.id],
-                                                                respondents, rng)
-    for model in truth.models:  # the outcome: yes with the model's P(yes) in each one's cell
-        np = load("numpy")
-        cell = np.zeros(respondents, dtype=np.int64)
-        for name in model.covariates:  # the cell's index in itertools.product order
-            k = len(survey.question(name).options)
-            cell = cell * k + answers[name]
-        p_yes = np.array([p for _, _, p in model.cells])[cell]
-        answers[model.outcome] = (rng.random(respondents) < p_yes).astype(np.int8)
-    return answers
 
 
 def beside(truth: float | None, entry: dict, key: str = "true_proportion") -> dict:

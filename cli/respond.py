@@ -43,7 +43,7 @@ from ldpsurvey.client.ceilings import (
 from ldpsurvey.client.language import N_, _, shown_in, use
 from ldpsurvey.client.respondent import Submission
 from ldpsurvey.client.urls import Link, parse_link
-from ldpsurvey.client.verify import VerifiedSurvey
+from ldpsurvey.client.verified import VerifiedSurvey
 from ldpsurvey.shared import Question, Survey
 from ldpsurvey.shared.survey.manifest import key_id
 

@@ -30,7 +30,8 @@ from ldpsurvey.client.notes import (
 )
 from ldpsurvey.client.respondent import Submission, prepare, submit, unanswered
 from ldpsurvey.client.state import LocalState
-from ldpsurvey.client.verify import SurveyUnavailable, TrustError, VerifiedSurvey, fetch_survey
+from ldpsurvey.client.verified import VerifiedSurvey
+from ldpsurvey.client.verify import SurveyUnavailable, TrustError, fetch_survey
 
 __all__ = [
     "ALL_OPEN", "INTRO", "OPEN_INTRO", "OPEN_WORDS", "WHY_IT_MAY_DIFFER", "ApiError", "Ceilings",

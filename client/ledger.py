@@ -21,14 +21,11 @@ counts it in its own total too (what that aggregator learned), not in the device
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ldpsurvey.client.state import LocalState
+from ldpsurvey.client.verified import VerifiedSurvey
 from ldpsurvey.shared import Question, total_epsilon
 from ldpsurvey.shared.mechanisms.budget import exceeds
-
-if TYPE_CHECKING:
-    from ldpsurvey.client.verify import VerifiedSurvey
 
 
 class OverBudget(Exception):
@@ -58,7 +55,7 @@ def concept_key(question: Question) -> str:
     return json.dumps([question.concept, list(question.options), m.alpha, list(m.beta)])
 
 
-def concept_status(verified: "VerifiedSurvey", state: LocalState) -> dict[str, str]:
+def concept_status(verified: VerifiedSurvey, state: LocalState) -> dict[str, str]:
     """Per concept question: "new" (no answer kept for the concept: one is drawn and charged
     once), "reused" (one is kept with these settings: its reports cost nothing more), or
     "redrawn" (kept only with other settings: a new one is drawn and charged)."""
@@ -69,7 +66,7 @@ def concept_status(verified: "VerifiedSurvey", state: LocalState) -> dict[str, s
             for q in verified.survey.questions if q.concept is not None}
 
 
-def charge_for(verified: "VerifiedSurvey", state: LocalState) -> Charge:
+def charge_for(verified: VerifiedSurvey, state: LocalState) -> Charge:
     """What sending this survey adds: nothing if it was charged before; else each question's
     epsilon, except that a concept whose permanent answer was charged already (or earlier in
     this survey) adds nothing to the device, and to the key only if no survey sent to it
@@ -110,7 +107,7 @@ def device_spent(state: LocalState) -> float:
     return total_epsilon([*charged, state.forgotten()])
 
 
-def check_counted_once(verified: "VerifiedSurvey", state: LocalState) -> None:
+def check_counted_once(verified: VerifiedSurvey, state: LocalState) -> None:
     """CountedBefore if a concept this survey reports lists it among the surveys of a
     forgotten key (LocalState.forget)."""
     sent = [state.resolve(verified.key_id), verified.survey.survey_id]
@@ -124,7 +121,7 @@ def check_counted_once(verified: "VerifiedSurvey", state: LocalState) -> None:
                 "twice in its results. Nothing was sent.")
 
 
-def check_lifetime(verified: "VerifiedSurvey", state: LocalState) -> Charge:
+def check_lifetime(verified: VerifiedSurvey, state: LocalState) -> Charge:
     """What sending this survey would charge; OverBudget, in plain words, if that would take
     the device's total above the lifetime budget, or its key's above a per-aggregator limit;
     CountedBefore (check_counted_once) if the survey was sent before its key was forgotten."""
@@ -151,7 +148,7 @@ def check_lifetime(verified: "VerifiedSurvey", state: LocalState) -> Charge:
     return cost
 
 
-def charge(verified: "VerifiedSurvey", state: LocalState) -> None:
+def charge(verified: VerifiedSurvey, state: LocalState) -> None:
     """Charge the survey (once) before its first send attempt, and mark the concepts it
     reports: paid for (if not yet) and known to its key. OverBudget if that would exceed a
     lifetime budget."""
@@ -175,7 +172,7 @@ def charge(verified: "VerifiedSurvey", state: LocalState) -> None:
         state.remember(verified.key_id, survey.survey_id, record)
 
 
-def settle(verified: "VerifiedSurvey", state: LocalState, parameters: str) -> None:
+def settle(verified: VerifiedSurvey, state: LocalState, parameters: str) -> None:
     """A survey sent before the ledger existed was charged an upper bound; seen again, it is
     charged exactly what it asked (those releases had no concepts). The caller has checked
     that it asks exactly the questions answered then (verify.check_unchanged), so a server

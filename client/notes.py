@@ -5,7 +5,7 @@ first are in the language chosen with language.use() (the "client" catalogue); t
 from collections.abc import Iterable
 
 from ldpsurvey.client.language import N_, _
-from ldpsurvey.client.verify import VerifiedSurvey
+from ldpsurvey.client.verified import VerifiedSurvey
 from ldpsurvey.shared import Question, posterior_bounds
 from ldpsurvey.shared.mechanisms.protocol import percent
 

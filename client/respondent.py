@@ -7,7 +7,8 @@ from typing import Any
 
 from ldpsurvey.client import http, ledger
 from ldpsurvey.client.state import LocalState
-from ldpsurvey.client.verify import VerifiedSurvey, check_unchanged, parameters
+from ldpsurvey.client.verified import VerifiedSurvey
+from ldpsurvey.client.verify import check_unchanged, parameters
 from ldpsurvey.shared import Question, Survey
 from ldpsurvey.shared.http_contract import REPLAYED_HEADER
 from ldpsurvey.shared.mechanisms.protocol import Report

@@ -5,7 +5,6 @@ import base64
 import hashlib
 import json
 import math
-from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -14,9 +13,10 @@ from ldpsurvey.client import http, ledger
 from ldpsurvey.client.ceilings import DEFAULTS, Ceilings
 from ldpsurvey.client.state import LocalState
 from ldpsurvey.client.urls import origin
-from ldpsurvey.shared import Survey, SurveyError, parse_manifest, total_epsilon
+from ldpsurvey.client.verified import VerifiedSurvey
+from ldpsurvey.shared import Survey, SurveyError, parse_manifest
 from ldpsurvey.shared.mechanisms.budget import exceeds
-from ldpsurvey.shared.mechanisms.randomizer import Thresholds, thresholds
+from ldpsurvey.shared.mechanisms.randomizer import thresholds
 from ldpsurvey.shared.survey.manifest import check_instantaneous, key_id, web_origin
 
 
@@ -27,26 +27,6 @@ class TrustError(Exception):
 class SurveyUnavailable(Exception):
     """The survey takes no answer from this device now: it is closed, or it needs the
     invitation link. Checked before any question is asked."""
-
-
-@dataclass(frozen=True)
-class VerifiedSurvey:
-    """A survey whose manifest verified, with each question's epsilon as its integer randomizer
-    realizes it (scheme.realized_epsilon, recomputed here, never taken from the manifest), and
-    for each concept question the integer thresholds of its permanent layer (`thresholds`) and
-    of its second layer (`instantaneous`)."""
-
-    aggregator: str
-    key_id: str
-    survey: Survey
-    thresholds: dict[str, Thresholds]
-    instantaneous: dict[str, Thresholds]
-    epsilon: dict[str, float]
-    ceilings: Ceilings
-
-    @property
-    def total_epsilon(self) -> float:
-        return total_epsilon(self.epsilon.values())
 
 
 def aggregator_key(aggregator: str, state: LocalState, public_key: bytes | None

@@ -18,7 +18,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV="$REPO/.venv"
 CHILDREN=${MUTATION_CHILDREN:-2}
 
-# module name -> "source file|tests that exercise it"
+# module name -> "source files (space-separated)|tests that exercise them"
 CLIENT_TESTS="tests/client/test_client.py tests/client/test_client_state.py tests/client/test_ledger.py tests/client/test_ledger_attacks.py \
 tests/shared/test_concepts.py tests/cli/test_cli_respond.py tests/system/test_mutation_survivors.py"
 declare -A MODULES=(
@@ -29,7 +29,9 @@ declare -A MODULES=(
   [verify]="client/verify.py|$CLIENT_TESTS"
   [respondent]="client/respondent.py|$CLIENT_TESTS"
   [state]="client/state.py|$CLIENT_TESTS tests/client/test_client_migration.py"
-  [store]="aggregator/store/queries.py|tests/aggregator/test_aggregator_storage.py tests/aggregator/test_aggregator_surveys.py \
+  [store]="aggregator/store/surveys.py aggregator/store/drafts.py aggregator/store/pending.py \
+aggregator/store/idempotency.py aggregator/store/tokens.py aggregator/store/releases.py aggregator/store/responses.py \
+aggregator/store/counts.py aggregator/store/accounts.py aggregator/store/shares.py|tests/aggregator/test_aggregator_storage.py tests/aggregator/test_aggregator_surveys.py \
 tests/aggregator/test_aggregator_intake.py tests/aggregator/test_aggregator_tokens_export.py tests/aggregator/test_aggregator_crosstab.py \
 tests/aggregator/test_accounts.py tests/aggregator/test_release_batches.py tests/aggregator/test_unlinkable_storage.py \
 tests/aggregator/test_storage_key.py"
@@ -50,7 +52,7 @@ RESULTS="$WORK/results.tsv"
 : > "$RESULTS"
 
 for name in "${selected[@]}"; do
-  source_file=${MODULES[$name]%%|*}
+  source_files=${MODULES[$name]%%|*}
   tests=${MODULES[$name]#*|}
   dir="$WORK/$name"
   mkdir -p "$dir/ldpsurvey"
@@ -65,20 +67,22 @@ for name in "${selected[@]}"; do
   {
     echo "[tool.mutmut]"
     echo "source_paths = [\"ldpsurvey\"]"
-    echo "only_mutate = [\"ldpsurvey/$source_file\"]"
+    printf 'only_mutate = [%s]\n' "$(printf '"ldpsurvey/%s", ' $source_files)"
     printf 'pytest_add_cli_args_test_selection = [%s]\n' "$(printf '"%s", ' $tests)"
     echo 'pytest_add_cli_args = ["-p", "no:cacheprovider"]'
     echo
     echo "[tool.pytest.ini_options]"
     echo 'testpaths = ["tests"]'
   } > "$dir/pyproject.toml"
-  echo "== $name: mutating $source_file against $tests"
+  echo "== $name: mutating $source_files against $tests"
   # PYTHONPATH: processes the tests start import the mutants too, not the checkout. The folder
   # must exist before Python starts, or the import system caches it as missing.
   mkdir "$dir/mutants"
   (cd "$dir" && PYTHONPATH="$dir/mutants" "$VENV/bin/mutmut" run --max-children "$CHILDREN" \
      > "$dir/mutmut.log" 2>&1) || { echo "mutmut failed on $name, see below"; tail -30 "$dir/mutmut.log"; exit 1; }
-  echo -e "$name\t$source_file\t$dir/mutants/ldpsurvey/$source_file.meta" >> "$RESULTS"
+  for source_file in $source_files; do
+    echo -e "$name\t$source_file\t$dir/mutants/ldpsurvey/$source_file.meta" >> "$RESULTS"
+  done
 done
 
 "$VENV/bin/python" - "$RESULTS" "$REPO/tests/EQUIVALENT_MUTANTS.md" <<'EOF'

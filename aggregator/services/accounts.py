@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 
 from ldpsurvey.aggregator.config.ids import new_api_key_id
 from ldpsurvey.aggregator.exceptions import InvalidKeyRequest, KeyNotFound
-from ldpsurvey.aggregator.store import queries as store
-from ldpsurvey.aggregator.store.connection import Connection
-from ldpsurvey.aggregator.store.queries import KeyRecord
+from ldpsurvey.aggregator.store import accounts as account_store
+from ldpsurvey.aggregator.store.accounts import KeyRecord
+from ldpsurvey.aggregator.store.connection import Connection, today
 from ldpsurvey.shared.http_contract import RESEARCHER_NAME, ROLES
 
 
@@ -50,9 +50,9 @@ def create_key(db: Connection, role: str = "researcher", name: str | None = None
         raise InvalidKeyRequest(f"a name is 1 to 64 of a-z, 0-9 and . _ @ - (starting with a "
                                 f"letter or digit), got {name[:70]!r}")
     key = f"ldp_{role[:3]}_{secrets.token_urlsafe(32)}"
-    day = store.today()
+    day = today()
     with db.transaction():
-        researcher_id = store.researcher_id_of(db, name)
+        researcher_id = account_store.researcher_id_of(db, name)
         if existing and researcher_id is None:
             raise InvalidKeyRequest(f"no researcher named {name!r}")
         if not existing and researcher_id is not None:
@@ -61,23 +61,23 @@ def create_key(db: Connection, role: str = "researcher", name: str | None = None
                                     "(--existing)")
         if researcher_id is None:
             researcher_id = secrets.token_hex(16)
-            store.insert_researcher(db, researcher_id, name, day)
+            account_store.insert_researcher(db, researcher_id, name, day)
         record = KeyRecord(new_api_key_id(), researcher_id, role, None)
-        store.insert_api_key(db, record, key, day, list(surveys))
+        account_store.insert_api_key(db, record, key, day, list(surveys))
     return IssuedKey(key, record.api_key_id, name, role, new_researcher=not existing)
 
 
 def key_in_use(db: Connection, key: str) -> KeyRecord | None:
     """The record of a valid key, noting today as its last-used day; None if it is unknown."""
-    record = store.key_by_secret(db, key) if key else None
+    record = account_store.key_by_secret(db, key) if key else None
     return record and _used_today(db, record)
 
 
 def _used_today(db: Connection, record: KeyRecord) -> KeyRecord:
-    day = store.today()
+    day = today()
     if record.last_used_day != day:  # one write per key and day at most
         with db.transaction():
-            store.mark_key_used(db, record.api_key_id, day)
+            account_store.mark_key_used(db, record.api_key_id, day)
     return record
 
 
@@ -91,12 +91,12 @@ class KeyListing:
 
 
 def list_keys(db: Connection) -> list[KeyListing]:
-    return [KeyListing(*row) for row in store.list_keys(db)]
+    return [KeyListing(*row) for row in account_store.list_keys(db)]
 
 
 def revoke(db: Connection, api_key_id: str) -> None:
     """Delete the key and end its sessions, effective for the next request. KeyNotFound."""
-    if not store.delete_key(db, api_key_id):
+    if not account_store.delete_key(db, api_key_id):
         raise KeyNotFound(api_key_id)
 
 
@@ -116,20 +116,20 @@ def open_session(db: Connection, key: str, hours: int) -> str | None:
     session_id = secrets.token_urlsafe(32)
     now = _now()
     with db.transaction():
-        if not store.lock_key(db, record.api_key_id):
+        if not account_store.lock_key(db, record.api_key_id):
             return None
-        store.delete_sessions(db, expired_by=now.isoformat())
-        store.insert_session(db, session_id, record.api_key_id,
+        account_store.delete_sessions(db, expired_by=now.isoformat())
+        account_store.insert_session(db, session_id, record.api_key_id,
                              (now + timedelta(hours=hours)).isoformat())
     return session_id
 
 
 def session_key(db: Connection, session_id: str) -> KeyRecord | None:
     """The key of a live session; None once it expired, was closed or its key revoked."""
-    record = store.key_of_session(db, session_id, _now().isoformat())
+    record = account_store.key_of_session(db, session_id, _now().isoformat())
     return record and _used_today(db, record)
 
 
 def close_session(db: Connection, session_id: str) -> None:
     with db.transaction():
-        store.delete_sessions(db, session_id=session_id)
+        account_store.delete_sessions(db, session_id=session_id)

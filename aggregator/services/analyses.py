@@ -21,17 +21,15 @@ from ldpsurvey.aggregator.exceptions import (
     RegressionFailed,
 )
 from ldpsurvey.aggregator.services.budgets import LIMITS, Budget, Runner
-from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.store import releases as release_store
+from ldpsurvey.aggregator.store import responses as response_store
 from ldpsurvey.aggregator.store.connection import Connection
 from ldpsurvey.shared import Survey
 
-MAX_FORMULA = 1000  # characters of a regression formula
-MAX_WEIGHTS = 8_000  # characters of a weights query (margins as JSON): gunicorn takes a request
-# line of at most 8,190 bytes (gunicorn_config.limit_request_line) and answers a longer one 414
 TALLY = "_n"  # the tally's count column: no question id starts with "_"
 
 
-def _analysis():
+def analysis_package():
     """The analysis package, or AnalysisUnavailable without the extra."""
     try:
         analysis = importlib.import_module("ldpsurvey.analysis")
@@ -48,7 +46,7 @@ def regression(db: Connection, survey: Survey, formula: str, confidence: float,
     before the first release. InvalidParameter for a formula that is not one of the survey's
     questions, cannot be fitted or has a group below min_cell; AnalysisTooLarge (before any
     work), AnalysisStopped, AnalysisBusy; RegressionFailed when the fit has no maximum."""
-    analysis = _analysis()
+    analysis = analysis_package()
     used = _formula_questions(analysis, survey, formula)
     _affordable(analysis, db, survey, formula, used, (), budget)
     with runner.slot(budget):
@@ -68,7 +66,7 @@ def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
     listed as left out with the reason, within `budget`; None before the first release.
     InvalidParameter for margins or a formula that cannot be used; AnalysisTooLarge,
     AnalysisStopped, AnalysisBusy, RegressionFailed."""
-    analysis = _analysis()
+    analysis = analysis_package()
     _known(survey, "weights", margins)
     for name in margins:  # its reports are no option of its own: neither tallied nor raked
         scheme = survey.question(name).scheme.name
@@ -93,7 +91,7 @@ def weighted(db: Connection, survey: Survey, margins: dict, formula: str | None,
 def fit_regression(formula: str, frame, mechanisms: dict, confidence: float,
                    min_cell: int | None, iterations: int) -> dict:
     """What `regression` runs in its budgeted process."""
-    analysis = _analysis()
+    analysis = analysis_package()
     return _run(analysis, "regress", lambda: analysis.rr_logistic(
         formula, frame, mechanisms, counts=TALLY, confidence=confidence, min_cell=min_cell,
         max_iterations=iterations).as_dict())
@@ -102,7 +100,7 @@ def fit_regression(formula: str, frame, mechanisms: dict, confidence: float,
 def fit_weighted(frame, mechanisms: dict, margins: dict, formula: str | None,
                  confidence: float, min_cell: int | None, iterations: int) -> dict:
     """What `weighted` runs in its budgeted process."""
-    analysis = _analysis()
+    analysis = analysis_package()
     return _run(analysis, "weights", lambda: analysis.weighted_results(
         frame, mechanisms, margins, formula=formula, counts=TALLY, confidence=confidence,
         min_cell=min_cell, max_iterations=iterations))
@@ -116,7 +114,7 @@ def _affordable(analysis, db: Connection, survey: Survey, formula: str, columns:
     levels = {name: list(questions[name].options) or None for name in columns}
     randomized = [name for name in columns if not questions[name].disclosed]
     size = analysis.regression.size(formula, levels, randomized,
-                                    store.released_count(db, survey.survey_id), list(raked))
+                                    release_store.released_count(db, survey.survey_id), list(raked))
     for field, what in (("parameters", "parameters"), ("latent_rows", "latent rows (units "
                         "times combinations of the randomized covariates' options)")):
         value, limit = getattr(size, field), getattr(budget, field)
@@ -168,9 +166,9 @@ def _tally(survey: Survey, db: Connection, used: list[str]):
     import pandas as pd
 
     questions = {q.id: q for q in survey.questions}
-    through = store.last_release_number(db, survey.survey_id)
+    through = release_store.last_release_number(db, survey.survey_id)
     tally = Counter(tuple(answers[q] for q in used)
-                    for answers in map(json.loads, store.stored_answers(db, survey.survey_id,
+                    for answers in map(json.loads, response_store.stored_answers(db, survey.survey_id,
                                                                         through)))
     if not tally:
         return None
@@ -192,28 +190,3 @@ def _run(analysis, name: str, fit):
         raise InvalidParameter(f"{name}: {error}") from None
     except analysis.ConvergenceError as error:
         raise RegressionFailed(str(error)) from None
-
-
-def regression_formula(value: str | None) -> str | None:
-    """A `regress` query value: None, or a formula of at most MAX_FORMULA characters."""
-    if value is None:
-        return None
-    if not value.strip() or len(value) > MAX_FORMULA:
-        raise InvalidParameter(f"regress must be a formula of 1 to {MAX_FORMULA} characters, "
-                               "such as smoked ~ sleep + drinks")
-    return value
-
-
-def weights_margins(value: str | None) -> dict | None:
-    """A `weights` query value: None, or population margins as JSON {question id: {option
-    label: share}} (analysis.weights.read_margins: shares normalized), at most MAX_WEIGHTS
-    characters. InvalidParameter naming the problem."""
-    if value is None:
-        return None
-    if len(value) > MAX_WEIGHTS:
-        raise InvalidParameter(f"weights must be at most {MAX_WEIGHTS} characters of JSON")
-    analysis = _analysis()
-    try:
-        return analysis.weights.read_margins(json.loads(value))
-    except ValueError as error:  # JSONDecodeError and AnalysisError are ValueErrors
-        raise InvalidParameter(f"weights: {error}") from None

@@ -10,9 +10,13 @@ from typing import Any
 from ldpsurvey.aggregator.exceptions import BatchOnInvitationOnly, TokenRejected, TokenRequired
 from ldpsurvey.aggregator.services import access
 from ldpsurvey.aggregator.services.answers import Answers, parse_answers, parse_batch
-from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.store import idempotency as idempotency_store
+from ldpsurvey.aggregator.store import pending as pending_store
+from ldpsurvey.aggregator.store import responses as response_store
+from ldpsurvey.aggregator.store import surveys as survey_store
+from ldpsurvey.aggregator.store import tokens as token_store
+from ldpsurvey.aggregator.store.accounts import KeyRecord
 from ldpsurvey.aggregator.store.connection import Connection
-from ldpsurvey.aggregator.store.queries import KeyRecord
 from ldpsurvey.shared import Survey
 from ldpsurvey.shared.http_contract import SURVEY_TOKEN
 
@@ -33,7 +37,7 @@ def accept_one(db: Connection, survey_id: str, body: Any, idempotency_key: str |
     spent with the answers; other surveys ignore it. The survey's manifest is read once per
     process (store.published_survey); a survey deleted since is unknown (404) to a valid
     request in its transaction, and to an invalid one before its error."""
-    survey = store.published_survey(db, survey_id)
+    survey = survey_store.published_survey(db, survey_id)
     try:
         answers = parse_answers(survey, body)
         if not survey.invitation_only:
@@ -46,7 +50,7 @@ def accept_one(db: Connection, survey_id: str, body: Any, idempotency_key: str |
         refused = exc  # checked outside this block, so no error it raises chains this one
     else:
         return _store(db, survey, [answers], idempotency_key, token)
-    store.get_survey(db, survey_id)  # SurveyNotFound if it was deleted
+    survey_store.get_survey(db, survey_id)  # SurveyNotFound if it was deleted
     raise refused
 
 
@@ -70,20 +74,20 @@ def _store(db: Connection, survey: Survey, responses: list[Answers],
     requests may share the commit (grouped). What needs no query (the sealed rows, the
     claim's keyed hashes) is computed before it."""
     survey_id = survey.survey_id
-    rows = store.answers_json(survey, responses)
-    sealed = store.sealed_pending(db, survey, rows)
+    rows = response_store.answers_json(survey, responses)
+    sealed = pending_store.sealed_pending(db, survey, rows)
     claim = (None if idempotency_key is None
-             else store.idempotency_claim(db, idempotency_key, "\n".join(rows)))
+             else idempotency_store.idempotency_claim(db, idempotency_key, "\n".join(rows)))
 
     def intake(tx: Connection) -> Accepted:
-        store.lock_open_survey(tx, survey_id)
-        earlier = None if claim is None else store.released_claim(tx, survey_id, claim)
+        survey_store.lock_open_survey(tx, survey_id)
+        earlier = None if claim is None else idempotency_store.released_claim(tx, survey_id, claim)
         if earlier is not None:
             return Accepted(survey_id, earlier, replayed=True)
-        if not store.insert_pending(tx, survey_id, sealed, len(rows), claim):
-            return Accepted(survey_id, store.pending_claim(tx, survey_id, claim), replayed=True)
+        if not pending_store.insert_pending(tx, survey_id, sealed, len(rows), claim):
+            return Accepted(survey_id, idempotency_store.pending_claim(tx, survey_id, claim), replayed=True)
         if token is not None:
-            store.spend_token(tx, survey_id, token)  # TokenRejected undoes the insert
+            token_store.spend_token(tx, survey_id, token)  # TokenRejected undoes the insert
         return Accepted(survey_id, len(rows), replayed=False)
 
     return db.grouped(intake)

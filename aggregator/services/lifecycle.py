@@ -1,10 +1,11 @@
-"""A survey's life: a draft (its definition, editable by its owner, seen by nobody else) is
-published once, under the id it had as a draft, as a signed manifest that never changes; a
-change after that is a copy into a new draft. An open survey is closed (surveys.close); a
-closed one may be archived (hidden from listings, its data kept) and brought back; any survey
-may be deleted by its owner or an admin, with every row of it, scrubbed from the database's
-files (an open one only when forced: whether it holds answers waiting for release is never
-told, so it could).
+"""A survey's life, every step of it here: a draft (its definition, editable by its owner,
+seen by nobody else) is published once, under the id it had as a draft, as a signed manifest
+that never changes (or a definition is published at once, under a new id, with no draft kept:
+publish_new); a change after that is a copy into a new draft. An open survey is closed (what
+is pending is released, no answer is taken after); a closed one may be archived (hidden from
+listings, its data kept) and brought back; any survey may be deleted by its owner or an admin,
+with every row of it, scrubbed from the database's files (an open one only when forced:
+whether it holds answers waiting for release is never told, so it could).
 
 Each step refuses where it makes no sense, saying what to do instead (409: AlreadyPublished
 for publishing twice or editing a published survey, SurveyIsDraft, SurveyOpen for archiving
@@ -23,10 +24,11 @@ from ldpsurvey.aggregator.exceptions import (
     SurveyIsDraft,
     SurveyOpen,
 )
-from ldpsurvey.aggregator.services import access
-from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.services import access, releases
+from ldpsurvey.aggregator.store import drafts as draft_store
+from ldpsurvey.aggregator.store import surveys as survey_store
+from ldpsurvey.aggregator.store.accounts import KeyRecord
 from ldpsurvey.aggregator.store.connection import Connection
-from ldpsurvey.aggregator.store.queries import KeyRecord
 from ldpsurvey.shared import Survey, SurveyError, parse_definition
 from ldpsurvey.shared.mechanisms.budget import exceeds
 from ldpsurvey.shared.survey import strict_json
@@ -34,7 +36,7 @@ from ldpsurvey.shared.survey.check import refusals, refused_message
 from ldpsurvey.shared.survey.manifest import decode_definition
 
 # What a deletion empties: every table holding rows of a survey or a draft.
-DELETED = (*store.SURVEY_TABLES, "drafts")
+DELETED = (*survey_store.SURVEY_TABLES, "drafts")
 
 
 def checked(definition: Any, epsilon_cap: float) -> Survey:
@@ -56,7 +58,7 @@ def create_draft(db: Connection, caller: KeyRecord, definition: Any,
     """Keep a checked definition as a new draft the caller owns; its id and the survey."""
     survey = checked(definition, epsilon_cap)
     survey_id = new_survey_id()
-    store.insert_draft(db, survey_id, caller.researcher_id, _text(definition))
+    draft_store.insert_draft(db, survey_id, caller.researcher_id, _text(definition))
     return survey_id, survey
 
 
@@ -82,7 +84,7 @@ def edit(db: Connection, caller: KeyRecord, survey_id: str, definition: Any,
     """Replace a draft's definition with a checked one. AlreadyPublished, SurveyNotFound."""
     access.draft(db, caller, survey_id)
     survey = checked(definition, epsilon_cap)
-    if not store.update_draft(db, survey_id, _text(definition)):
+    if not draft_store.update_draft(db, survey_id, _text(definition)):
         raise AlreadyPublished(survey_id)  # published (or deleted) meanwhile
     return survey
 
@@ -95,12 +97,27 @@ def publish(db: Connection, caller: KeyRecord, survey_id: str, key: SigningKey,
     AlreadyPublished (also when another request published it first), SurveyNotFound,
     InvalidSurvey, EpsilonAboveCap."""
     found = access.draft(db, caller, survey_id)
-    survey = _as_published(found, survey_id, epsilon_cap, key.key_id, origin, form)
+    survey = _as_published(found.definition, survey_id, epsilon_cap, key.key_id, origin, form)
     with db.transaction():
-        if not store.take_draft(db, survey_id):
+        if not draft_store.take_draft(db, survey_id):
             raise AlreadyPublished(survey_id)
-        store.create_survey(db, survey, key.sign(survey.manifest_bytes()), found.owner_id)
+        _store_published(db, survey, key, found.owner_id)
     return survey
+
+
+def publish_new(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
+                epsilon_cap: float, origin: str, form: dict[str, str]) -> Survey:
+    """Publish a definition at once, as publish does a draft's (with the web `origin` and the
+    `form` digests), under a new id and owned by the caller's researcher; no draft is kept.
+    InvalidSurvey, EpsilonAboveCap."""
+    survey = _as_published(definition, new_survey_id(), epsilon_cap, key.key_id, origin, form)
+    _store_published(db, survey, key, caller.researcher_id)
+    return survey
+
+
+def _store_published(db: Connection, survey: Survey, key: SigningKey, owner_id: str) -> None:
+    """Sign the survey's manifest and store it open, owned by `owner_id`."""
+    survey_store.create_survey(db, survey, key.sign(survey.manifest_bytes()), owner_id)
 
 
 def preview(db: Connection, caller: KeyRecord, survey_id: str, epsilon_cap: float,
@@ -108,13 +125,14 @@ def preview(db: Connection, caller: KeyRecord, survey_id: str, epsilon_cap: floa
     """A draft as publishing it now would make it (checked, with this id, key, origin and form), for
     its preview; nothing is signed or stored. AlreadyPublished, SurveyNotFound, InvalidSurvey,
     EpsilonAboveCap."""
-    return _as_published(access.draft(db, caller, survey_id), survey_id, epsilon_cap, key_id,
-                         origin, form)
+    return _as_published(access.draft(db, caller, survey_id).definition, survey_id,
+                         epsilon_cap, key_id, origin, form)
 
 
-def _as_published(found: store.Draft, survey_id: str, epsilon_cap: float, key_id: str,
+def _as_published(definition: Any, survey_id: str, epsilon_cap: float, key_id: str,
                   origin: str, form: dict[str, str]) -> Survey:
-    return replace(checked(found.definition, epsilon_cap), survey_id=survey_id, key_id=key_id,
+    """A definition checked, as published with this id, key, web origin and form digests."""
+    return replace(checked(definition, epsilon_cap), survey_id=survey_id, key_id=key_id,
                    origin=origin, form=form)
 
 
@@ -148,15 +166,27 @@ def definition_of(survey: Survey) -> dict:
     return definition
 
 
+def close(db: Connection, caller: KeyRecord, survey_id: str) -> None:
+    """Close for good: release whatever is pending (a final batch can be small), refuse
+    answers from now on, delete the idempotency records and unspent tokens.
+    SurveyNotFound, Forbidden (see access.check)."""
+    access.check(db, caller, survey_id, access.MANAGE)
+    with db.transaction():
+        survey_store.lock_survey(db, survey_id, exclusive=True)
+        releases.release_locked(db, survey_store.get_survey(db, survey_id).survey, minimum=1)
+        survey_store.mark_closed(db, survey_id)  # after: with the records the release just filed
+    db.scrub(releases.SCRUBBED)
+
+
 def archive(db: Connection, caller: KeyRecord, survey_id: str, archived: bool = True) -> None:
     """Archive a closed survey (hidden from listings, its data kept), or with archived=False
     bring it back. SurveyOpen, ArchiveConflict, SurveyIsDraft, SurveyNotFound, Forbidden."""
     access.check(db, caller, survey_id, access.MANAGE)
     with db.transaction():
-        if store.lock_survey(db, survey_id, exclusive=True) != "closed":
+        if survey_store.lock_survey(db, survey_id, exclusive=True) != "closed":
             raise SurveyOpen(f"survey {survey_id} is open: close it first (`ldp-survey survey "
                              f"close {survey_id}`); only a closed survey is archived")
-        if not store.mark_archived(db, survey_id, archived):
+        if not survey_store.mark_archived(db, survey_id, archived):
             raise ArchiveConflict(f"survey {survey_id} is "
                                   f"{'already' if archived else 'not'} archived")
 
@@ -171,18 +201,18 @@ def delete(db: Connection, caller: KeyRecord, survey_id: str, force: bool) -> No
         access.check(db, caller, survey_id, access.MANAGE)
     except SurveyIsDraft:
         with db.transaction():
-            taken = store.take_draft(db, survey_id)
+            taken = draft_store.take_draft(db, survey_id)
         if not taken:  # published meanwhile: delete it as the published survey it now is
             delete(db, caller, survey_id, force)
             return
     else:
         with db.transaction():
-            if store.lock_survey(db, survey_id, exclusive=True) == "open" and not force:
+            if survey_store.lock_survey(db, survey_id, exclusive=True) == "open" and not force:
                 raise SurveyOpen(
                     f"survey {survey_id} is open and may hold answers (how many wait for "
                     "release is never shown): close it first, or delete it anyway with force "
                     "(`ldp-survey survey delete --force`, DELETE ...?force=true)")
-            store.delete_survey(db, survey_id)
+            survey_store.delete_survey(db, survey_id)
     db.scrub(DELETED)
 
 

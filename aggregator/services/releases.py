@@ -20,8 +20,13 @@ from collections.abc import Sequence
 from datetime import date, timedelta
 
 from ldpsurvey.aggregator.exceptions import SurveyNotFound
-from ldpsurvey.aggregator.store import queries as store
-from ldpsurvey.aggregator.store.connection import Connection, Database, connection_to
+from ldpsurvey.aggregator.store import counts as count_store
+from ldpsurvey.aggregator.store import idempotency as idempotency_store
+from ldpsurvey.aggregator.store import pending as pending_store
+from ldpsurvey.aggregator.store import releases as release_store
+from ldpsurvey.aggregator.store import responses as response_store
+from ldpsurvey.aggregator.store import surveys as survey_store
+from ldpsurvey.aggregator.store.connection import Connection, Database, connection_to, today
 from ldpsurvey.shared import Survey
 from ldpsurvey.shared.http_contract import next_instant
 
@@ -35,10 +40,10 @@ def release(db: Connection, survey: Survey, minimum: int, keep_days: int) -> int
     them all, and delete its idempotency records released more than `keep_days` days before
     today (IDEMPOTENCY_DAYS); return how many were released. Call outside a transaction."""
     with db.transaction():
-        store.lock_survey(db, survey.survey_id, exclusive=True)
+        survey_store.lock_survey(db, survey.survey_id, exclusive=True)
         released = release_locked(db, survey, minimum)
         if released:
-            store.expire_idempotency(db, survey.survey_id, days_before(store.today(), keep_days))
+            idempotency_store.expire_idempotency(db, survey.survey_id, days_before(today(), keep_days))
     if released:
         db.scrub(SCRUBBED)
     return released
@@ -58,22 +63,22 @@ def release_locked(db: Connection, survey: Survey, minimum: int) -> int:
     bounded by DATABASE_STATEMENT_TIMEOUT."""
     db.unbounded_statements()
     survey_id, wanted = survey.survey_id, max(minimum, 1)
-    if store.pending_count(db, survey_id, wanted) < wanted:
+    if pending_store.pending_count(db, survey_id, wanted) < wanted:
         return 0
-    day, size = store.today(), 0
+    day, size = today(), 0
     counts: Counter = Counter()
     joint: Counter = Counter()
-    for rows, claims in store.take_pending(db, survey_id):
-        store.stage_released(db, rows)
-        store.file_claims(db, survey_id, claims, day)
+    for rows, claims in pending_store.take_pending(db, survey_id):
+        response_store.stage_released(db, rows)
+        idempotency_store.file_claims(db, survey_id, claims, day)
         chunk_counts, chunk_joint = tallies(survey, rows)
         counts.update(chunk_counts)
         joint.update(chunk_joint)
         size += len(rows)
-    store.insert_released(db, survey_id, day)
-    store.add_counts(db, survey_id, counts)
-    store.add_joint_counts(db, survey_id, joint)
-    store.record_release(db, survey_id, day, size)
+    response_store.insert_released(db, survey_id, day)
+    count_store.add_counts(db, survey_id, counts)
+    count_store.add_joint_counts(db, survey_id, joint)
+    release_store.record_release(db, survey_id, day, size)
     return size
 
 
@@ -108,9 +113,9 @@ def release_due(db: Connection, keep_days: int) -> int:
     fails (undone whole) is logged, by the survey and the error's type, and the others go on:
     it is tried again at the next instant."""
     released = 0
-    for survey_id in store.surveys_with_pending(db):
+    for survey_id in pending_store.surveys_with_pending(db):
         try:
-            survey = store.get_survey(db, survey_id).survey
+            survey = survey_store.get_survey(db, survey_id).survey
             released += release(db, survey, survey.release_batch, keep_days)
         except SurveyNotFound:  # deleted meanwhile, with its pool (lifecycle.delete)
             continue
@@ -160,5 +165,5 @@ class ReleaseClock:
 def recover(db: Connection) -> None:
     """At start: scrub, since a crash may have cut the last scrub short. A pool that is full
     waits for the next scheduled instant, like any other."""
-    if store.has_surveys(db):  # a new database has nothing to scrub
+    if survey_store.has_surveys(db):  # a new database has nothing to scrub
         db.scrub(SCRUBBED)

@@ -1,29 +1,29 @@
-"""Surveys for researchers and pages: publish, list, close, mint invitation tokens, the
-estimates document, cross-tabs and the exports."""
+"""Published surveys for researchers and pages: list, mint invitation tokens, the estimates
+document, cross-tabs and the exports (their life, from draft to deletion: lifecycle.py)."""
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ldpsurvey.aggregator.config.ids import new_survey_id
-from ldpsurvey.aggregator.config.signing import SigningKey
 from ldpsurvey.aggregator.exceptions import (
-    InvalidCount,
     InvalidParameter,
     NotInvitationOnly,
     SurveyClosed,
     SurveyNotFound,
     Unauthorized,
 )
-from ldpsurvey.aggregator.services import access, analyses, exports, lifecycle, releases
+from ldpsurvey.aggregator.services import access, analyses, exports
 from ldpsurvey.aggregator.services.budgets import Runner
-from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.store import counts as count_store
+from ldpsurvey.aggregator.store import releases as release_store
+from ldpsurvey.aggregator.store import responses as response_store
+from ldpsurvey.aggregator.store import surveys as survey_store
+from ldpsurvey.aggregator.store.accounts import KeyRecord
 from ldpsurvey.aggregator.store.connection import Connection
-from ldpsurvey.aggregator.store.queries import KeyRecord
-from ldpsurvey.shared import DEFAULT_CONFIDENCE, DEFAULT_METHOD, METHODS, Question, Survey, crosstab
-from ldpsurvey.shared.http_contract import EXPORT_FORMATS, schedule_words
+from ldpsurvey.shared import DEFAULT_CONFIDENCE, Question, Survey, crosstab
+from ldpsurvey.shared.http_contract import schedule_words
 from ldpsurvey.shared.mechanisms.disclosed import DEFAULT_MIN_CELL
 from ldpsurvey.shared.mechanisms.forced_response import NAME as FORCED_RESPONSE
 from ldpsurvey.shared.mechanisms.protocol import Settings
@@ -31,25 +31,14 @@ from ldpsurvey.shared.stats.crosstab import size_problem
 from ldpsurvey.shared.stats.shuffle import central_epsilon
 
 
-def publish(db: Connection, caller: KeyRecord, definition: Any, key: SigningKey,
-            epsilon_cap: float, origin: str, form: dict[str, str]) -> Survey:
-    """Validate a survey definition (lifecycle.checked), give it a new id, sign its manifest
-    (with the web `origin` respondents reach it at and the digests of the `form` they load:
-    assets.form_digests), store it open and owned by the caller's researcher."""
-    survey = replace(lifecycle.checked(definition, epsilon_cap), survey_id=new_survey_id(),
-                     key_id=key.key_id, origin=origin, form=form)
-    store.create_survey(db, survey, key.sign(survey.manifest_bytes()), caller.researcher_id)
-    return survey
-
-
-def published(db: Connection, survey_id: str) -> store.StoredSurvey:
+def published(db: Connection, survey_id: str) -> survey_store.StoredSurvey:
     """The signed manifest, its signature and status. SurveyNotFound."""
-    return store.get_survey(db, survey_id)
+    return survey_store.get_survey(db, survey_id)
 
 
 def open_for_answers(db: Connection, survey_id: str) -> Survey:
     """The survey, if it still takes answers. SurveyNotFound, SurveyClosed."""
-    stored = store.get_survey(db, survey_id)
+    stored = survey_store.get_survey(db, survey_id)
     if stored.status != "open":
         raise SurveyClosed()
     return stored.survey
@@ -61,7 +50,7 @@ def listing(db: Connection, caller: KeyRecord, archived: bool = False) -> list[d
     published (a draft: made), released responses, whether it is invitation-only and archived.
     Never how many wait for release: a count that rose with each submission would date it, and
     tell its owner when a pool lacks one response (see releases.py)."""
-    return [asdict(entry) for entry in store.list_surveys(db, access.listed_for(caller),
+    return [asdict(entry) for entry in survey_store.list_surveys(db, access.listed_for(caller),
                                                           archived)]
 
 
@@ -103,34 +92,19 @@ def respondent_link(db: Connection, caller: KeyRecord, survey_id: str, origin: s
     return f"{survey.origin or origin}/s/{survey_id}"
 
 
-def close(db: Connection, caller: KeyRecord, survey_id: str) -> None:
-    """Close for good: release whatever is pending (a final batch can be small), refuse
-    answers from now on, delete the idempotency records and unspent tokens.
-    SurveyNotFound, Forbidden (see access.check)."""
-    access.check(db, caller, survey_id, access.MANAGE)
-    with db.transaction():
-        store.lock_survey(db, survey_id, exclusive=True)
-        releases.release_locked(db, store.get_survey(db, survey_id).survey, minimum=1)
-        store.mark_closed(db, survey_id)  # after: with the records the release just filed
-    db.scrub(releases.SCRUBBED)
-
-
 def mint_tokens(db: Connection, caller: KeyRecord, survey_id: str,
-                read_body: Callable[[], Any], limit: int) -> list[str]:
-    """`{"count": N}` single-use invitation tokens (1 <= N <= limit) for an open,
-    invitation-only survey the caller manages. Each proves itself under the storage key
-    (StorageKeys.invitation): nothing is stored until it is spent. The body is read only once
-    the survey is known to take tokens, so that is what an unknown or closed survey is told."""
+                read_count: Callable[[], int]) -> list[str]:
+    """`read_count()` single-use invitation tokens for an open, invitation-only survey the
+    caller manages. Each proves itself under the storage key (StorageKeys.invitation): nothing
+    is stored until it is spent. The count is read (and checked: the web layer's parsing) only
+    once the survey is known to take tokens, so that is what an unknown or closed survey is
+    told."""
     stored = access.check(db, caller, survey_id, access.MANAGE)
     if not stored.survey.invitation_only:
         raise NotInvitationOnly()
     if stored.status != "open":
         raise SurveyClosed("this survey is closed")
-    body = read_body()
-    count = body.get("count") if isinstance(body, dict) and set(body) == {"count"} else None
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= limit:
-        raise InvalidCount(f"send {{\"count\": N}} with N from 1 to {limit}")
-    return [db.keys.invitation(survey_id) for _ in range(count)]
+    return [db.keys.invitation(survey_id) for _ in range(read_count())]
 
 
 @dataclass(frozen=True)
@@ -150,7 +124,7 @@ def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_
     central epsilon at delta at most `central_delta` and the release schedule; a regression
     or weights run by `runner` within the budget of a researcher of the survey, or the
     public's. SurveyNotFound, Unauthorized (see reader_of), the analyses' errors."""
-    stored = store.get_survey(db, survey_id)
+    stored = survey_store.get_survey(db, survey_id)
     reader = readable(db, stored, caller)
     document = estimates_document(db, stored, options, central_delta, release_every)
     if options.weights is not None:
@@ -164,19 +138,21 @@ def estimates(db: Connection, survey_id: str, caller: KeyRecord | None, central_
     return document
 
 
-def readable(db: Connection, stored: store.StoredSurvey, caller: KeyRecord | None) -> bool:
+def readable(db: Connection, stored: survey_store.StoredSurvey, caller: KeyRecord | None) -> bool:
     """reader_of, with Unauthorized where only a key would do."""
-    reader = reader_of(db, stored.survey, caller)
+    reader = reader_of(db, stored, caller)
     if reader is None:
         raise Unauthorized("this survey's results need a researcher key")
     return reader
 
 
-def reader_of(db: Connection, survey: Survey, caller: KeyRecord | None) -> bool | None:
-    """Whether the caller reads the survey's results as one of its researchers (True) or as
-    the public (False, a public-results survey); None: only with a key. A key that may not
-    use the survey gets SurveyNotFound, as for an unknown survey."""
-    if access.may_read(db, caller, survey.survey_id):
+def reader_of(db: Connection, stored: survey_store.StoredSurvey,
+              caller: KeyRecord | None) -> bool | None:
+    """Whether the caller reads the survey's results (the survey already read) as one of its
+    researchers (True) or as the public (False, a public-results survey); None: only with a
+    key. A key that may not use the survey gets SurveyNotFound, as for an unknown survey."""
+    survey = stored.survey
+    if access.may_read(db, caller, stored):
         return True
     if survey.public_results:
         return False
@@ -205,8 +181,8 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
     """The results page's content with these options for the caller of a session (None: not
     logged in), with the cross-tab of rows and cols (by default the first declared pair, if
     any). SurveyNotFound (see reader_of), InvalidParameter."""
-    stored = store.get_survey(db, survey_id)
-    reader = reader_of(db, stored.survey, caller)
+    stored = survey_store.get_survey(db, survey_id)
+    reader = reader_of(db, stored, caller)
     if reader is None:
         return ResultsPage(stored.survey, None)
     if rows is None and cols is None and stored.survey.crosstabs:
@@ -216,38 +192,10 @@ def results_page(db: Connection, survey_id: str, caller: KeyRecord | None,
     return ResultsPage(stored.survey, estimates_document(
         db, stored, options, central_delta, release_every),
         exposure=exposure(stored.survey, release_every),
-        researcher=reader, crosstab=table, timeline=store.released_per_day(db, survey_id))
+        researcher=reader, crosstab=table, timeline=release_store.released_per_day(db, survey_id))
 
 
-def estimate_options(confidence: str | None, method: str | None,
-                     simultaneous: str | None = None, regress: str | None = None,
-                     weights: str | None = None,
-                     min_cell: int = DEFAULT_MIN_CELL) -> EstimateOptions:
-    """Parse and check query values: the confidence level in (0, 1), the interval method,
-    simultaneous ("true" or "false"), a regression formula and margins (JSON) to weight by;
-    min_cell from the settings. InvalidParameter."""
-    method = DEFAULT_METHOD if method is None else method
-    if method not in METHODS:
-        raise InvalidParameter(f"method must be one of {', '.join(METHODS)}")
-    if simultaneous not in (None, "true", "false"):
-        raise InvalidParameter("simultaneous must be true or false")
-    return EstimateOptions(confidence_level(confidence), method, simultaneous == "true",
-                           analyses.regression_formula(regress),
-                           analyses.weights_margins(weights), min_cell)
-
-
-def confidence_level(confidence: str | None) -> float:
-    """A confidence level from a query (default 0.95), in (0, 1). InvalidParameter."""
-    try:
-        level = DEFAULT_CONFIDENCE if confidence is None else float(confidence)
-    except ValueError:
-        level = -1.0
-    if not 0.0 < level < 1.0:
-        raise InvalidParameter("confidence must be a number in (0, 1)")
-    return level
-
-
-def estimates_document(db: Connection, stored: store.StoredSurvey, options: Settings,
+def estimates_document(db: Connection, stored: survey_store.StoredSurvey, options: Settings,
                        central_delta: float, release_every: float) -> dict:
     """Per question its parameters, the covariance of its unbiased estimates and, per option,
     the shared estimator's keys applied to the counts of released responses (null before the
@@ -256,7 +204,7 @@ def estimates_document(db: Connection, stored: store.StoredSurvey, options: Sett
     shuffle-amplified central epsilon (`central`). The same for researchers and the public,
     and nothing about responses not yet released: it changes only at a release."""
     survey = stored.survey
-    counts = store.counts(db, survey.survey_id)
+    counts = count_store.counts(db, survey.survey_id)
     questions = [question_estimates(question, counts[question.id], options)
                  for question in survey.questions]
     document = {"survey_id": survey.survey_id, "title": survey.title, "status": stored.status,
@@ -264,7 +212,7 @@ def estimates_document(db: Connection, stored: store.StoredSurvey, options: Sett
                 "ci_method": options.method, "simultaneous": options.simultaneous,
                 "release_batch": survey.release_batch, "release_every": release_every,
                 "crosstabs": [list(pair) for pair in survey.crosstabs], "questions": questions}
-    document["central"] = central(survey, store.smallest_release(db, survey.survey_id),
+    document["central"] = central(survey, release_store.smallest_release(db, survey.survey_id),
                                   questions[0]["n"] if questions else 0, central_delta)
     return document
 
@@ -279,16 +227,17 @@ def question_estimates(question: Question, counts: list[int], options: Settings)
 
 
 def crosstab_document(db: Connection, survey_id: str, caller: KeyRecord | None,
-                      rows: str | None, cols: str | None, confidence: str | None) -> dict:
-    """The cross-tab of questions `rows` and `cols` (ids, from a query): shared.crosstab on
+                      rows: str | None, cols: str | None, level: float) -> dict:
+    """The cross-tab of questions `rows` and `cols` (ids, from a query) at confidence `level`:
+    shared.crosstab on
     their joint reported counts, from the counters of a declared pair (O(cells)) or else
     tallied from the released responses of the releases there were, streamed. Before the first
     release n is 0 and the rest empty. InvalidParameter for more than crosstab.MAX_CELLS cells,
     before any work, so a reply stays under crosstab.reply_bound(MAX_CELLS) bytes.
     SurveyNotFound, Unauthorized, InvalidParameter."""
-    stored = store.get_survey(db, survey_id)
+    stored = survey_store.get_survey(db, survey_id)
     readable(db, stored, caller)
-    return _crosstab(db, stored.survey, rows, cols, confidence_level(confidence))
+    return _crosstab(db, stored.survey, rows, cols, level)
 
 
 def _crosstab(db: Connection, survey: Survey, rows: str | None, cols: str | None,
@@ -323,14 +272,14 @@ def joint_counts(db: Connection, survey: Survey, rows: str, cols: str) -> list[l
     counters (transposed if declared the other way round), else a tally of the released
     responses read one at a time."""
     if (rows, cols) in survey.crosstabs:
-        return store.joint_counts(db, survey.survey_id, rows, cols)
+        return count_store.joint_counts(db, survey.survey_id, rows, cols)
     if (cols, rows) in survey.crosstabs:
-        return [list(column) for column in zip(*store.joint_counts(db, survey.survey_id, cols,
+        return [list(column) for column in zip(*count_store.joint_counts(db, survey.survey_id, cols,
                                                                    rows), strict=True)]
     table = [[0] * len(survey.question(cols).options)
              for _ in range(len(survey.question(rows).options))]
-    through = store.last_release_number(db, survey.survey_id)
-    for stored in store.stored_answers(db, survey.survey_id, through):
+    through = release_store.last_release_number(db, survey.survey_id)
+    for stored in response_store.stored_answers(db, survey.survey_id, through):
         answers = json.loads(stored)
         table[answers[rows]][answers[cols]] += 1
     return table
@@ -391,21 +340,6 @@ class ExportOptions:
     codes: bool = False  # the plain CSV holds option codes instead of labels
 
 
-def export_options(kind: str, layout: str | None, codes: str | None) -> ExportOptions:
-    """Parse and check the query of an export: `format` (plain or rr) and `codes` (true or
-    false) for the CSV; the rr CSV always holds codes, the JSON lines take neither.
-    InvalidParameter."""
-    if kind == "jsonl" and (layout, codes) != (None, None):
-        raise InvalidParameter("format and codes apply to export.csv only")
-    if layout not in (None, *EXPORT_FORMATS):
-        raise InvalidParameter(f"format must be one of {', '.join(EXPORT_FORMATS)}")
-    if codes not in (None, "true", "false"):
-        raise InvalidParameter("codes must be true or false")
-    if layout == "rr" and codes is not None:
-        raise InvalidParameter("codes applies to the plain format only: rr always holds codes")
-    return ExportOptions(kind, layout or "plain", codes == "true")
-
-
 def export(db: Connection, caller: KeyRecord, survey_id: str, options: ExportOptions,
            central_delta: float) -> Export:
     """Every released response, one per row in a random order, streamed: the plain CSV with a
@@ -424,14 +358,14 @@ def export(db: Connection, caller: KeyRecord, survey_id: str, options: ExportOpt
                   f"{survey_id}.{options.kind}")
 
 
-def _export_body(db: Connection, stored: store.StoredSurvey, options: ExportOptions,
+def _export_body(db: Connection, stored: survey_store.StoredSurvey, options: ExportOptions,
                  central_delta: float) -> Iterator[str]:
     """The export's pieces: the header and the number of the last release read in one
     snapshot, then the rows of those releases (store.stored_answers, in short reads that never
     hold up the scrub), so header and rows agree even while releases go on."""
     survey, survey_id = stored.survey, stored.survey.survey_id
     amplified, _, through = _released(db, survey, central_delta)
-    answers = store.stored_answers(db, survey_id, through)
+    answers = response_store.stored_answers(db, survey_id, through)
     if options.kind == "jsonl":
         yield from exports.to_jsonl(survey, stored.manifest, amplified, answers)
     elif options.layout == "rr":
@@ -445,10 +379,10 @@ def _released(db: Connection, survey: Survey,
     """In one snapshot: the central epsilon, how many responses are released, and the number
     of the last release (0 before the first)."""
     with db.snapshot():
-        released = store.released_count(db, survey.survey_id)
-        amplified = central(survey, store.smallest_release(db, survey.survey_id), released,
+        released = release_store.released_count(db, survey.survey_id)
+        amplified = central(survey, release_store.smallest_release(db, survey.survey_id), released,
                             central_delta)
-        return amplified, released, store.last_release_number(db, survey.survey_id)
+        return amplified, released, release_store.last_release_number(db, survey.survey_id)
 
 
 def codebook(db: Connection, caller: KeyRecord, survey_id: str, central_delta: float) -> dict:

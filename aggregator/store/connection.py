@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -798,3 +799,13 @@ def connection_to(database: Database) -> Iterator[Connection]:
         yield connection
     finally:
         database.release(connection)
+
+
+def ping(db: Connection) -> None:
+    """Fails unless the database answers."""
+    db.query("SELECT 1")
+
+
+def today() -> str:
+    """The UTC day, the only time stored with a response."""
+    return datetime.now(UTC).date().isoformat()

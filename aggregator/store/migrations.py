@@ -37,8 +37,7 @@ from collections.abc import Callable
 
 from ldpsurvey.aggregator.config.ids import bucket_sql
 from ldpsurvey.aggregator.exceptions import ConfigurationError
-from ldpsurvey.aggregator.store.connection import Connection
-from ldpsurvey.aggregator.store.queries import today
+from ldpsurvey.aggregator.store.connection import Connection, today
 from ldpsurvey.aggregator.store.storage_key import keyed
 
 

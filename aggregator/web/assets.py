@@ -1,4 +1,5 @@
-"""The pages' scripts and stylesheet under content-addressed names, `/web/<digest>/<name>`:
+"""The pages' scripts and stylesheet under content-addressed names, `/web/<digest>/<name>`
+(the views here, registered by pages.py and by preview.py's server):
 the form's modules (shared/web, package data of ldpsurvey.shared) and the aggregator's own
 (static/: style.css, dashboard.js). One digest names them all, so a module's relative imports
 ("./randomizer.js") stay under it, and a name never serves other bytes: browsers and proxies
@@ -11,11 +12,16 @@ their SHA-384 integrity strings, which the page loads them with and manifest for
 (form_integrity.py)."""
 
 import hashlib
+import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from urllib.parse import urlsplit
 
+from flask import Response, abort, url_for
+from markupsafe import Markup
+
+from ldpsurvey.aggregator.web import security
 from ldpsurvey.shared.survey.form_integrity import module_imports, sri
 
 FOLDERS = (resources.files("ldpsurvey.shared") / "web",
@@ -62,6 +68,35 @@ def bundle() -> Bundle:
     return Bundle(digest_of(files), files)
 
 
+def web_asset(filename: str) -> Response:
+    """A script or the stylesheet under its plain name (for tools and tests; pages link
+    asset_url): never cached, counted by the rate limits."""
+    file = bundle().files.get(filename)
+    if file is None:
+        abort(404)
+    return Response(file.body, mimetype=file.mimetype)
+
+
+def asset(digest: str, filename: str) -> Response:
+    """A script or the stylesheet under its content-addressed name: cached for good, not
+    counted by the rate limits. Another digest (another release's) is 404."""
+    found = bundle()
+    if digest != found.digest or filename not in found.files:
+        abort(404)
+    file = found.files[filename]
+    return Response(file.body, mimetype=file.mimetype, headers={"Cache-Control": IMMUTABLE})
+
+
+def asset_url(filename: str) -> str:
+    """The URL pages link for an asset (a template global)."""
+    return url_for("pages.asset", digest=bundle().digest, filename=filename)
+
+
+def asset_integrity(filename: str) -> str:
+    """The integrity attribute of an asset (a template global): sha384-<base64> of its body."""
+    return bundle().files[filename].integrity
+
+
 @cache
 def form_modules() -> tuple[str, ...]:
     """The names of FORM_ENTRY and every module it imports, transitively, in the order first
@@ -85,3 +120,18 @@ def form_digests() -> dict[str, str]:
     what a published survey's manifest signs."""
     files = bundle().files
     return {name: files[name].integrity for name in sorted((*form_modules(), STYLESHEET))}
+
+
+def form_import_map() -> Markup:
+    """The form's import map (a template global): each module's URL with its integrity, so
+    that every import is checked, not only the entry script. Its hash is added to this
+    response's script-src (security.allow_inline_script); JSON of URLs and base64 needs no
+    escaping in a script."""
+    text = json.dumps({"integrity": {asset_url(name): asset_integrity(name)
+                                     for name in form_modules()}}, sort_keys=True)
+    security.allow_inline_script(text)
+    return Markup(text)  # noqa: S704  # nosec B704: our assets' URLs and base64, no "<" or "&"
+
+
+# The helpers pages' templates call, registered by pages.py and preview.py's server.
+TEMPLATE_GLOBALS = (asset_url, asset_integrity, form_modules, form_import_map)

@@ -10,7 +10,7 @@ from flask import request, session
 
 from ldpsurvey.aggregator.exceptions import Forbidden, Unauthorized
 from ldpsurvey.aggregator.services import accounts
-from ldpsurvey.aggregator.store.queries import KeyRecord
+from ldpsurvey.aggregator.store.accounts import KeyRecord
 from ldpsurvey.aggregator.web.request_connection import get_db
 
 PEOPLE = ("researcher", "admin")  # the roles of keys held by people rather than programs

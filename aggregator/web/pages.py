@@ -5,7 +5,6 @@ stack trace."""
 import csv
 import hmac
 import io
-import json
 import secrets
 
 from flask import (
@@ -21,14 +20,14 @@ from flask import (
     session,
     url_for,
 )
-from markupsafe import Markup
 
 from ldpsurvey.aggregator.config import settings
 from ldpsurvey.aggregator.exceptions import DomainError
 from ldpsurvey.aggregator.services import access, accounts, lifecycle, surveys
 from ldpsurvey.aggregator.services.exports import spreadsheet_safe
-from ldpsurvey.aggregator.web import assets, auth, languages, preview, security
+from ldpsurvey.aggregator.web import assets, auth, languages, preview
 from ldpsurvey.aggregator.web.charts import distribution_chart, estimate_chart, timeline_chart
+from ldpsurvey.aggregator.web.parsing import estimate_options, token_count
 from ldpsurvey.aggregator.web.qr import FORMATS, qr_code
 from ldpsurvey.aggregator.web.request_connection import get_db
 from ldpsurvey.shared import METHODS
@@ -39,55 +38,11 @@ from ldpsurvey.shared.mechanisms.square_wave import distribution_rows
 bp = Blueprint("pages", __name__)
 
 
-@bp.get("/web/<filename>")
-def web_asset(filename: str):
-    """A script or the stylesheet under its plain name (for tools and tests; pages link
-    asset_url): never cached, counted by the rate limits."""
-    file = assets.bundle().files.get(filename)
-    if file is None:
-        abort(404)
-    return Response(file.body, mimetype=file.mimetype)
-
-
-@bp.get("/web/<digest>/<filename>")
-def asset(digest: str, filename: str):
-    """A script or the stylesheet under its content-addressed name (assets.py): cached for
-    good, not counted by the rate limits. Another digest (another release's) is 404."""
-    found = assets.bundle()
-    if digest != found.digest or filename not in found.files:
-        abort(404)
-    file = found.files[filename]
-    return Response(file.body, mimetype=file.mimetype,
-                    headers={"Cache-Control": assets.IMMUTABLE})
-
-
-@bp.app_template_global()
-def asset_url(filename: str) -> str:
-    """The URL pages link for an asset (assets.py)."""
-    return url_for("pages.asset", digest=assets.bundle().digest, filename=filename)
-
-
-@bp.app_template_global()
-def asset_integrity(filename: str) -> str:
-    """The integrity attribute of an asset: sha384-<base64> of its body."""
-    return assets.bundle().files[filename].integrity
-
-
-@bp.app_template_global()
-def form_modules() -> tuple[str, ...]:
-    """The form's modules (assets.form_modules), for its modulepreload links."""
-    return assets.form_modules()
-
-
-@bp.app_template_global()
-def form_import_map() -> Markup:
-    """The form's import map: each module's URL with its integrity, so that every import is
-    checked, not only the entry script. Its hash is added to this response's script-src
-    (security.allow_inline_script); JSON of URLs and base64 needs no escaping in a script."""
-    text = json.dumps({"integrity": {asset_url(name): asset_integrity(name)
-                                     for name in assets.form_modules()}}, sort_keys=True)
-    security.allow_inline_script(text)
-    return Markup(text)  # noqa: S704  # nosec B704: our assets' URLs and base64, no "<" or "&"
+# The scripts and stylesheet (assets.py), under the endpoint names the templates link to.
+bp.add_url_rule("/web/<filename>", "web_asset", assets.web_asset)
+bp.add_url_rule("/web/<digest>/<filename>", "asset", assets.asset)
+for helper in assets.TEMPLATE_GLOBALS:
+    bp.add_app_template_global(helper)
 
 
 @bp.get("/s/<survey_id>")
@@ -162,7 +117,7 @@ CSV_FIELDS = ("n", "p_mle", "p_hat", "standard_error", "ci_low", "ci_high", "eps
 
 
 def _chosen_options() -> Settings:
-    return surveys.estimate_options(request.args.get("confidence"), request.args.get("method"))
+    return estimate_options(request.args.get("confidence"), request.args.get("method"))
 
 
 def _estimates(survey_id: str, options: Settings) -> dict:
@@ -243,7 +198,7 @@ def _publish(db, caller, survey_id: str) -> None:
 # The dashboard's buttons: the service each calls, and what it says once done.
 ACTIONS = {
     "publish": (_publish, "Published: respondents can answer it now."),
-    "close": (surveys.close, "Closed: it takes no more answers."),
+    "close": (lifecycle.close, "Closed: it takes no more answers."),
     "archive": (lifecycle.archive, "Archived: hidden from the list, its data kept "
                                    "(ldp-survey survey list --archived shows it)."),
 }
@@ -351,18 +306,19 @@ def dashboard_tokens(survey_id: str):
     caller = auth.session_caller()
     if caller is None:
         return redirect(url_for("pages.dashboard"))
-    tokens = surveys.mint_tokens(get_db(), caller, survey_id, _token_count,
-                                 current_app.config["MAX_TOKENS_PER_REQUEST"])
+    limit = current_app.config["MAX_TOKENS_PER_REQUEST"]
+    tokens = surveys.mint_tokens(get_db(), caller, survey_id,
+                                 lambda: token_count(_token_form(), limit))
     link = url_for("pages.survey_form", survey_id=survey_id, _external=True)
     return render_template("tokens.html", survey_id=survey_id,
                            links=[f"{link}#t={token}" for token in tokens])
 
 
-def _token_count() -> dict:
-    """The minting form's count, as the API's body; the service checks it. Only ASCII digits
+def _token_form() -> dict:
+    """The minting form's count, as the API's body; token_count checks it. Only ASCII digits
     make a number, and at most 9 of them: str.isdigit() also takes '²', which int() refuses,
     and int() refuses more than 4,300 digits (each was a 500). Anything else stays text, which
-    the service refuses as the API does."""
+    token_count refuses as the API does."""
     count = request.form.get("count", "")
     return {"count": int(count) if count.isascii() and count.isdigit() and len(count) <= 9
             else count}

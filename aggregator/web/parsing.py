@@ -1,5 +1,6 @@
-"""HTTP glue the blueprints share: reading bodies, headers and query parameters strictly, and
-shaping the answer to an accepted submission."""
+"""HTTP glue the blueprints share: reading bodies, headers and query parameters strictly into
+the typed values the services take (EstimateOptions, ExportOptions, a confidence level, a
+token count), and shaping the answer to an accepted submission."""
 
 import json
 from collections.abc import Callable
@@ -10,14 +11,24 @@ from gunicorn.http.errors import ParseException
 
 from ldpsurvey.aggregator.exceptions import (
     BodyTooLarge,
+    InvalidCount,
     InvalidIdempotencyKey,
+    InvalidParameter,
     InvalidUnicode,
     MalformedJson,
     UnsupportedMediaType,
 )
+from ldpsurvey.aggregator.services.analyses import analysis_package
 from ldpsurvey.aggregator.services.intake import Accepted
-from ldpsurvey.shared.http_contract import IDEMPOTENCY_KEY, REPLAYED_HEADER
+from ldpsurvey.aggregator.services.surveys import EstimateOptions, ExportOptions
+from ldpsurvey.shared import DEFAULT_CONFIDENCE, DEFAULT_METHOD, METHODS
+from ldpsurvey.shared.http_contract import EXPORT_FORMATS, IDEMPOTENCY_KEY, REPLAYED_HEADER
+from ldpsurvey.shared.mechanisms.disclosed import DEFAULT_MIN_CELL
 from ldpsurvey.shared.survey import strict_json
+
+MAX_FORMULA = 1000  # characters of a regression formula
+MAX_WEIGHTS = 8_000  # characters of a weights query (margins as JSON): gunicorn takes a request
+# line of at most 8,190 bytes (gunicorn_config.limit_request_line) and answers a longer one 414
 
 # A body the server cannot read as sent: gunicorn's bad chunking (ParseException) or its end
 # before the length sent (NoMoreData, an OSError).
@@ -80,3 +91,86 @@ def accepted_reply(result: Accepted) -> tuple[bytes, list[tuple[str, str]]]:
     headers beyond the content type: a replayed idempotent request says so."""
     body = f'{{"accepted":{result.accepted:d},"survey_id":{json.dumps(result.survey_id)}}}\n'
     return body.encode(), [(REPLAYED_HEADER, "true")] * result.replayed
+
+
+def flag(name: str) -> bool:
+    """A true/false query parameter (absent: false). InvalidParameter otherwise."""
+    value = request.args.get(name, "false")
+    if value not in ("true", "false"):
+        raise InvalidParameter(f"{name} must be true or false")
+    return value == "true"
+
+
+def token_count(body: Any, limit: int) -> int:
+    """The N of a token request's `{"count": N}`, 1 <= N <= limit. InvalidCount."""
+    count = body.get("count") if isinstance(body, dict) and set(body) == {"count"} else None
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= limit:
+        raise InvalidCount(f"send {{\"count\": N}} with N from 1 to {limit}")
+    return count
+
+
+def estimate_options(confidence: str | None, method: str | None,
+                     simultaneous: str | None = None, regress: str | None = None,
+                     weights: str | None = None,
+                     min_cell: int = DEFAULT_MIN_CELL) -> EstimateOptions:
+    """Parse and check query values: the confidence level in (0, 1), the interval method,
+    simultaneous ("true" or "false"), a regression formula and margins (JSON) to weight by;
+    min_cell from the settings. InvalidParameter."""
+    method = DEFAULT_METHOD if method is None else method
+    if method not in METHODS:
+        raise InvalidParameter(f"method must be one of {', '.join(METHODS)}")
+    if simultaneous not in (None, "true", "false"):
+        raise InvalidParameter("simultaneous must be true or false")
+    return EstimateOptions(confidence_level(confidence), method, simultaneous == "true",
+                           regression_formula(regress), weights_margins(weights), min_cell)
+
+
+def confidence_level(confidence: str | None) -> float:
+    """A confidence level from a query (default 0.95), in (0, 1). InvalidParameter."""
+    try:
+        level = DEFAULT_CONFIDENCE if confidence is None else float(confidence)
+    except ValueError:
+        level = -1.0
+    if not 0.0 < level < 1.0:
+        raise InvalidParameter("confidence must be a number in (0, 1)")
+    return level
+
+
+def regression_formula(value: str | None) -> str | None:
+    """A `regress` query value: None, or a formula of at most MAX_FORMULA characters."""
+    if value is None:
+        return None
+    if not value.strip() or len(value) > MAX_FORMULA:
+        raise InvalidParameter(f"regress must be a formula of 1 to {MAX_FORMULA} characters, "
+                               "such as smoked ~ sleep + drinks")
+    return value
+
+
+def weights_margins(value: str | None) -> dict | None:
+    """A `weights` query value: None, or population margins as JSON {question id: {option
+    label: share}} (analysis.weights.read_margins: shares normalized), at most MAX_WEIGHTS
+    characters. InvalidParameter naming the problem."""
+    if value is None:
+        return None
+    if len(value) > MAX_WEIGHTS:
+        raise InvalidParameter(f"weights must be at most {MAX_WEIGHTS} characters of JSON")
+    analysis = analysis_package()
+    try:
+        return analysis.weights.read_margins(json.loads(value))
+    except ValueError as error:  # JSONDecodeError and AnalysisError are ValueErrors
+        raise InvalidParameter(f"weights: {error}") from None
+
+
+def export_options(kind: str, layout: str | None, codes: str | None) -> ExportOptions:
+    """Parse and check the query of an export: `format` (plain or rr) and `codes` (true or
+    false) for the CSV; the rr CSV always holds codes, the JSON lines take neither.
+    InvalidParameter."""
+    if kind == "jsonl" and (layout, codes) != (None, None):
+        raise InvalidParameter("format and codes apply to export.csv only")
+    if layout not in (None, *EXPORT_FORMATS):
+        raise InvalidParameter(f"format must be one of {', '.join(EXPORT_FORMATS)}")
+    if codes not in (None, "true", "false"):
+        raise InvalidParameter("codes must be true or false")
+    if layout == "rr" and codes is not None:
+        raise InvalidParameter("codes applies to the plain format only: rr always holds codes")
+    return ExportOptions(kind, layout or "plain", codes == "true")

@@ -12,7 +12,7 @@ from flask import Flask, Response, render_template, request, url_for
 
 from ldpsurvey.aggregator.config.settings import DEFAULTS
 from ldpsurvey.aggregator.services import surveys
-from ldpsurvey.aggregator.web import languages, security
+from ldpsurvey.aggregator.web import assets, languages, security
 from ldpsurvey.shared import Survey, SurveyError
 from ldpsurvey.shared.survey.manifest import web_origin
 
@@ -37,10 +37,6 @@ def preview_app(load: Callable[[], Survey]) -> Flask:
     request (edit the file, reload the page), at `/`, its manifest signed for the address it is
     opened at, and the form's scripts and style, with the aggregator's security headers. A
     survey that no longer reads (SurveyError) answers 422 with the problem."""
-    from ldpsurvey.aggregator.web import (
-        pages,  # the form's scripts; pages serves previews of drafts with render()
-    )
-
     # the aggregator's folder, for its templates and static files
     app = Flask(__name__, root_path=str(Path(__file__).resolve().parents[1]))
 
@@ -55,10 +51,9 @@ def preview_app(load: Callable[[], Survey]) -> Flask:
     app.add_url_rule("/", "pages.form", form)
     app.add_url_rule("/preview/manifest.json", "pages.preview_manifest",
                      lambda: manifest(survey()))
-    app.add_url_rule("/web/<filename>", "pages.web_asset", pages.web_asset)
-    app.add_url_rule("/web/<digest>/<filename>", "pages.asset", pages.asset)
-    for helper in (pages.asset_url, pages.asset_integrity, pages.form_modules,
-                   pages.form_import_map):
+    app.add_url_rule("/web/<filename>", "pages.web_asset", assets.web_asset)
+    app.add_url_rule("/web/<digest>/<filename>", "pages.asset", assets.asset)
+    for helper in assets.TEMPLATE_GLOBALS:
         app.add_template_global(helper)
     app.register_error_handler(SurveyError, lambda exc: (render_template(
         "unavailable.html", heading="This survey file has a problem", message=str(exc)), 422))

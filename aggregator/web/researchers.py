@@ -7,12 +7,20 @@ import json
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 
 from ldpsurvey.aggregator.config import settings
-from ldpsurvey.aggregator.exceptions import InvalidParameter
 from ldpsurvey.aggregator.services import access, exports, intake, lifecycle, surveys
-from ldpsurvey.aggregator.store.queries import KeyRecord
+from ldpsurvey.aggregator.store.accounts import KeyRecord
 from ldpsurvey.aggregator.web.assets import form_digests
 from ldpsurvey.aggregator.web.auth import PEOPLE, request_caller, require_key
-from ldpsurvey.aggregator.web.parsing import created, idempotency_key, json_body
+from ldpsurvey.aggregator.web.parsing import (
+    confidence_level,
+    created,
+    estimate_options,
+    export_options,
+    flag,
+    idempotency_key,
+    json_body,
+    token_count,
+)
 from ldpsurvey.aggregator.web.qr import FORMATS, qr_code
 from ldpsurvey.aggregator.web.request_connection import get_db, release_on_close
 from ldpsurvey.shared import Survey
@@ -29,9 +37,9 @@ def create_survey(caller: KeyRecord):
     if draft:
         survey_id, survey = lifecycle.create_draft(get_db(), caller, json_body(), _cap())
         return _draft_reply(survey_id, survey, 201)
-    survey = surveys.publish(get_db(), caller, json_body(),
-                             current_app.extensions["ldp_signing_key"], _cap(), _origin(),
-                             form_digests())
+    survey = lifecycle.publish_new(get_db(), caller, json_body(),
+                                   current_app.extensions["ldp_signing_key"], _cap(), _origin(),
+                                   form_digests())
     return _published_reply(survey, 201)
 
 
@@ -41,14 +49,6 @@ def _cap() -> float:
 
 def _origin() -> str:
     return settings.public_origin(current_app.config, request.host_url)
-
-
-def flag(name: str) -> bool:
-    """A true/false query parameter (absent: false). InvalidParameter otherwise."""
-    value = request.args.get(name, "false")
-    if value not in ("true", "false"):
-        raise InvalidParameter(f"{name} must be true or false")
-    return value == "true"
 
 
 def _published_reply(survey: Survey, status: int) -> Response:
@@ -125,7 +125,7 @@ def delete_survey(survey_id: str, caller: KeyRecord):
 @require_key(*PEOPLE)
 def close_survey(survey_id: str, caller: KeyRecord):
     """Close for good: the survey refuses answers from now on."""
-    surveys.close(get_db(), caller, survey_id)
+    lifecycle.close(get_db(), caller, survey_id)
     return jsonify(survey_id=survey_id, status="closed")
 
 
@@ -165,8 +165,9 @@ def submit_batch(survey_id: str, caller: KeyRecord):
 @require_key(*PEOPLE)
 def mint_tokens(survey_id: str, caller: KeyRecord):
     """Single-use invitation tokens and links carrying them in the URL fragment."""
-    tokens = surveys.mint_tokens(get_db(), caller, survey_id, json_body,
-                                 current_app.config["MAX_TOKENS_PER_REQUEST"])
+    limit = current_app.config["MAX_TOKENS_PER_REQUEST"]
+    tokens = surveys.mint_tokens(get_db(), caller, survey_id,
+                                 lambda: token_count(json_body(), limit))
     link = url_for("pages.survey_form", survey_id=survey_id, _external=True)
     response = jsonify(survey_id=survey_id, tokens=tokens,
                        links=[f"{link}#t={token}" for token in tokens])
@@ -179,7 +180,7 @@ def mint_tokens(survey_id: str, caller: KeyRecord):
 def export(survey_id: str, kind: str, caller: KeyRecord):
     """Every response, one per row in random order, streamed as it is read (constant memory at
     any size). Query (CSV only): format (plain or rr), codes (true: option codes, not labels)."""
-    options = surveys.export_options(kind, request.args.get("format"), request.args.get("codes"))
+    options = export_options(kind, request.args.get("format"), request.args.get("codes"))
     result = surveys.export(get_db(), caller, survey_id, options,
                             current_app.config["CENTRAL_DELTA"])
     return release_on_close(Response(stream_with_context(result.body), mimetype=result.mimetype,
@@ -225,9 +226,9 @@ def estimates(survey_id: str):
     shared with, or an admin.
     """
     args = request.args
-    options = surveys.estimate_options(args.get("confidence"), args.get("method"),
-                                       args.get("simultaneous"), args.get("regress"),
-                                       args.get("weights"), current_app.config["MIN_CELL"])
+    options = estimate_options(args.get("confidence"), args.get("method"),
+                               args.get("simultaneous"), args.get("regress"), args.get("weights"),
+                               current_app.config["MIN_CELL"])
     return jsonify(surveys.estimates(get_db(), survey_id, request_caller(),
                                      current_app.config["CENTRAL_DELTA"], options,
                                      current_app.config["RELEASE_EVERY"],
@@ -241,4 +242,4 @@ def crosstab(survey_id: str):
     args = request.args
     return jsonify(surveys.crosstab_document(get_db(), survey_id, request_caller(),
                                              args.get("rows"), args.get("cols"),
-                                             args.get("confidence")))
+                                             confidence_level(args.get("confidence"))))

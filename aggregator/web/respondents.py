@@ -4,7 +4,7 @@ submissions are served ahead of Flask (submissions.py)."""
 from flask import Blueprint, Response, current_app, jsonify
 
 from ldpsurvey.aggregator.services import surveys
-from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.store.connection import ping
 from ldpsurvey.aggregator.web.request_connection import get_db
 
 bp = Blueprint("respondents", __name__)
@@ -21,7 +21,7 @@ def health():
 def ready():
     """Readiness: the database answers, within DATABASE_NETWORK_TIMEOUT seconds; else 503
     database_unavailable with Retry-After (errors.py)."""
-    store.ping(get_db())
+    ping(get_db())
     return jsonify(status="ready")
 
 

@@ -214,7 +214,7 @@ def revoke_all_keys_of(app, name: str) -> None:
 def test_keys_are_listed_with_their_days_and_revoked_at_once(app, client, auth):
     from ldpsurvey.aggregator import DomainError
     from ldpsurvey.aggregator.services import accounts
-    from ldpsurvey.aggregator.store.queries import today
+    from ldpsurvey.aggregator.store.connection import today
     from ldpsurvey.aggregator.web.request_connection import get_db
 
     survey_id = publish(client, auth)

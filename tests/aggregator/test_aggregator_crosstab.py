@@ -79,30 +79,30 @@ def test_declared_counters_move_at_release_and_match_the_responses(client, auth)
     tallied = get(client, plain_id, auth, "rows=smoked&cols=sleep").json
     assert declared["n"] == 100
     assert {**declared, "survey_id": None} == {**tallied, "survey_id": None}
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.counts import joint_counts
     from ldpsurvey.aggregator.web.request_connection import get_db
 
     with client.application.app_context():
-        counters = store.joint_counts(get_db(), survey_id, "smoked", "sleep")
+        counters = joint_counts(get_db(), survey_id, "smoked", "sleep")
     assert counters == joint("smoked", "sleep", parse_manifest(
         client.get(f"/api/surveys/{survey_id}").data))
 
 
 def test_an_undeclared_pair_is_read_as_a_stream(client, auth, monkeypatch):
     """The responses are read one at a time from the store's stream, inside a snapshot."""
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store import responses as response_store
 
     survey_id = publish(client, auth, SURVEY)
     submit(client, survey_id, auth, RESPONSES)
     read = []
-    stream = store.stored_answers
+    stream = response_store.stored_answers
 
     def counting(db, sid, through):
         for row in stream(db, sid, through):
             read.append(1)
             yield row
 
-    monkeypatch.setattr(store, "stored_answers", counting)
+    monkeypatch.setattr(response_store, "stored_answers", counting)
     assert get(client, survey_id, auth, "rows=smoked&cols=drove").json["n"] == 100
     assert len(read) == 100
 

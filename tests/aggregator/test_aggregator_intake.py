@@ -33,11 +33,11 @@ def test_a_process_reads_a_surveys_manifest_once_and_again_only_for_an_error(cli
     first submission, valid ones read no survey row before their transaction; an invalid one
     reads it again, so that a survey deleted meanwhile answers 404, not 422
     (test_lifecycle.py::test_a_deleted_survey_is_unknown_to_a_process_that_kept_its_manifest)."""
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store import surveys as survey_store
 
     read = []
-    get_survey = store.get_survey
-    monkeypatch.setattr(store, "get_survey", lambda db, sid: read.append(sid) or get_survey(db, sid))
+    get_survey = survey_store.get_survey
+    monkeypatch.setattr(survey_store, "get_survey", lambda db, sid: read.append(sid) or get_survey(db, sid))
     assert post(client, survey_id, GOOD).status_code == 201
     assert read == [survey_id]
     for _ in range(3):
@@ -50,15 +50,15 @@ def test_a_process_reads_a_surveys_manifest_once_and_again_only_for_an_error(cli
 def test_a_process_keeps_at_most_surveys_kept_manifests(app, client, auth, monkeypatch):
     """The kept manifests are bounded: once SURVEYS_KEPT are kept, they are all forgotten, and
     a survey submitted to before is read again."""
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store import surveys as survey_store
 
     from helpers import SURVEY
 
-    monkeypatch.setattr(store, "SURVEYS_KEPT", 2)
+    monkeypatch.setattr(survey_store, "SURVEYS_KEPT", 2)
     kept = app.extensions["ldp_database"].published
     read = []
-    get_survey = store.get_survey
-    monkeypatch.setattr(store, "get_survey", lambda db, sid: read.append(sid) or get_survey(db, sid))
+    get_survey = survey_store.get_survey
+    monkeypatch.setattr(survey_store, "get_survey", lambda db, sid: read.append(sid) or get_survey(db, sid))
     surveys = [client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
                for _ in range(3)]
     for survey_id in surveys:

@@ -100,7 +100,7 @@ def test_request_headers_are_not_stored(app, client, survey_id):
 
 
 def test_stored_answers_are_canonical_json():
-    from ldpsurvey.aggregator.store.queries import answers_json
+    from ldpsurvey.aggregator.store.responses import answers_json
     from ldpsurvey.shared import parse_definition
     from ldpsurvey.shared.survey import strict_json
 
@@ -175,7 +175,8 @@ def test_a_key_file_others_can_read_is_refused_in_production(tmp_path):
 def test_the_listing_shows_each_survey_with_its_counts(app, client, auth, survey_id):
     """Every survey (no researcher named): id, title, status, day and released responses; a
     researcher who owns and shares nothing sees none."""
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.connection import today
+    from ldpsurvey.aggregator.store.surveys import ListedSurvey, has_surveys, list_surveys
     from ldpsurvey.aggregator.web.request_connection import get_db
 
     from helpers import SURVEY
@@ -185,25 +186,30 @@ def test_the_listing_shows_each_survey_with_its_counts(app, client, auth, survey
     release_due(app)
     with app.app_context():
         db = get_db()
-        [listed] = store.list_surveys(db, None)
-        assert listed == store.ListedSurvey(survey_id, SURVEY["title"], "open", store.today(),
+        [listed] = list_surveys(db, None)
+        assert listed == ListedSurvey(survey_id, SURVEY["title"], "open", today(),
                                             n=1, invitation_only=False, archived=False)
-        assert store.list_surveys(db, "no-such-researcher") == []
-        assert store.has_surveys(db)
+        assert list_surveys(db, "no-such-researcher") == []
+        assert has_surveys(db)
 
 
 def test_a_survey_gone_between_two_reads_is_not_found(app):
     """Looking up, or locking, an id no survey has (a survey deleted since the caller read its
     id, or a malformed id) raises SurveyNotFound, which the API answers with 404."""
     from ldpsurvey.aggregator.exceptions import SurveyNotFound
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.surveys import (
+        get_survey,
+        has_surveys,
+        lock_open_survey,
+        lock_survey,
+    )
     from ldpsurvey.aggregator.web.request_connection import get_db
 
     with app.app_context():
         db = get_db()
-        assert not store.has_surveys(db)
+        assert not has_surveys(db)
         for survey_id in ("gone", "bad\x00id"):
-            for read in (store.get_survey, store.lock_survey, store.lock_open_survey):
+            for read in (get_survey, lock_survey, lock_open_survey):
                 with db.transaction(), pytest.raises(SurveyNotFound):
                     read(db, survey_id)
 
@@ -219,8 +225,9 @@ def test_row_locks_let_intake_share_a_survey_and_keep_releases_and_revokes_apart
 
     from ldpsurvey.aggregator import create_api_key
     from ldpsurvey.aggregator.services import releases
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.accounts import delete_key, lock_key
     from ldpsurvey.aggregator.store.connection import connection_to, open_database
+    from ldpsurvey.aggregator.store.surveys import get_survey, lock_open_survey, lock_survey
 
     api_key_id = create_api_key(app).api_key_id
     database = open_database(database_url, app.extensions["ldp_database"].keys)
@@ -242,25 +249,25 @@ def test_row_locks_let_intake_share_a_survey_and_keep_releases_and_revokes_apart
         return False
 
     try:
-        for lock, row in ((store.lock_survey, survey_id), (store.lock_key, api_key_id)):
+        for lock, row in ((lock_survey, survey_id), (lock_key, api_key_id)):
             assert not waits(lock, False, lock, False, row), lock
             assert waits(lock, False, lock, True, row), lock
             assert waits(lock, True, lock, False, row), lock
         # intakes (lock_open_survey, always shared) share the survey, a release or close waits
         # for them, and they wait for a release or close
-        intake, survey_lock = store.lock_open_survey, store.lock_survey
+        intake, survey_lock = lock_open_survey, lock_survey
         assert not waits(intake, False, intake, False, survey_id)
         assert waits(intake, False, survey_lock, True, survey_id)
         assert waits(survey_lock, True, intake, False, survey_id)
-        assert waits(store.lock_key, False, store.delete_key, False, api_key_id)  # a login
+        assert waits(lock_key, False, delete_key, False, api_key_id)  # a login
         with connection_to(database) as db:
-            survey = store.get_survey(db, survey_id).survey
+            survey = get_survey(db, survey_id).survey
         # an intake in flight holds the survey shared: a release waits for it
-        assert waits(store.lock_survey, False, lambda db, row: releases.release(db, survey, 0, 7),
+        assert waits(lock_survey, False, lambda db, row: releases.release(db, survey, 0, 7),
                      False, survey_id)
         with connection_to(database) as db:
-            assert store.delete_key(db, api_key_id) and not store.delete_key(db, api_key_id)
-            assert not store.lock_key(db, api_key_id)
+            assert delete_key(db, api_key_id) and not delete_key(db, api_key_id)
+            assert not lock_key(db, api_key_id)
     finally:
         database.close()
 
@@ -271,7 +278,7 @@ def test_days_are_utc_days_whatever_the_servers_time_zone(monkeypatch):
     import time
     from datetime import UTC, datetime, timedelta
 
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.connection import today
 
     now = datetime.now(UTC)
     ahead = now.hour >= 12
@@ -280,7 +287,7 @@ def test_days_are_utc_days_whatever_the_servers_time_zone(monkeypatch):
     try:
         local = datetime.now().date()
         assert local == (now + timedelta(hours=14 if ahead else -12)).date() != now.date()
-        assert store.today() == datetime.now(UTC).date().isoformat()
+        assert today() == datetime.now(UTC).date().isoformat()
     finally:
         monkeypatch.undo()
         time.tzset()
@@ -288,7 +295,7 @@ def test_days_are_utc_days_whatever_the_servers_time_zone(monkeypatch):
 
 def test_the_timeline_counts_released_responses_per_day(app, client, survey_id):
     """released_per_day: (UTC day, responses released that day) as whole numbers."""
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.releases import released_per_day
     from ldpsurvey.aggregator.web.request_connection import get_db
 
     for _ in range(3):
@@ -300,20 +307,26 @@ def test_the_timeline_counts_released_responses_per_day(app, client, survey_id):
         for table in ("releases", "release_days"):  # the release and its day's summary
             db.execute(f"UPDATE {table} SET released_day = '2026-01-01' WHERE survey_id = ?",
                        (survey_id,))
-        assert store.released_per_day(db, survey_id) == [("2026-01-01", 3)]
+        assert released_per_day(db, survey_id) == [("2026-01-01", 3)]
 
 
 def test_release_summaries_follow_every_release(app, client, survey_id):
     """The per-survey totals and per-day sizes that estimates, exports and listings read are
     kept by each release: releases of 3, 1 and 2 sum to 6 with the smallest 1, numbered to 3."""
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.connection import today
+    from ldpsurvey.aggregator.store.releases import (
+        last_release_number,
+        released_count,
+        released_per_day,
+        smallest_release,
+    )
     from ldpsurvey.aggregator.web.request_connection import get_db
 
     with app.app_context():
         db = get_db()
-        assert (store.released_count(db, survey_id), store.smallest_release(db, survey_id),
-                store.last_release_number(db, survey_id)) == (0, None, 0)
-        assert store.released_per_day(db, survey_id) == []
+        assert (released_count(db, survey_id), smallest_release(db, survey_id),
+                last_release_number(db, survey_id)) == (0, None, 0)
+        assert released_per_day(db, survey_id) == []
     for size in (3, 1, 2):
         for _ in range(size):
             client.post(f"/api/surveys/{survey_id}/responses",
@@ -321,9 +334,9 @@ def test_release_summaries_follow_every_release(app, client, survey_id):
         assert release_due(app) == size
     with app.app_context():
         db = get_db()
-        assert (store.released_count(db, survey_id), store.smallest_release(db, survey_id),
-                store.last_release_number(db, survey_id)) == (6, 1, 3)
-        assert store.released_per_day(db, survey_id) == [(store.today(), 6)]
+        assert (released_count(db, survey_id), smallest_release(db, survey_id),
+                last_release_number(db, survey_id)) == (6, 1, 3)
+        assert released_per_day(db, survey_id) == [(today(), 6)]
         assert db.query("SELECT release_number, size FROM releases WHERE survey_id = ? "
                         "ORDER BY release_number", (survey_id,)) == [(1, 3), (2, 1), (3, 2)]
 

@@ -170,7 +170,7 @@ def test_the_manifest_publishes_the_epsilon_the_randomizer_realizes(client, auth
 
 
 def test_the_listing_shows_title_day_and_counts(client, auth):
-    from ldpsurvey.aggregator.store.queries import today
+    from ldpsurvey.aggregator.store.connection import today
 
     survey = {**copy.deepcopy(SURVEY), "release_batch": 2}
     survey_id = client.post("/api/surveys", json=survey, headers=auth).json["survey_id"]

@@ -257,22 +257,25 @@ def test_a_retry_racing_its_first_request_is_answered_as_it(app, survey_id):
 
     from ldpsurvey.aggregator.services import intake
     from ldpsurvey.aggregator.services.answers import parse_answers
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.idempotency import idempotency_claim, released_claim
+    from ldpsurvey.aggregator.store.pending import insert_pending, sealed_pending
+    from ldpsurvey.aggregator.store.responses import answers_json
+    from ldpsurvey.aggregator.store.surveys import get_survey, lock_open_survey
 
     database = app.extensions["ldp_database"]
     body, key = {"answers": {"smoked": 1, "drove": 0, "sleep": 2}}, "racing-twin-0001"
     first, second = database.connect(), database.connect()
     outcomes: list = []
     try:
-        survey = store.get_survey(first, survey_id).survey
-        rows = store.answers_json(survey, [parse_answers(survey, body)])
-        claim = store.idempotency_claim(first, key, "\n".join(rows))
+        survey = get_survey(first, survey_id).survey
+        rows = answers_json(survey, [parse_answers(survey, body)])
+        claim = idempotency_claim(first, key, "\n".join(rows))
         twin = threading.Thread(target=lambda: outcomes.append(
             intake.accept_one(second, survey_id, body, key, None)))
         with first.transaction():
-            store.lock_open_survey(first, survey_id)
-            assert store.released_claim(first, survey_id, claim) is None
-            assert store.insert_pending(first, survey_id, store.sealed_pending(first, survey, rows),
+            lock_open_survey(first, survey_id)
+            assert released_claim(first, survey_id, claim) is None
+            assert insert_pending(first, survey_id, sealed_pending(first, survey, rows),
                                         1, claim)
             twin.start()
             twin.join(0.5)

@@ -117,7 +117,7 @@ def counted(app, survey_id: str) -> int:
 HOLDER = """
 import sys, time
 from ldpsurvey.aggregator import create_app
-from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.store.surveys import lock_survey
 from ldpsurvey.aggregator.web.request_connection import get_db
 
 app = create_app({"DATABASE_URL": sys.argv[1], "STORAGE_KEY": sys.argv[2],
@@ -125,7 +125,7 @@ app = create_app({"DATABASE_URL": sys.argv[1], "STORAGE_KEY": sys.argv[2],
 with app.app_context():
     db = get_db()
     with db.transaction():
-        store.lock_survey(db, sys.argv[4], exclusive=True)  # as a release or a close holds it
+        lock_survey(db, sys.argv[4], exclusive=True)  # as a release or a close holds it
         print("locked", flush=True)
         time.sleep(3600)
 """

@@ -9,8 +9,8 @@ import json
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ldpsurvey.aggregator.services import lifecycle, releases
-from ldpsurvey.aggregator.store import queries as store
+from ldpsurvey.aggregator.services import lifecycle
+from ldpsurvey.aggregator.store import pending as pending_store
 from ldpsurvey.aggregator.web.request_connection import get_db
 from ldpsurvey.shared import load_definition, parse_definition, parse_manifest
 
@@ -397,14 +397,14 @@ def test_the_release_clock_skips_a_survey_deleted_meanwhile(app, client, auth, m
     kept = filled(app, client, auth, title="Kept")
     client.post(f"/api/surveys/{kept}/responses/batch", json={"responses": [ANSWERS]},
                 headers=auth)  # its pool reaches release_batch 2
-    listing = store.surveys_with_pending
+    listing = pending_store.surveys_with_pending
 
     def listed_before_the_delete(db):
         pending = listing(db)
         client.delete(f"/api/surveys/{gone}?force=true", headers=auth)
         return sorted(pending)
 
-    monkeypatch.setattr(releases.store, "surveys_with_pending", listed_before_the_delete)
+    monkeypatch.setattr(pending_store, "surveys_with_pending", listed_before_the_delete)
     assert release_due(app) == 2
     assert client.get(f"/api/surveys/{kept}/estimates", headers=auth).json[
         "questions"][0]["n"] == 4

@@ -124,7 +124,13 @@ def test_a_release_0_1_0_database_is_upgraded_with_nothing_lost(kind, tmp_path, 
         counted = client.get(f"/api/surveys/{surveys['open']}/estimates", headers=researcher)
         assert counted.json["questions"][0]["n"] == before["questions"][0]["n"] == 8
         # Step 7: the release summaries hold what the releases of then add up to.
-        from ldpsurvey.aggregator.store import queries as store
+        from ldpsurvey.aggregator.store.connection import today
+        from ldpsurvey.aggregator.store.releases import (
+            last_release_number,
+            released_count,
+            released_per_day,
+            smallest_release,
+        )
 
         with app.app_context():
             db = get_db()
@@ -133,11 +139,11 @@ def test_a_release_0_1_0_database_is_upgraded_with_nothing_lost(kind, tmp_path, 
                     "SELECT COALESCE(SUM(size), 0), MIN(size), COALESCE(MAX(release_number), 0), "
                     "COUNT(DISTINCT released_day) FROM releases WHERE survey_id = ?",
                     (survey_id,))[0]
-                assert (store.released_count(db, survey_id), store.smallest_release(db, survey_id),
-                        store.last_release_number(db, survey_id)) == (released, smallest, last)
-                timeline = store.released_per_day(db, survey_id)
+                assert (released_count(db, survey_id), smallest_release(db, survey_id),
+                        last_release_number(db, survey_id)) == (released, smallest, last)
+                timeline = released_per_day(db, survey_id)
                 assert len(timeline) == days and sum(n for _, n in timeline) == released
-            assert store.released_count(db, surveys["open"]) == 8
+            assert released_count(db, surveys["open"]) == 8
             # Step 8: each response of then in its bucket, which the export reads in order.
             from ldpsurvey.aggregator.config.ids import bucket_of
 
@@ -146,7 +152,7 @@ def test_a_release_0_1_0_database_is_upgraded_with_nothing_lost(kind, tmp_path, 
             # Step 10: the records of then, all released, are dated the day of the step (kept
             # IDEMPOTENCY_DAYS from it; no release has run since).
             assert db.query("SELECT released, released_day FROM idempotency_keys "
-                            "GROUP BY released, released_day") == [(1, store.today())]
+                            "GROUP BY released, released_day") == [(1, today())]
         # Accounts (step 3): the old keys keep their surveys, a new researcher sees none of
         # them, the old relay key fills no invitation-only survey, and an admin manages them.
         from ldpsurvey.aggregator import create_api_key
@@ -261,7 +267,9 @@ def written_before_step(step: int, url: str, key: str, tmp_path, monkeypatch, wr
     the survey's id and the claim."""
     from ldpsurvey.aggregator.services.answers import parse_answers
     from ldpsurvey.aggregator.store import migrations
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.idempotency import idempotency_claim
+    from ldpsurvey.aggregator.store.responses import answers_json
+    from ldpsurvey.aggregator.store.surveys import get_survey
 
     monkeypatch.setattr(migrations, "STEPS", migrations.STEPS[:step - 1])
     monkeypatch.setattr(migrations, "LATEST", step - 1)
@@ -272,9 +280,9 @@ def written_before_step(step: int, url: str, key: str, tmp_path, monkeypatch, wr
                                            headers=auth).json["survey_id"]
         with app.app_context():
             db = get_db()
-            survey = store.get_survey(db, survey_id).survey
-            rows = store.answers_json(survey, [parse_answers(survey, BODY)])
-            claim = store.idempotency_claim(db, key, "\n".join(rows))
+            survey = get_survey(db, survey_id).survey
+            rows = answers_json(survey, [parse_answers(survey, BODY)])
+            claim = idempotency_claim(db, key, "\n".join(rows))
             with db.transaction():
                 write(db, survey_id, rows, claim)
     finally:
@@ -288,7 +296,9 @@ def test_step_12_keeps_unreleased_records_as_released_that_day(tmp_path, monkeyp
     group, with nothing to join the two; step 12 keeps such records as released on the day it
     runs, so a retry is still answered as its first request (and one with another body is a
     conflict) until IDEMPOTENCY_DAYS from then, and their group still releases whole."""
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.connection import today
+    from ldpsurvey.aggregator.store.pending import sealed_pending
+    from ldpsurvey.aggregator.store.surveys import get_survey
 
     from helpers import release_due
 
@@ -297,7 +307,7 @@ def test_step_12_keeps_unreleased_records_as_released_that_day(tmp_path, monkeyp
                    "released) VALUES (?, ?, ?, 1, 0)", (survey_id, claim.key_hash, claim.body_mac))
         db.execute("INSERT INTO pending (survey_id, pending_id, size, answers) "
                    "VALUES (?, 'step-11-group', 1, ?)",
-                   (survey_id, store.sealed_pending(db, store.get_survey(db, survey_id).survey,
+                   (survey_id, sealed_pending(db, get_survey(db, survey_id).survey,
                                                     rows)))
 
     url = f"sqlite:///{tmp_path / 'step11.sqlite3'}"
@@ -310,7 +320,7 @@ def test_step_12_keeps_unreleased_records_as_released_that_day(tmp_path, monkeyp
         with app.app_context():
             db = get_db()
             assert db.query("SELECT released, released_day FROM idempotency_keys") == [
-                (1, store.today())]
+                (1, today())]
             assert db.query("SELECT key_hash, body_mac FROM pending") == [(None, None)]
             assert db.query("SELECT name FROM sqlite_master WHERE name = "
                             "'idempotency_unreleased'") == []
@@ -332,14 +342,15 @@ def test_step_13_gives_keyed_groups_their_key_hash_as_id(kind, tmp_path, monkeyp
     as its first request, another body is still a conflict, a group without a key keeps its
     id, and both release once, after which the retry is answered from the record."""
     from ldpsurvey.aggregator.config.ids import new_ids
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.pending import sealed_pending
+    from ldpsurvey.aggregator.store.surveys import get_survey
 
     from helpers import release_due
 
     keyed_id, plain_id = new_ids(2)
 
     def step_12_intake(db, survey_id, rows, claim):  # a keyed group, and one without a key
-        sealed = store.sealed_pending(db, store.get_survey(db, survey_id).survey, rows)
+        sealed = sealed_pending(db, get_survey(db, survey_id).survey, rows)
         for pending_id, key_hash, body_mac in [(keyed_id, claim.key_hash, claim.body_mac),
                                                (plain_id, None, None)]:
             db.execute("INSERT INTO pending (survey_id, pending_id, size, answers, key_hash, "

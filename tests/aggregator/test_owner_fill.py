@@ -279,7 +279,7 @@ def test_the_release_clock_expires_idempotency_records_after_the_configured_days
     record released 3 days ago is deleted at the next release, so its retry is stored anew."""
     from ldpsurvey.aggregator import create_api_key
     from ldpsurvey.aggregator.services.releases import days_before
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.connection import today
     from ldpsurvey.aggregator.web.request_connection import get_db
 
     app = create_app({"DATABASE_URL": database_url, "RELEASE_EVERY": 0.05,
@@ -304,7 +304,7 @@ def test_the_release_clock_expires_idempotency_records_after_the_configured_days
             db = get_db()
             with db.transaction():
                 db.execute("UPDATE idempotency_keys SET released_day = ? WHERE survey_id = ?",
-                           (days_before(store.today(), 3), survey_id))
+                           (days_before(today(), 3), survey_id))
         assert post()  # not expired until a release deletes it
         answer(client, survey_id, OWN)
         assert released(2) and not post() and released(3)

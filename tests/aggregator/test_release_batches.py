@@ -154,12 +154,15 @@ def test_a_release_holds_one_chunk_of_the_pool_at_a_time(app, client, auth, monk
     a time and files the idempotency claims as many at a time; every row is released once,
     under one release number, with the counts and replays of a release in one piece."""
     from ldpsurvey.aggregator.services import releases
-    from ldpsurvey.aggregator.store import queries as store
-    from ldpsurvey.aggregator.store.connection import Connection
+    from ldpsurvey.aggregator.store import idempotency as idempotency_store
+    from ldpsurvey.aggregator.store import pending as pending_store
+    from ldpsurvey.aggregator.store.connection import Connection, today
+    from ldpsurvey.aggregator.store.releases import smallest_release
     from ldpsurvey.aggregator.store.storage_key import StorageKeys
+    from ldpsurvey.aggregator.store.surveys import get_survey
     from ldpsurvey.aggregator.web.request_connection import get_db
 
-    monkeypatch.setattr(store, "RELEASE_CHUNK", 3)
+    monkeypatch.setattr(pending_store, "RELEASE_CHUNK", 3)
     opened: list[int] = []
     open_many = StorageKeys.open_many
     monkeypatch.setattr(StorageKeys, "open_many", lambda self, survey, rows: (
@@ -173,7 +176,7 @@ def test_a_release_holds_one_chunk_of_the_pool_at_a_time(app, client, auth, monk
         return execute(self, sql, params)
 
     monkeypatch.setattr(Connection, "execute", filing)
-    monkeypatch.setattr(store, "FILED_AT_ONCE", 2)
+    monkeypatch.setattr(idempotency_store, "FILED_AT_ONCE", 2)
     survey_id = create(client, auth, release_batch=100)
     answers = [{"answers": {"smoked": i % 2, "drove": 0, "sleep": i % 3}} for i in range(10)]
     for i, body in enumerate(answers):
@@ -182,15 +185,15 @@ def test_a_release_holds_one_chunk_of_the_pool_at_a_time(app, client, auth, monk
     assert release_due(app) == 0  # below the batch
     with app.app_context():
         db = get_db()
-        assert releases.release(db, store.get_survey(db, survey_id).survey, 1, 7) == 10
+        assert releases.release(db, get_survey(db, survey_id).survey, 1, 7) == 10
         assert db.query("SELECT COUNT(*) FROM pending WHERE survey_id = ?", (survey_id,)) == [(0,)]
         assert db.query("SELECT COUNT(*), COUNT(DISTINCT release_number), MIN(released_day) "
                         "FROM responses WHERE survey_id = ?",
-                        (survey_id,)) == [(10, 1, store.today())]
+                        (survey_id,)) == [(10, 1, today())]
         assert db.query("SELECT released, released_day, COUNT(*) FROM idempotency_keys "
                         "WHERE survey_id = ? GROUP BY released, released_day",
-                        (survey_id,)) == [(1, store.today(), 10)]
-        assert store.smallest_release(db, survey_id) == 10
+                        (survey_id,)) == [(1, today(), 10)]
+        assert smallest_release(db, survey_id) == 10
     assert opened == [3, 3, 3, 1] and moved == [2, 1, 2, 1, 2, 1, 1]  # chunks, then statements
     document = estimates(client, survey_id, auth)
     assert [o["reported_count"] for o in document["questions"][0]["options"]] == [5, 5]
@@ -205,7 +208,7 @@ def test_idempotency_records_are_kept_idempotency_days_after_their_release(app, 
     then is stored as a new response. A record of exactly IDEMPOTENCY_DAYS days is kept; none
     is deleted without a release."""
     from ldpsurvey.aggregator.services.releases import days_before
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.connection import today
     from ldpsurvey.aggregator.web.request_connection import get_db
 
     app.config["IDEMPOTENCY_DAYS"] = 7
@@ -220,7 +223,7 @@ def test_idempotency_records_are_kept_idempotency_days_after_their_release(app, 
             db = get_db()
             with db.transaction():
                 db.execute("UPDATE idempotency_keys SET released_day = ? WHERE survey_id = ? "
-                           "AND key_hash = ?", (days_before(store.today(), days), survey_id,
+                           "AND key_hash = ?", (days_before(today(), days), survey_id,
                                                 db.keys.idempotency_id(key)))
 
     def replayed(key: str) -> bool:
@@ -247,13 +250,15 @@ def test_a_request_waits_as_one_sealed_group_and_releases_whole(app, client, aut
     response); a release takes whole groups, about RELEASE_CHUNK responses at a time (never
     fewer but at the end, never a batch more), and releases every response once."""
     from ldpsurvey.aggregator.services import releases
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store import pending as pending_store
+    from ldpsurvey.aggregator.store.pending import pending_count
+    from ldpsurvey.aggregator.store.surveys import get_survey
     from ldpsurvey.aggregator.web.request_connection import get_db
 
-    monkeypatch.setattr(store, "RELEASE_CHUNK", 3)
+    monkeypatch.setattr(pending_store, "RELEASE_CHUNK", 3)
     chunks: list[int] = []
-    take_pending = store.take_pending
-    monkeypatch.setattr(store, "take_pending", lambda db, survey_id: (
+    take_pending = pending_store.take_pending
+    monkeypatch.setattr(pending_store, "take_pending", lambda db, survey_id: (
         chunks.append(len(rows)) or (rows, claims)
         for rows, claims in take_pending(db, survey_id)))
     survey_id = create(client, auth, release_batch=100)
@@ -266,9 +271,9 @@ def test_a_request_waits_as_one_sealed_group_and_releases_whole(app, client, aut
         db = get_db()
         assert sorted(db.query("SELECT size FROM pending WHERE survey_id = ?",
                                (survey_id,))) == [(1,), (1,), (1,), (1,), (7,)]
-        assert store.pending_count(db, survey_id, 2) in (2, 8)  # whole groups, up to 2 of them
-        assert store.pending_count(db, survey_id, 100) == 11
-        assert releases.release(db, store.get_survey(db, survey_id).survey, 1, 7) == 11
+        assert pending_count(db, survey_id, 2) in (2, 8)  # whole groups, up to 2 of them
+        assert pending_count(db, survey_id, 100) == 11
+        assert releases.release(db, get_survey(db, survey_id).survey, 1, 7) == 11
     assert sum(chunks) == 11 and all(3 <= n < 3 + 7 for n in chunks[:-1]) and chunks[-1] < 10
     drove = estimates(client, survey_id, auth)["questions"][1]["options"]
     assert [o["reported_count"] for o in drove] == [4 + 4, 3]
@@ -278,20 +283,21 @@ def test_a_failed_release_leaves_nothing_staged_and_the_next_is_exact(app, clien
                                                                       monkeypatch):
     """A release that fails after staging some chunks is undone whole (the staging table
     with it): the next release stores and counts each response once."""
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store import counts as count_store
+    from ldpsurvey.aggregator.store import pending as pending_store
 
-    monkeypatch.setattr(store, "RELEASE_CHUNK", 2)
+    monkeypatch.setattr(pending_store, "RELEASE_CHUNK", 2)
     survey_id = create(client, auth, release_batch=5)
     for _ in range(5):
         post(client, survey_id)
-    add_counts = store.add_counts
+    add_counts = count_store.add_counts
 
     def fail(*args):
         raise RuntimeError("the database went away mid-release")
 
-    monkeypatch.setattr(store, "add_counts", fail)
+    monkeypatch.setattr(count_store, "add_counts", fail)
     assert release_due(app) == 0  # logged; the clock goes on (test_one_surveys_failed_...)
-    monkeypatch.setattr(store, "add_counts", add_counts)
+    monkeypatch.setattr(count_store, "add_counts", add_counts)
     assert estimates(client, survey_id, auth)["questions"][0]["n"] == 0
     assert release_due(app) == 5
     assert [o["reported_count"] for o in
@@ -305,7 +311,7 @@ def test_a_claim_whose_key_has_a_record_already_is_released_all_the_same(app, cl
     an idempotency record for a key whose claim a new replica keeps pending (a retry it
     cannot know for one): the release keeps that record and goes through, instead of failing
     on the duplicate key at every instant from then on."""
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store.pending import pending_count
     from ldpsurvey.aggregator.web.request_connection import get_db
 
     survey_id = create(client, auth, release_batch=1)
@@ -320,7 +326,7 @@ def test_a_claim_whose_key_has_a_record_already_is_released_all_the_same(app, cl
     assert release_due(app) == 1
     with app.app_context():
         assert get_db().query("SELECT released FROM idempotency_keys") == [(0,)]
-        assert store.pending_count(get_db(), survey_id, 10) == 0
+        assert pending_count(get_db(), survey_id, 10) == 0
     again = post(client, survey_id, **{"Idempotency-Key": key})
     assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
 

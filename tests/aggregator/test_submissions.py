@@ -107,7 +107,7 @@ def test_a_failed_check_of_a_refused_request_logs_nothing_of_its_body(app, surve
     """A refused request's survey is read again (it may have been deleted since its manifest
     was kept); if that read fails unexpectedly, the 500's logged traceback holds that failure
     alone, not the refusal before it, whose message quotes the body."""
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store import surveys as survey_store
 
     client = Client(app)
     assert client.post(responses(survey_id), json=GOOD).status_code == 201  # manifest kept
@@ -115,7 +115,7 @@ def test_a_failed_check_of_a_refused_request_logs_nothing_of_its_body(app, surve
     def fail(*_args):
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(store, "get_survey", fail)
+    monkeypatch.setattr(survey_store, "get_survey", fail)
     with caplog.at_level(logging.ERROR):
         response = client.post(responses(survey_id),
                                json={"answers": {**GOOD["answers"], SECRET: 1}})

@@ -104,9 +104,9 @@ def test_a_release_read_in_chunks_is_stored_in_the_order_of_its_keys_alone(app, 
     was read, the chunks would show as blocks of the table's physical order (and of the log),
     the last one perhaps a single response: the release is stored in one statement, in the
     order of the new keys, so the physical order is that order and nothing else."""
-    from ldpsurvey.aggregator.store import queries as store
+    from ldpsurvey.aggregator.store import pending as pending_store
 
-    monkeypatch.setattr(store, "RELEASE_CHUNK", 3)
+    monkeypatch.setattr(pending_store, "RELEASE_CHUNK", 3)
     submit_in_order(client, auth)
     with app.app_context():
         db = get_db()

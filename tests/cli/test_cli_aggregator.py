@@ -406,7 +406,7 @@ def test_the_recorded_database_never_writes_through_a_planted_link(tmp_path):
     keeping that file's mode. The URL goes to a file of a fresh name, 0600, renamed into place."""
     import stat
 
-    from ldpsurvey.cli.server import DATABASE_FILE, record_database
+    from ldpsurvey.cli.aggregator_app import DATABASE_FILE, record_database
 
     instance, victim = tmp_path / "instance", tmp_path / "victim"
     instance.mkdir()

@@ -164,7 +164,7 @@ def test_survey_close(runner, live_server, client, auth, api_schemas):
 
 def test_survey_close_asks_on_stderr_with_json(runner, live_server, client, auth, monkeypatch):
     survey_id = client.post("/api/surveys", json=SURVEY, headers=auth).json["survey_id"]
-    monkeypatch.setattr("ldpsurvey.cli.researcher.can_prompt", lambda: True)
+    monkeypatch.setattr("ldpsurvey.cli.survey.can_prompt", lambda: True)
     result = runner.invoke(main, ["survey", "close", survey_id, "--json", "--url", live_server],
                            input="y\n")
     assert one_document(result) == {"survey_id": survey_id, "status": "closed"}

@@ -132,7 +132,7 @@ def test_delete_asks_for_the_id_again(runner, live_server, client, auth, monkeyp
     client.post(f"/api/surveys/{survey_id}/close", headers=auth)
     no_terminal = run(runner, live_server, "survey", "delete", survey_id, ok=False)
     assert no_terminal.exit_code == 2 and "--yes" in no_terminal.stderr
-    monkeypatch.setattr("ldpsurvey.cli.lifecycle.can_prompt", lambda: True)
+    monkeypatch.setattr("ldpsurvey.cli.survey_lifecycle.can_prompt", lambda: True)
     wrong = runner.invoke(main, ["survey", "delete", survey_id, "--url", live_server],
                           input="something else\n")
     assert wrong.exit_code == 1 and "nothing was deleted" in wrong.stderr

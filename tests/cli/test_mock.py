@@ -106,8 +106,9 @@ def test_a_joint_table_gives_its_questions_marginals_and_association(tmp_path):
     """The marginals follow from the joint table, and the simulated true answers follow it."""
     import numpy as np
 
-    from ldpsurvey.cli.mock import read_truth, true_answers
+    from ldpsurvey.cli.mock import read_truth
     from ldpsurvey.shared import load_definition
+    from ldpsurvey.shared.sim.scenarios import true_answers
 
     path = tmp_path / "truth.toml"
     path.write_text(JOINT)

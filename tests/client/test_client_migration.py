@@ -44,10 +44,10 @@ def app(database_url, tmp_path):
 @pytest.fixture
 def published(client, auth, monkeypatch):
     """The fixture's surveys under their own ids."""
-    from ldpsurvey.aggregator.services import surveys
+    from ldpsurvey.aggregator.services import lifecycle
 
     for survey in SURVEYS.values():
-        monkeypatch.setattr(surveys, "new_survey_id", lambda s=survey: s["survey_id"])
+        monkeypatch.setattr(lifecycle, "new_survey_id", lambda s=survey: s["survey_id"])
         assert create(client, auth, survey["definition"]) == survey["survey_id"]
     return {name: survey["survey_id"] for name, survey in SURVEYS.items()}
 

@@ -27,7 +27,7 @@ import pytest
 from click.testing import CliRunner
 
 from ldpsurvey.cli import main
-from ldpsurvey.cli.public import Site, caddyfile, checked_site
+from ldpsurvey.cli.public_site import Site, caddyfile, checked_site
 
 from helpers import SYSTEMD_SANDBOX, doc_blocks, require, unit_settings
 from processes import free_port, response_head
@@ -334,7 +334,7 @@ def test_a_stalled_body_is_cut_off_and_frees_the_apps_threads(public):
     a limit): /healthz answered nothing until the attacker let go. Caddy now closes a body
     unread after READ_BODY_SECONDS, and the app answers /healthz then (this waits for that,
     with a client timeout far above it; it measures no speed)."""
-    from ldpsurvey.cli.public import READ_BODY_SECONDS
+    from ldpsurvey.cli.public_site import READ_BODY_SECONDS
 
     address = urlsplit(public.base)
     stalled = []
@@ -716,7 +716,7 @@ def test_a_caddy_that_does_not_answer_with_its_own_ca_is_restarted_twice(tmp_pat
     that it never answers: two quick restarts, then the full wait, then one clear error and
     nothing left running."""
     require_caddy()
-    from ldpsurvey.cli import public
+    from ldpsurvey.cli import public_site as public
 
     monkeypatch.setattr(public, "FIRST_CERTIFICATE_SECONDS", 0.5)
     monkeypatch.setattr(public, "START_SECONDS", 1.0)

@@ -148,7 +148,7 @@ def test_the_lifecycle_commands_run_as_written(live_server, researcher_key, clie
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LDP_SURVEY_KEY", researcher_key)
-    monkeypatch.setattr("ldpsurvey.cli.lifecycle.can_prompt", lambda: True)
+    monkeypatch.setattr("ldpsurvey.cli.survey_lifecycle.can_prompt", lambda: True)
     auth = {"Authorization": f"Bearer {researcher_key}"}
     commands = commands_of("lifecycle-commands")
     assert [c[:3] for c in commands] == [["ldp-survey", "survey", verb] for verb in (
@@ -175,7 +175,7 @@ def test_mkdocs_serve_takes_no_port_that_ldp_survey_takes():
     """`mkdocs serve` and `ldp-survey serve` run side by side while writing docs."""
     import yaml
 
-    from ldpsurvey.cli.server import serve
+    from ldpsurvey.cli.serve import serve
 
     config = yaml.safe_load((REPOSITORY / "mkdocs.yml").read_text())
     taken = {next(p.default for p in serve.params if p.name == "port"), 8001, 8002}

@@ -1,5 +1,5 @@
-"""`ldp-survey serve --public HOSTNAME`: the aggregator under gunicorn behind Caddy, with HTTPS;
-and `ldp-survey deploy systemd`, the same setup as a systemd service.
+"""`ldp-survey serve --public HOSTNAME`: the aggregator under gunicorn behind Caddy, with HTTPS
+(`ldp-survey deploy systemd`, deploy.py, writes the same setup as a systemd service).
 
 Caddy (Debian's `caddy` package) gets certificates (ACME, e.g. Let's Encrypt, or its own CA with
 `--tls internal`), redirects plain HTTP, sends HSTS, keeps no access log and no error-log line
@@ -15,7 +15,6 @@ import http.client
 import ipaddress
 import os
 import re
-import shlex
 import shutil
 import signal
 import socket
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import click
 
+from ldpsurvey.cli.aggregator_app import make_app, record_database
 from ldpsurvey.cli.extras import load
 
 CADDY_INSTALL = "apt-get install caddy"
@@ -47,10 +47,6 @@ LOCAL_NAMES = re.compile(r"(^|\.)(localhost|local|internal|home\.arpa|test|inval
 LOOPBACK_NAMES = re.compile(r"(^|\.)localhost$")
 DNS_NAME = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)"
                       r"(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
-SERVICE_NAME = "ldp-survey-public"
-SERVICE_USER = "ldp-survey"
-SERVICE_STATE = "/var/lib/ldp-survey"
-SERVICE_ENV = "/etc/ldp-survey/public.env"
 
 
 @dataclass(frozen=True)
@@ -203,8 +199,6 @@ def production_settings(database: str | None, instance: str, site: Site) -> dict
     file, secret and storage key (created on first start, as `serve` does), the database, and
     PUBLIC_URL = the site's origin. The app is created once here, in production mode, so that
     a bad setting is one line now rather than a worker failing to boot."""
-    from ldpsurvey.cli.server import make_app, record_database
-
     aggregator = load("ldpsurvey.aggregator")
     app = make_app(database, instance)  # development mode: creates the instance's secrets
     settings = {"DEPLOYMENT": "production", "PUBLIC_URL": site.origin,
@@ -398,160 +392,3 @@ def announce(site: Site, environment: dict[str, str], instance: Path, storage: P
         click.echo(f"certificates from Caddy's own CA: clients must trust {root} (e.g. "
                    f"SSL_CERT_FILE={root} ldp-survey respond ...)", err=True)
     click.echo("Ctrl-C stops it", err=True)
-
-
-SANDBOX = """NoNewPrivileges=true
-PrivateTmp=true
-ProtectSystem=strict
-ProtectHome=true
-ReadWritePaths={state}
-UMask=0077
-CapabilityBoundingSet={capabilities}
-AmbientCapabilities={capabilities}
-RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
-PrivateDevices=true
-ProtectKernelTunables=true
-ProtectKernelModules=true
-ProtectControlGroups=true
-ProtectHostname=true
-ProtectClock=true
-SystemCallFilter=@system-service
-SystemCallArchitectures=native
-LockPersonality=true
-RestrictNamespaces=true
-RestrictRealtime=true
-RestrictSUIDSGID=true
-MemoryDenyWriteExecute=true"""
-# Folders the sandbox hides from the service, and the setting that hides each (refused as
-# places to run from, never written to).
-HIDDEN_FROM_SERVICES = {"/home/": "ProtectHome", "/root/": "ProtectHome",
-                        "/run/user/": "ProtectHome",
-                        "/tmp/": "PrivateTmp", "/var/tmp/": "PrivateTmp"}  # noqa: S108  # nosec B108
-
-
-@dataclass(frozen=True)
-class Resources:
-    """What the service may use at most (systemd's MemoryMax, TasksMax and CPUQuota): a runaway
-    request or a flood then stops at the service, not at the machine."""
-
-    memory: str = "1G"  # gunicorn's worker and Caddy together, with room for large analyses
-    tasks: int = 512  # processes and threads: gunicorn's threads, Caddy's, SQLite's
-    cpu: str = "200%"  # two cores' worth
-
-
-MEMORY = re.compile(r"[1-9][0-9]*[KMGT]?|[1-9][0-9]?%|100%|infinity")
-CPU = re.compile(r"[1-9][0-9]*%")
-
-
-def checked_resources(memory: str, tasks: int, cpu: str) -> Resources:
-    """The resources, or a one-line error naming the option."""
-    if not MEMORY.fullmatch(memory):
-        raise click.BadParameter(f"{memory!r} is not a memory size (e.g. 1G, 512M, 50%, "
-                                 "infinity)", param_hint="--memory-max")
-    if not CPU.fullmatch(cpu):
-        raise click.BadParameter(f"{cpu!r} is not a CPU quota (a percentage of one core: "
-                                 "100% is one core, 200% two)", param_hint="--cpu-quota")
-    return Resources(memory, tasks, cpu)
-
-
-def hidden_by_sandbox(path: str) -> str | None:
-    """The sandbox setting that would hide `path` from the service, or None."""
-    return next((setting for folder, setting in HIDDEN_FROM_SERVICES.items()
-                 if path.startswith(folder)), None)
-
-
-def systemd_unit(site: Site, python: str, caddy: str, limits: Resources = Resources()) -> str:
-    """A systemd service running `serve --public` for `site` (gunicorn and Caddy, stopped
-    together), sandboxed as deploy/ldp-survey.service is, with the one capability needed to
-    listen on ports below 1024 when it uses them, and at most `limits`."""
-    command = [python, "-m", "ldpsurvey.cli", "serve", "--public", site.hostname]
-    for option, value, default in (("--https-port", site.https_port, 443),
-                                   ("--http-port", site.http_port, 80),
-                                   ("--tls", site.tls, "acme")):
-        if value != default:
-            command += [option, str(value)]
-    privileged = min(site.https_port, site.http_port) < 1024
-    sandbox = SANDBOX.format(state=SERVICE_STATE,
-                             capabilities="CAP_NET_BIND_SERVICE" if privileged else "")
-    return f"""# ldp-survey at {site.origin}: gunicorn behind Caddy ({caddy}), as
-# `ldp-survey serve --public` runs them. Written by `ldp-survey deploy systemd`. To install:
-#   useradd --system --home-dir {SERVICE_STATE} --shell /usr/sbin/nologin {SERVICE_USER}
-#   cp {SERVICE_NAME}.service /etc/systemd/system/
-#   systemctl daemon-reload && systemctl enable --now {SERVICE_NAME}
-# For PostgreSQL instead of SQLite in {SERVICE_STATE}, put
-# LDP_SURVEY_DATABASE_URL=postgresql://... in {SERVICE_ENV} (mode 0600).
-# Researcher keys:
-#   sudo -u {SERVICE_USER} {python} -m ldpsurvey.cli admin create-key --instance {SERVICE_STATE}
-# Backups: never {SERVICE_STATE} as a whole, which holds the database and the key that
-# unlocks its pending answers and token hashes (storage-key) side by side. Back up each apart:
-#   the database: sqlite3 {SERVICE_STATE}/ldp-survey.sqlite3 ".backup FILE" (or pg_dump -Fc)
-#   the keys, elsewhere (offline): {SERVICE_STATE}/storage-key, secret-key, signing-key.pem
-[Unit]
-Description=ldp-survey aggregator at {site.origin} (gunicorn behind Caddy)
-After=network-online.target postgresql.service
-Wants=network-online.target
-
-[Service]
-Type=simple
-User={SERVICE_USER}
-Group={SERVICE_USER}
-StateDirectory=ldp-survey
-StateDirectoryMode=0700
-EnvironmentFile=-{SERVICE_ENV}
-Environment=LDP_SURVEY_INSTANCE={SERVICE_STATE}
-Environment=MALLOC_ARENA_MAX=2
-ExecStart={shlex.join(command)}
-Restart=on-failure
-RestartSec=2
-# SIGTERM to serve alone, which stops Caddy and then gunicorn; anything left is killed.
-KillMode=mixed
-KillSignal=SIGTERM
-TimeoutStopSec={2 * STOP_SECONDS + 10}
-MemoryMax={limits.memory}
-TasksMax={limits.tasks}
-CPUQuota={limits.cpu}
-{sandbox}
-
-[Install]
-WantedBy=multi-user.target
-"""
-
-
-@click.group()
-def deploy() -> None:
-    """Files that run ldp-survey as a service."""
-
-
-@deploy.command("systemd")
-@click.argument("hostname")
-@public_options
-@click.option("--memory-max", default=Resources.memory, show_default=True,
-              help="systemd's MemoryMax: the most memory gunicorn and Caddy use together "
-                   "(K, M, G, T, a percentage of the machine's, or infinity).")
-@click.option("--tasks-max", type=click.IntRange(16), default=Resources.tasks,
-              show_default=True, help="systemd's TasksMax: the most processes and threads.")
-@click.option("--cpu-quota", default=Resources.cpu, show_default=True,
-              help="systemd's CPUQuota: 100% is one core.")
-def systemd(hostname: str, https_port: int, http_port: int, tls: str, memory_max: str,
-            tasks_max: int, cpu_quota: str) -> None:
-    """Print a systemd service running `serve --public HOSTNAME` (same options) with this
-    installation of ldp-survey, sandboxed, as user ldp-survey with its data in
-    /var/lib/ldp-survey, using at most --memory-max, --tasks-max and --cpu-quota; the install
-    and backup steps are its first lines."""
-    site = checked_site(hostname, https_port, http_port, tls)
-    limits = checked_resources(memory_max, tasks_max, cpu_quota)
-    visible(sys.executable, "this ldp-survey", "e.g. python3 -m venv /opt/ldp-survey/venv && "
-            "/opt/ldp-survey/venv/bin/pip install 'ldp-survey[server]'")
-    caddy = visible(caddy_executable(), "Caddy", CADDY_INSTALL)
-    click.echo(systemd_unit(site, sys.executable, caddy, limits), nl=False)
-
-
-def visible(path: str, what: str, instead: str) -> str:
-    """`path`, or a one-line error if the service's sandbox would hide it."""
-    if setting := hidden_by_sandbox(path):
-        raise click.ClickException(f"{what} ({path}) is installed where the service's sandbox "
-                                   f"hides it ({setting}): install it elsewhere, {instead}")
-    return path
-
-
-COMMANDS = (deploy,)
