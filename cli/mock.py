@@ -32,8 +32,8 @@ from ldpsurvey.cli.output import emit_json, interval, note, release_lines, table
 from ldpsurvey.client.verify import verify_manifest
 from ldpsurvey.shared import Survey, SurveyError, read_definition
 from ldpsurvey.shared.http_contract import MAX_BATCH_RESPONSES, next_instant, schedule_words
-from ldpsurvey.shared.sim import scenarios
-from ldpsurvey.shared.sim.scenarios import (
+from ldpsurvey.shared.survey import scenarios
+from ldpsurvey.shared.survey.scenarios import (
     Regression,
     ScenarioError,
     Truth,

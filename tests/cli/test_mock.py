@@ -108,7 +108,7 @@ def test_a_joint_table_gives_its_questions_marginals_and_association(tmp_path):
 
     from ldpsurvey.cli.mock import read_truth
     from ldpsurvey.shared import load_definition
-    from ldpsurvey.shared.sim.scenarios import true_answers
+    from ldpsurvey.shared.survey.scenarios import true_answers
 
     path = tmp_path / "truth.toml"
     path.write_text(JOINT)

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ldpsurvey.shared import Survey
 from ldpsurvey.shared.stats.design import BETA_SUM_TOLERANCE
+from ldpsurvey.shared.survey.manifest import Survey
 
 
 class ScenarioError(ValueError):
