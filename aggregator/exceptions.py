@@ -67,6 +67,12 @@ class TokenRejected(DomainError):
         super().__init__("this invitation token is unknown or already used")
 
 
+class OriginNotAllowed(DomainError):
+    def __init__(self, origin: str):
+        super().__init__(f"this survey's form is not hosted at {origin[:100]}: it takes answers "
+                         "from its own origin and those its manifest lists in form_origins")
+
+
 class Unauthorized(DomainError):
     """No valid key (or session) where one is needed."""
 

@@ -7,7 +7,12 @@ is slower, or answered differently, for filling one."""
 from dataclasses import dataclass
 from typing import Any
 
-from ldpsurvey.aggregator.exceptions import BatchOnInvitationOnly, TokenRejected, TokenRequired
+from ldpsurvey.aggregator.exceptions import (
+    BatchOnInvitationOnly,
+    OriginNotAllowed,
+    TokenRejected,
+    TokenRequired,
+)
 from ldpsurvey.aggregator.services import access
 from ldpsurvey.aggregator.services.answers import Answers, parse_answers, parse_batch
 from ldpsurvey.aggregator.store import idempotency as idempotency_store
@@ -32,13 +37,19 @@ class Accepted:
 
 
 def accept_one(db: Connection, survey_id: str, body: Any, idempotency_key: str | None,
-               token: str | None) -> Accepted:
+               token: str | None, origin: str | None = None) -> Accepted:
     """One respondent's randomized answers. An invitation-only survey needs a token, which is
-    spent with the answers; other surveys ignore it. The survey's manifest is read once per
-    process (store.published_survey); a survey deleted since is unknown (404) to a valid
-    request in its transaction, and to an invalid one before its error."""
+    spent with the answers; other surveys ignore it. A browser's request names its page's
+    `origin` (the Origin header): the survey's own or one of its form_origins, else
+    OriginNotAllowed (a survey published before format /5 names no origin: any). The survey's
+    manifest is read once per process (store.published_survey); a survey deleted since is
+    unknown (404) to a valid request in its transaction, and to an invalid one before its
+    error."""
     survey = survey_store.published_survey(db, survey_id)
     try:
+        if origin is not None and survey.origin is not None and origin not in (
+                survey.origin, *survey.form_origins):
+            raise OriginNotAllowed(origin)
         answers = parse_answers(survey, body)
         if not survey.invitation_only:
             token = None

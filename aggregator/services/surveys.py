@@ -36,6 +36,15 @@ def published(db: Connection, survey_id: str) -> survey_store.StoredSurvey:
     return survey_store.get_survey(db, survey_id)
 
 
+def hosts_form(db: Connection, survey_id: str, origin: str) -> bool:
+    """Whether `origin` is one of the published survey's form_origins, the origins its
+    manifest signs to host a copy of its form (format /9); an unknown survey has none."""
+    try:
+        return origin in survey_store.published_survey(db, survey_id).form_origins
+    except SurveyNotFound:
+        return False
+
+
 def open_for_answers(db: Connection, survey_id: str) -> Survey:
     """The survey, if it still takes answers. SurveyNotFound, SurveyClosed."""
     stored = survey_store.get_survey(db, survey_id)

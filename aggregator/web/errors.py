@@ -46,6 +46,7 @@ ANSWERS: dict[type[ex.DomainError], Answer] = {
     ex.TokenRequired: Answer(401, "token_required"),
     ex.Forbidden: Answer(403, "forbidden"),
     ex.TokenRejected: Answer(403, "invalid_token"),
+    ex.OriginNotAllowed: Answer(403, "origin_not_allowed"),
     ex.BatchOnInvitationOnly: Answer(403, "invitation_only"),
     ex.SurveyNotFound: Answer(404, "unknown_survey", NOT_FOUND_PAGE),
     ex.ResearcherNotFound: Answer(404, "unknown_researcher"),

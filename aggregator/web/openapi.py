@@ -18,7 +18,7 @@ from ldpsurvey.shared import METHODS, Cell, Conditional, Estimate
 from ldpsurvey.shared.http_contract import EXPORT_FORMATS, IDEMPOTENCY_KEY, RESEARCHER_NAME, ROLES
 from ldpsurvey.shared.mechanisms import registry
 from ldpsurvey.shared.mechanisms.protocol import PROBABILITIES, Settings, empty_entry
-from ldpsurvey.shared.survey.manifest import LANGUAGE
+from ldpsurvey.shared.survey.manifest import LANGUAGE, MAX_FORM_ORIGINS
 
 bp = Blueprint("openapi", __name__)
 
@@ -311,6 +311,12 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                               "items": {"type": "string", "pattern": f"^{LANGUAGE.pattern}$"},
                               "description": "The survey's languages, the first its texts' "
                                              "own (default [\"en\"]; manifest format /8)"},
+                "form_origins": {"type": "array", "maxItems": MAX_FORM_ORIGINS, "uniqueItems": True,
+                                 "items": {"type": "string", "format": "uri"},
+                                 "description": "Web origins (https://host[:port]) that may "
+                                                "host a copy of the form (`ldp-survey survey "
+                                                "form`); the service answers their "
+                                                "cross-origin requests (manifest format /9)"},
                 "translations": {"type": "object", "description": "Per other language: title, "
                                  "description and per question id text, hint, options, unit "
                                  "(docs/survey-file.md, In several languages)",
@@ -365,7 +371,9 @@ def schemas(max_batch: int, max_tokens: int) -> dict[str, Any]:
                                "archived": {"type": "boolean"}}}}}},
         "Status": {"type": "object", "required": ["survey_id", "status"],
                    "properties": {"survey_id": {"type": "string"},
-                                  "status": {"type": "string", "enum": ["open", "closed"]}}},
+                                  "status": {"type": "string", "enum": ["open", "closed"]},
+                                  "release_every": {"type": "number", "description": "Seconds "
+                                                    "between scheduled releases"}}},
         "Manifest": {"type": "object", "description": "The signed manifest (bytes as signed).",
                      "required": ["format", "survey_id", "key_id", "title", "questions",
                                   "total_epsilon"]},
@@ -593,7 +601,8 @@ PATHS = {
         "Open or closed", {"200": _json(_ref("Status"), "Status"), **_errors("404")},
         parameters=[SURVEY_ID])},
     "/api/surveys/{survey_id}/responses": {"post": _operation(
-        "Submit one respondent's randomized answers",
+        "Submit one respondent's randomized answers (a browser's Origin must be the survey's "
+        "own or one of its form_origins: else 403 origin_not_allowed)",
         {"201": _json(_ref("Accepted"), "Stored (or an idempotent replay)"),
          **_errors("400", "401", "403", "404", "409", "413", "415", "422")},
         parameters=[SURVEY_ID, IDEMPOTENCY, TOKEN], body="Answers")},

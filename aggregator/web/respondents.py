@@ -1,10 +1,11 @@
 """What respondents call: the key, a survey's manifest and signature, its status. Their
 submissions are served ahead of Flask (submissions.py)."""
 
-from flask import Blueprint, Response, current_app, jsonify
+from flask import Blueprint, Response, current_app, jsonify, request
 
 from ldpsurvey.aggregator.services import surveys
 from ldpsurvey.aggregator.store.connection import ping
+from ldpsurvey.aggregator.web import cors
 from ldpsurvey.aggregator.web.request_connection import get_db
 
 bp = Blueprint("respondents", __name__)
@@ -46,6 +47,14 @@ def manifest_signature(survey_id: str):
 
 @bp.get("/api/surveys/<survey_id>/status")
 def status(survey_id: str):
-    """open or closed: kept outside the signed, immutable manifest."""
-    return jsonify(survey_id=survey_id, status=surveys.published(get_db(), survey_id).status)
+    """open or closed (kept outside the signed, immutable manifest) and release_every, the
+    seconds between scheduled releases (what the form's schedule note says); a page at one of
+    the survey's form_origins may read it (cors.py)."""
+    response = jsonify(survey_id=survey_id, status=surveys.published(get_db(), survey_id).status,
+                       release_every=current_app.config["RELEASE_EVERY"])
+    origin = request.headers.get("Origin")
+    if origin and surveys.hosts_form(get_db(), survey_id, origin):
+        response.headers.extend(cors.response_headers(origin))
+    response.headers.extend(cors.VARY)
+    return response
 

@@ -15,6 +15,12 @@ Flask endpoints get it:
 - the security headers and Served-By (security.response_headers);
 - the 201's body (http.accepted_reply).
 
+A browser's request from a page elsewhere follows the Fetch standard's CORS protocol (cors.py):
+a preflight (OPTIONS with Origin and Access-Control-Request-Method), counted in the "other"
+class, is allowed for the survey's form_origins (manifest /9) only; a POST names its page's
+Origin, which intake checks (403 origin_not_allowed, nothing stored), and an answer to a listed
+origin, error or not, carries Access-Control-Allow-Origin so the page can read it.
+
 Other methods on the path are answered as Flask answers them: 405 with Allow, OPTIONS with
 its Allow. Doubled slashes in it are merged, where Flask redirected to the merged path: no
 Location to build from a header a proxy forwards (X-Forwarded-Prefix).
@@ -28,8 +34,8 @@ from flask import Flask
 from werkzeug.http import parse_options_header
 from werkzeug.wsgi import get_content_length, get_input_stream
 
-from ldpsurvey.aggregator.services import intake
-from ldpsurvey.aggregator.web import errors, limits, security
+from ldpsurvey.aggregator.services import intake, surveys
+from ldpsurvey.aggregator.web import cors, errors, limits, security
 from ldpsurvey.aggregator.web.parsing import (
     accepted_reply,
     checked_idempotency_key,
@@ -66,16 +72,53 @@ class Submissions:
         return [body]
 
     def answer(self, environ: dict, method: str, survey_id: str) -> Reply:
-        """This path's answer to the request's method."""
+        """This path's answer to the request's method, with the CORS headers of a page at one
+        of the survey's form_origins."""
+        survey_id = survey_id.encode("latin-1").decode("utf-8", "replace")
+        origin = environ.get("HTTP_ORIGIN")
+        if method == "OPTIONS" and origin and "HTTP_ACCESS_CONTROL_REQUEST_METHOD" in environ:
+            return self.preflight(environ, survey_id, origin)
         if method == "POST":
-            return self.submit(environ, survey_id.encode("latin-1").decode("utf-8", "replace"))
-        if method == "OPTIONS":
+            status, body, headers = self.submit(environ, survey_id, origin)
+        elif method == "OPTIONS":
             return 200, b"", [("Allow", ALLOW)]
-        status, body, headers = self.error(405, "method_not_allowed", NOT_ALLOWED)
-        return status, body, [*headers, ("Allow", ALLOW)]
+        else:
+            status, body, headers = self.error(405, "method_not_allowed", NOT_ALLOWED)
+            headers = [*headers, ("Allow", ALLOW)]
+        if origin and self.hosts_form(survey_id, origin):
+            headers = [*headers, *cors.response_headers(origin)]
+        return status, body, [*headers, *cors.VARY]
 
-    def submit(self, environ: dict, survey_id: str) -> Reply:
-        """One respondent's randomized answers, as the API documents them."""
+    def preflight(self, environ: dict, survey_id: str, origin: str) -> Reply:
+        """A browser asking whether a page at `origin` may post here: yes (204, cors.py) for
+        one of the survey's form_origins, else the plain OPTIONS answer, which the browser
+        takes as no. Counted in the "other" class (a preflight reads the survey)."""
+        try:
+            limits.hit(self.app, "other", environ.get("REMOTE_ADDR") or "")
+        except Exception as exc:
+            status, code, detail = errors.api_error(exc, self.app.logger)
+            status, body, headers = self.error(status, code, detail)
+            return status, body, [*headers, *errors.error_headers(exc), *cors.VARY]
+        if self.hosts_form(survey_id, origin):
+            return 204, b"", [("Allow", ALLOW), *cors.preflight_headers(origin), *cors.VARY]
+        return 200, b"", [("Allow", ALLOW), *cors.VARY]
+
+    def hosts_form(self, survey_id: str, origin: str) -> bool:
+        database = self.app.extensions["ldp_database"]
+        try:
+            db = database.connect()
+        except Exception:
+            return False  # no database: the request's own answer says so
+        try:
+            return surveys.hosts_form(db, survey_id, origin)
+        except Exception:
+            return False
+        finally:
+            database.release(db)
+
+    def submit(self, environ: dict, survey_id: str, origin: str | None) -> Reply:
+        """One respondent's randomized answers, as the API documents them, from a page at
+        `origin` (a browser's Origin header; none from other clients)."""
         database, limit = self.app.extensions["ldp_database"], self.app.config["MAX_RESPONSE_BYTES"]
         try:
             limits.hit(self.app, "submit", environ.get("REMOTE_ADDR") or "")
@@ -88,7 +131,7 @@ class Submissions:
             db = database.connect()
             try:
                 result = intake.accept_one(db, survey_id, body, key,
-                                           environ.get("HTTP_SURVEY_TOKEN"))
+                                           environ.get("HTTP_SURVEY_TOKEN"), origin)
             finally:
                 database.release(db)
         except Exception as exc:

@@ -23,7 +23,13 @@ missing anywhere is refused, naming the language and the question (see Translati
 
 The manifest is that survey with every parameter spelled out (beta as a full list, derived
 epsilon per question, total_epsilon) plus survey_id and key_id, serialized canonically.
-Client and aggregator both read it through parse_manifest. Format /8 added languages and
+Client and aggregator both read it through parse_manifest. Format /9 added form_origins: the
+web origins, besides the aggregator's own, that may host a static copy of the form (`ldp-survey
+survey form ID --output DIR`, which an ethics board or a university serves from its own origin,
+so that respondents there run code the operator cannot change): the form runs at its signed
+origin or one of these, and the aggregator answers those origins' cross-origin requests and no
+others'. A survey that lists none is written as /8, so earlier clients read it; they refuse a
+/9 one by its format. Format /8 added languages and
 translations (always written in /8), the question's hint, the number mechanism square_wave
 (square_wave.py, with its histogram's bins) and form: the SHA-384 digest of every file the web
 form loads (its modules and stylesheet, by name: form_integrity.py), signed at publication, so
@@ -75,7 +81,8 @@ from ldpsurvey.shared.stats.crosstab import size_problem
 from ldpsurvey.shared.stats.design import Mechanism
 from ldpsurvey.shared.survey import form_integrity, strict_json
 
-MANIFEST_FORMAT = "ldp-survey-manifest/8"
+MANIFEST_FORMAT = "ldp-survey-manifest/9"
+FORMAT_8 = "ldp-survey-manifest/8"
 FORMAT_7 = "ldp-survey-manifest/7"
 FORMAT_6 = "ldp-survey-manifest/6"
 FORMAT_5 = "ldp-survey-manifest/5"
@@ -88,11 +95,15 @@ QUESTION_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 LANGUAGE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8}){0,2}")
 DEFAULT_LANGUAGE = "en"  # the language of a survey that names none
 MAX_LANGUAGES = 20
+MAX_FORM_ORIGINS = 8
+# Hosts a browser treats as a secure context over plain http (the form needs one: WebCrypto,
+# Web Locks): a form origin elsewhere must be https.
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 # What a /6 reader does not know: a survey using one of these is /7 (or /8), so earlier clients
 # refuse it by its format rather than by a field they cannot read.
 SCHEMES_SINCE_7 = frozenset(d.name for d in registry.DECLARATIONS if d.since >= 7)
 SCHEMES_SINCE_8 = frozenset(d.name for d in registry.DECLARATIONS if d.since >= 8)
-FORMATS = (MANIFEST_FORMAT, FORMAT_7, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
+FORMATS = (MANIFEST_FORMAT, FORMAT_8, FORMAT_7, FORMAT_6, FORMAT_5, FORMAT_4, FORMAT_3, FORMAT_2, FORMAT_1)
 DEFAULT_RELEASE_BATCH = 100
 MAX_IRR_ALPHA = DEFAULT_IRR_ALPHA  # published and answered at most (check_instantaneous)
 MAX_RELEASE_BATCH = 1_000_000
@@ -265,6 +276,7 @@ class Survey:
     languages: tuple[str, ...] = (DEFAULT_LANGUAGE,)  # the first is the texts' above (/8 on)
     translations: Mapping[str, Translation] = field(default_factory=dict)  # the others'
     form: dict[str, str] | None = None  # the web form's file digests (format /8, published)
+    form_origins: tuple[str, ...] = ()  # other origins that may host the form (format /9)
 
     def __hash__(self) -> int:
         """Its id's hash: equal surveys have equal ids, so it agrees with ==, and a published
@@ -298,7 +310,8 @@ class Survey:
         raise KeyError(question_id)
 
     def manifest(self) -> dict[str, Any]:
-        """The manifest's fields: format /8 when it carries the form's digests (every survey
+        """The manifest's fields: format /9 when it lists form_origins; else /8 when it
+        carries the form's digests (every survey
         published since /8), the survey has other languages than English alone, a question has
         a hint or a question uses square_wave (with languages and translations); else /7 when a
         question has a design (cheating_detection),
@@ -311,7 +324,8 @@ class Survey:
         names = {q.scheme.name for q in self.questions}
         new = any(q.scheme.name != FORCED_RESPONSE for q in self.questions)
         worded = self.languages != (DEFAULT_LANGUAGE,) or any(q.hint for q in self.questions)
-        version = (MANIFEST_FORMAT if self.form or worded or names & SCHEMES_SINCE_8 else FORMAT_7
+        version = (MANIFEST_FORMAT if self.form_origins else FORMAT_8 if self.form or worded
+                   or names & SCHEMES_SINCE_8 else FORMAT_7
                    if names & SCHEMES_SINCE_7 else FORMAT_6 if new else FORMAT_5 if self.origin
                    else FORMAT_4 if self.crosstabs else FORMAT_3)
         fields = {"format": version,
@@ -325,12 +339,14 @@ class Survey:
             fields["crosstabs"] = [list(pair) for pair in self.crosstabs]
         if self.origin:
             fields["origin"] = self.origin
-        if version == MANIFEST_FORMAT:
+        if version in (MANIFEST_FORMAT, FORMAT_8):
             fields["languages"] = list(self.languages)
             fields["translations"] = {language: words.as_dict()
                                       for language, words in self.translations.items()}
         if self.form:
             fields["form"] = dict(sorted(self.form.items()))
+        if self.form_origins:
+            fields["form_origins"] = list(self.form_origins)
         return fields
 
     def manifest_bytes(self) -> bytes:
@@ -562,6 +578,24 @@ def _crosstabs(value: Any, questions: tuple[Question, ...]) -> tuple[tuple[str, 
     return tuple(pairs)
 
 
+def _form_origins(value: Any) -> tuple[str, ...]:
+    """Where else the form may be hosted: at most MAX_FORM_ORIGINS distinct web origins, each
+    exactly as web_origin writes it, https unless its host is a loopback one (LOOPBACK_HOSTS)."""
+    where = "survey.form_origins"
+    if not isinstance(value, list) or len(value) > MAX_FORM_ORIGINS:
+        raise _fail(where, f"must be a list of at most {MAX_FORM_ORIGINS} web origins such as "
+                    "[\"https://ethics.example.edu\"]")
+    for index, origin in enumerate(value):
+        _origin(origin, f"{where}[{index}]")
+        parts = urllib.parse.urlsplit(origin)
+        if parts.scheme != "https" and parts.hostname not in LOOPBACK_HOSTS:
+            raise _fail(f"{where}[{index}]", f"must be https (browsers give the form's "
+                        f"cryptography only to secure pages), got {origin!r}")
+    if len(set(value)) != len(value):
+        raise _fail(where, f"lists an origin twice: {value!r}")
+    return tuple(value)
+
+
 def _languages(value: Any) -> tuple[str, ...]:
     """A survey's languages: distinct language tags, the first its texts' own."""
     where = "survey.languages"
@@ -656,7 +690,7 @@ def _survey(data: Any) -> Survey:
     """A survey from its definition's fields, as every manifest format reads them."""
     data = _keys(data, "survey", {"title", "questions"},
                  {"description", "max_epsilon", "invitation_only", "public_results",
-                  "release_batch", "crosstabs", "languages", "translations"})
+                  "release_batch", "crosstabs", "languages", "translations", "form_origins"})
     questions = data["questions"]
     if not isinstance(questions, list) or not 1 <= len(questions) <= MAX_QUESTIONS:
         raise _fail("survey.questions", f"needs a list of 1 to {MAX_QUESTIONS} questions")
@@ -678,6 +712,7 @@ def _survey(data: Any) -> Survey:
                              "survey.release_batch", 1, MAX_RELEASE_BATCH),
         crosstabs=_crosstabs(data.get("crosstabs", []), parsed),
         languages=_languages(data.get("languages", [DEFAULT_LANGUAGE])),
+        form_origins=_form_origins(data.get("form_origins", [])),
     )
     survey = replace(survey, translations=_translations(data.get("translations", {}), survey))
     if max_epsilon is not None and exceeds(survey.total_epsilon, max_epsilon):
@@ -728,8 +763,10 @@ def parse_manifest(raw: bytes) -> Survey:
     fields |= {"release_batch"} if batched else set()
     fields |= {"crosstabs"} if version in FORMATS[:FORMATS.index(FORMAT_4) + 1] else set()
     fields |= {"origin"} if version in FORMATS[:FORMATS.index(FORMAT_5) + 1] else set()
-    fields |= {"languages", "translations"} if version == MANIFEST_FORMAT else set()
-    signed_form = {"form"} if version == MANIFEST_FORMAT else set()  # a published survey's
+    worded = version in (MANIFEST_FORMAT, FORMAT_8)
+    fields |= {"languages", "translations"} if worded else set()
+    fields |= {"form_origins"} if version == MANIFEST_FORMAT else set()
+    signed_form = {"form"} if worded else set()  # a published survey's
     data = _keys(data, "manifest", fields, signed_form)
     if data["format"] not in FORMATS:
         raise _fail("manifest.format", f"unsupported format {data['format']!r}")
@@ -737,14 +774,15 @@ def parse_manifest(raw: bytes) -> Survey:
                        FORMAT_4: {"concept", "irr_alpha"}, FORMAT_3: {"concept", "irr_alpha"},
                        FORMAT_2: {"concept"}}
     required = {"id", "text", "type", "options", "alpha", "beta", "epsilon"}
-    if version in (MANIFEST_FORMAT, FORMAT_7, FORMAT_6):  # each has its mechanism's fields
+    if version in (MANIFEST_FORMAT, FORMAT_8, FORMAT_7, FORMAT_6):  # with their mechanisms' fields
         required = {"id", "text", "type"}  # epsilon: on every question but an open one
-        question_fields[version] = {MANIFEST_FORMAT: QUESTION_FIELDS | {"hint"}, FORMAT_7: QUESTION_FIELDS_7,
-                                    FORMAT_6: QUESTION_FIELDS_6}[version]
+        question_fields[version] = {MANIFEST_FORMAT: QUESTION_FIELDS | {"hint"},
+                                    FORMAT_8: QUESTION_FIELDS | {"hint"},
+                                    FORMAT_7: QUESTION_FIELDS_7, FORMAT_6: QUESTION_FIELDS_6}[version]
     definition = {key: data[key] for key in ("title", "description", "invitation_only",
                                              "public_results")}
     definition["release_batch"] = data["release_batch"] if batched else 1
-    for key in ("crosstabs", "languages", "translations"):
+    for key in ("crosstabs", "languages", "translations", "form_origins"):
         if key in fields:
             definition[key] = data[key]
     if data["max_epsilon"] is not None:
@@ -763,7 +801,7 @@ def parse_manifest(raw: bytes) -> Survey:
         definition["questions"].append({k: v for k, v in q.items() if k != "epsilon"})
     survey = _survey(definition)
     for question, eps in zip(survey.questions, stated, strict=True):
-        needs = (MANIFEST_FORMAT if question.scheme.name in SCHEMES_SINCE_8 else FORMAT_7
+        needs = (FORMAT_8 if question.scheme.name in SCHEMES_SINCE_8 else FORMAT_7
                  if question.scheme.name in SCHEMES_SINCE_7 else None)
         if needs and FORMATS.index(version) > FORMATS.index(needs):
             raise _fail(f"question {question.id!r}.mechanism", f"{question.scheme.name} "
@@ -790,9 +828,8 @@ def _form(value: Any) -> dict[str, str]:
         raise _fail("manifest.form", str(exc)) from None
 
 
-def _origin(value: Any) -> str:
+def _origin(value: Any, where: str = "manifest.origin") -> str:
     """A manifest's origin: exactly a web origin as web_origin writes it."""
-    where = "manifest.origin"
     _text(value, where)
     try:
         canonical = web_origin(value)

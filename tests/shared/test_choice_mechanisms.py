@@ -248,9 +248,9 @@ def test_the_manifest_is_format_6_and_reads_back(client, long_id):
     assert [q.scheme.name for q in survey.questions] == ["oue", "olh", "forced_response"]
     # Without the form's digests (as an aggregator before /8 published it): /6.
     assert replace(survey, form=None).manifest()["format"] == "ldp-survey-manifest/6"
-    newer = raw.replace(b"ldp-survey-manifest/8", b"ldp-survey-manifest/9")
-    with pytest.raises(SurveyError, match="unsupported format 'ldp-survey-manifest/9': this "
-                                          "release reads up to ldp-survey-manifest/8"):
+    newer = raw.replace(b"ldp-survey-manifest/8", b"ldp-survey-manifest/10")
+    with pytest.raises(SurveyError, match="unsupported format 'ldp-survey-manifest/10': this "
+                                          "release reads up to ldp-survey-manifest/9"):
         parse_manifest(newer)
 
 
