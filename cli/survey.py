@@ -1,14 +1,15 @@
 """`ldp-survey survey`: init and check a survey file, and the commands that talk to an
 aggregator over HTTP: create, list, close, share, unshare, tokens, qr (and from
-survey_lifecycle.py, preview.py and xlsform.py: edit, publish, copy, archive, unarchive, delete,
-preview, and the XLSForm import and export)."""
+survey_lifecycle.py, preview.py, xlsform.py and hosted_form.py: edit, publish, copy, archive,
+unarchive, delete, preview, the XLSForm import and export, and form, a copy of the form for
+another origin to host)."""
 
 from importlib import resources
 from urllib.parse import quote
 
 import click
 
-from ldpsurvey.cli import check, preview, survey_lifecycle, xlsform
+from ldpsurvey.cli import check, hosted_form, preview, survey_lifecycle, xlsform
 from ldpsurvey.cli.api import Api, can_prompt, pass_api, url_option
 from ldpsurvey.cli.options import json_option
 from ldpsurvey.cli.output import emit_json, table
@@ -205,7 +206,8 @@ def qr(api: Api, survey_id: str, output: str) -> None:
     click.echo(f"QR code of survey {survey_id}'s respondent link written to {output}", err=True)
 
 
-for command in (*survey_lifecycle.COMMANDS, *preview.COMMANDS, *xlsform.COMMANDS):
+for command in (*survey_lifecycle.COMMANDS, *preview.COMMANDS, *xlsform.COMMANDS,
+                *hosted_form.COMMANDS):
     survey.add_command(command)
 
 COMMANDS = (survey,)

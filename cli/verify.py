@@ -30,8 +30,9 @@ KEY_WORDS = {
 @click.option("--insecure-http", is_flag=True, help="Allow a plain http:// URL to another machine.")
 @json_option
 def verify(url: str, public_key: str | None, insecure_http: bool, as_json: bool) -> int:
-    """Check the respondent form at URL (https://HOST/s/SURVEY_ID): fetch the page, the signed
-    manifest, its signature and the key; check the signature (and the key this device pinned,
+    """Check the respondent form at URL (https://HOST/s/SURVEY_ID, or a copy of it another
+    origin hosts: `survey form`): fetch the page, the signed manifest, its signature and the
+    key (a copy's manifest must be the aggregator's, byte for byte, and list its origin); check the signature (and the key this device pinned,
     or --public-key); fetch every script, module (imports too) and stylesheet the page loads
     and compare each with the SHA-384 digests the survey signs and those of this installed
     ldp-survey release. Exit 0 only when everything matches."""
@@ -40,16 +41,13 @@ def verify(url: str, public_key: str | None, insecure_http: bool, as_json: bool)
     except ValueError:
         raise click.BadParameter("not an http(s) survey link", param_hint="'URL'") from None
     check_url(link.base, insecure_http)
-    if link.survey_id is None:
-        raise click.BadParameter("not a survey page: give https://HOST/s/SURVEY_ID",
-                                 param_hint="'URL'")
     try:
         key = base64.b64decode(public_key, validate=True) if public_key else None
     except (binascii.Error, ValueError):
         raise click.BadParameter("not base64", param_hint="'--public-key'") from None
     try:
         found = audit(url, open_state(), key)
-    except (ApiError, NetworkError) as exc:
+    except (ApiError, NetworkError, ValueError) as exc:
         raise click.ClickException(f"could not check {url}: {exc}") from None
     if as_json:
         emit_json(found.as_json())

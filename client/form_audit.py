@@ -1,5 +1,7 @@
 """Checking a respondent page against what its survey signed (`ldp-survey verify URL`): the
-page at <base>/s/<id>, every script, module and stylesheet it loads (its tags, its import map
+page at <base>/s/<id>, or a copy of the form another origin hosts (`survey form`, any other
+URL: its manifest beside it must be the one the aggregator signs, and the survey must list its
+origin in form_origins), every script, module and stylesheet it loads (its tags, its import map
 and, recursively, every module's imports), each compared by SHA-384 with the digests the
 survey's manifest signs (format /8, field `form`) and with those of this installation's
 release (form_integrity.release_digests). Nothing here answers, pins or remembers anything.
@@ -21,7 +23,7 @@ from ldpsurvey.client.urls import parse_link
 from ldpsurvey.client.verify import TrustError, check_origin, verify_manifest
 from ldpsurvey.shared import Survey
 from ldpsurvey.shared.survey.form_integrity import module_imports, release_digests, sri
-from ldpsurvey.shared.survey.manifest import key_id
+from ldpsurvey.shared.survey.manifest import key_id, parse_manifest, web_origin
 
 IMPORT_MAP = "importmap"
 # Script elements a browser never runs (HTML's data blocks): the form's words, as JSON.
@@ -83,6 +85,7 @@ class PageReader(HTMLParser):
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.tags: list[tuple[str, str, str | None]] = []  # (kind, url, integrity)
+        self.survey: dict[str, str | None] = {}  # the form's element's attributes
         self.import_maps: list[str] = []
         self.inline: list[str] = []  # what runs without a file: problems, in words
         self._script: str | None = None  # the type of an open inline script
@@ -94,6 +97,8 @@ class PageReader(HTMLParser):
         if handlers:
             self.inline.append(f"a <{tag}> has the event handler {handlers[0]}")
         rel = (values.get("rel") or "").lower().split()
+        if values.get("id") == "survey" and not self.survey:
+            self.survey = values
         if tag == "script" and values.get("src"):
             kind = "module" if (values.get("type") or "").lower() == "module" else "script"
             self.tags.append((kind, values["src"], values.get("integrity")))
@@ -119,34 +124,87 @@ class PageReader(HTMLParser):
 
 
 def audit(url: str, state: LocalState | None = None, public_key: bytes | None = None) -> Audit:
-    """Check the respondent page at `url` (<base>/s/<id>). The key must be `public_key` when
-    given, else the one this device pinned for the aggregator, if any. ValueError for a URL
-    that is not a survey page; http.ApiError, http.NetworkError when it cannot be fetched."""
+    """Check the respondent page at `url`: <base>/s/<id>, or a copy of the form at any other
+    URL. The key must be `public_key` when given, else the one this device pinned for the
+    aggregator, if any. ValueError for a URL that is neither; http.ApiError,
+    http.NetworkError when it cannot be fetched."""
     link = parse_link(url)
-    if link.survey_id is None:
-        raise ValueError(f"{url} is not a survey page (https://HOST/s/SURVEY_ID)")
     release = release_digests()
+    if link.survey_id is None:
+        return audit_copy(url, state, public_key, release)
     page_url = f"{link.base}/s/{urllib.parse.quote(link.survey_id)}"
     result = Audit(page_url, link.survey_id, release["release"])
     try:
-        survey = signed_survey(link.base, link.survey_id, result, state, public_key)
+        survey = signed_survey(link.base, link.survey_id, result, state, public_key).survey
     except TrustError as exc:
         result.problems.append(str(exc))
         return result
-    if survey.form is None:
-        result.problems.append("the survey's manifest signs no digests of its form (it was "
-                               "published before format /8): there is nothing to check the "
-                               "page against")
+    if not signs_form(survey, result):
         return result
     page = http.request("GET", page_url).body
     check_page(page_url, page, survey.form, release["form"], result)
     return result
 
 
-def signed_survey(base: str, survey_id: str, result: Audit, state: LocalState | None,
-                  public_key: bytes | None) -> Survey:
+def audit_copy(url: str, state: LocalState | None, public_key: bytes | None,
+               release: dict) -> Audit:
+    """Check a copy of the form at `url` (hosted_form.py): the manifest its page reads
+    (data-manifest-url) must be, byte for byte, the one the aggregator at its signed origin
+    signs, the survey must list the page's origin in form_origins, and the page is then
+    checked as the aggregator's own."""
+    page = http.request("GET", url).body
+    reader = PageReader()
+    reader.feed(page.decode("utf-8", "replace"))
+    survey_id, manifest_url = (reader.survey.get("data-survey-id"),
+                               reader.survey.get("data-manifest-url"))
+    if not survey_id or not manifest_url:
+        raise ValueError(f"{url} is neither a survey page (https://HOST/s/SURVEY_ID) nor a "
+                         "copy of a survey's form")
+    result = Audit(url, survey_id, release["release"])
+    copied = http.request("GET", urllib.parse.urljoin(url, manifest_url)).body
+    try:
+        origin = parse_manifest(copied).origin
+        if origin is None:
+            raise TrustError("the copy's manifest names no origin to check it at")
+        signed = signed_survey(origin, survey_id, result, state, public_key)
+    except (TrustError, ValueError) as exc:  # a SurveyError is a ValueError
+        result.problems.append(f"the copy's manifest cannot be checked: {exc}")
+        return result
+    if copied != signed.raw:
+        result.problems.append(f"the copy's manifest differs from the one {origin} signs")
+    if web_origin(url) not in signed.survey.form_origins:
+        result.problems.append(f"the survey does not list {web_origin(url)} in form_origins: "
+                               "its form refuses to run there and the aggregator refuses "
+                               "answers from it")
+    if signs_form(signed.survey, result):
+        check_page(url, page, signed.survey.form, release["form"], result)
+    return result
+
+
+def signs_form(survey: Survey, result: Audit) -> bool:
+    """Whether the survey signs its form's digests; if not, say so in `result`."""
+    if survey.form is None:
+        result.problems.append("the survey's manifest signs no digests of its form (it was "
+                               "published before format /8): there is nothing to check the "
+                               "page against")
+    return survey.form is not None
+
+
+@dataclass(frozen=True)
+class Signed:
+    """A survey's manifest as the aggregator serves it, verified: the survey, its exact bytes
+    and their signature."""
+
+    survey: Survey
+    raw: bytes
+    signature: bytes
+
+
+def signed_survey(base: str, survey_id: str, result: Audit | None, state: LocalState | None,
+                  public_key: bytes | None) -> Signed:
     """The survey's manifest, verified with the served key, which must be `public_key` if
-    given, else the key pinned for `base`, if any; signed for `base` and this survey id."""
+    given, else the key pinned for `base`, if any; signed for `base` and this survey id.
+    `result`, if given, records the key's id and what it was checked against. TrustError."""
     served = base64.b64decode(http.request("GET", f"{base}/api/key").json()["public_key"])
     expected, source = public_key, "given"
     if expected is None and state is not None:
@@ -155,8 +213,9 @@ def signed_survey(base: str, survey_id: str, result: Audit, state: LocalState | 
         raise TrustError(f"the aggregator presents the signing key {key_id(served)}, not the "
                          f"{source} key {key_id(expected)}: it may have been replaced or "
                          "impersonated")
-    result.key_id = key_id(served)
-    result.key_checked_against = source if expected is not None else None
+    if result is not None:
+        result.key_id = key_id(served)
+        result.key_checked_against = source if expected is not None else None
     raw = http.request("GET", f"{base}/api/surveys/{urllib.parse.quote(survey_id)}").body
     signature = http.request(
         "GET", f"{base}/api/surveys/{urllib.parse.quote(survey_id)}/manifest.sig").body
@@ -164,7 +223,7 @@ def signed_survey(base: str, survey_id: str, result: Audit, state: LocalState | 
     if survey.survey_id != survey_id:
         raise TrustError("the aggregator served another survey's manifest")
     check_origin(survey, base)
-    return survey
+    return Signed(survey, raw, signature)
 
 
 def check_page(page_url: str, page: bytes, signed: dict[str, str], released: dict[str, str],

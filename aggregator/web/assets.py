@@ -13,6 +13,7 @@ their SHA-384 integrity strings, which the page loads them with and manifest for
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -122,13 +123,18 @@ def form_digests() -> dict[str, str]:
     return {name: files[name].integrity for name in sorted((*form_modules(), STYLESHEET))}
 
 
-def form_import_map() -> Markup:
-    """The form's import map (a template global): each module's URL with its integrity, so
-    that every import is checked, not only the entry script. Its hash is added to this
-    response's script-src (security.allow_inline_script); JSON of URLs and base64 needs no
-    escaping in a script."""
-    text = json.dumps({"integrity": {asset_url(name): asset_integrity(name)
+def import_map(url: Callable[[str], str]) -> str:
+    """The form's import map with each module at `url(name)`, with its integrity, so that
+    every import is checked, not only the entry script."""
+    return json.dumps({"integrity": {url(name): asset_integrity(name)
                                      for name in form_modules()}}, sort_keys=True)
+
+
+def form_import_map() -> Markup:
+    """The form's import map (a template global), its modules at asset_url. Its hash is added
+    to this response's script-src (security.allow_inline_script); JSON of URLs and base64
+    needs no escaping in a script."""
+    text = import_map(asset_url)
     security.allow_inline_script(text)
     return Markup(text)  # noqa: S704  # nosec B704: our assets' URLs and base64, no "<" or "&"
 

@@ -605,7 +605,13 @@ PATHS = {
         "own or one of its form_origins: else 403 origin_not_allowed)",
         {"201": _json(_ref("Accepted"), "Stored (or an idempotent replay)"),
          **_errors("400", "401", "403", "404", "409", "413", "415", "422")},
-        parameters=[SURVEY_ID, IDEMPOTENCY, TOKEN], body="Answers")},
+        parameters=[SURVEY_ID, IDEMPOTENCY, TOKEN], body="Answers"),
+        "options": _operation(
+            "A browser's preflight (CORS) of a post from a page elsewhere: allowed for the "
+            "survey's form_origins only",
+            {"204": {"description": "Allowed: Access-Control-Allow-Origin names the Origin"},
+             "200": {"description": "Not allowed (or not a preflight): Allow only"}},
+            parameters=[SURVEY_ID], database=False)},
     "/api/surveys/{survey_id}/responses/batch": {"post": _operation(
         "Submit many responses, all or none",
         {"201": _json(_ref("Accepted"), "Stored"),

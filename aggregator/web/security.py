@@ -23,11 +23,16 @@ HEADERS = {
 }
 
 
+def script_hash(text: str) -> str:
+    """The hash-source (CSP Level 3) that lets a page run the inline script `text`, exactly
+    these characters: 'sha256-' + base64(SHA-256(text))."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
 def allow_inline_script(text: str) -> None:
-    """Let this response's page run the inline script `text` (exactly these characters) and
-    no other: its SHA-256 joins script-src (CSP Level 3, hash-source)."""
-    digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
-    g.setdefault("inline_scripts", []).append(f"'sha256-{digest}'")
+    """Let this response's page run the inline script `text` and no other: its hash joins
+    script-src."""
+    g.setdefault("inline_scripts", []).append(script_hash(text))
 
 
 def allowed_inline_scripts() -> list[str]:
@@ -39,6 +44,17 @@ def content_security_policy(inline_scripts: list[str]) -> str:
     """CONTENT_SECURITY_POLICY with the hashes of the inline scripts a page may run."""
     return CONTENT_SECURITY_POLICY.replace(
         "script-src 'self'", " ".join(["script-src 'self'", *inline_scripts]), 1)
+
+
+def hosted_policy(inline_scripts: list[str], api_origin: str) -> str:
+    """The policy of a copy of the form another origin serves (hosted_form.py), for its meta
+    element: content_security_policy's, but for connect-src, which also names the aggregator
+    at `api_origin`, and without frame-ancestors, which a meta element cannot set (the host's
+    own header can: docs/hosted-form.md)."""
+    policy = content_security_policy(inline_scripts).replace(
+        "connect-src 'self'", f"connect-src 'self' {api_origin}", 1)
+    return "; ".join(part for part in policy.split("; ")
+                     if not part.startswith("frame-ancestors"))
 
 
 def add_headers(response):

@@ -3,7 +3,10 @@
 // spent on this site, and sends only randomized answers (and those of questions answered
 // openly, marked so, as given: web/disclosed.js), with fetch(). It runs only at the
 // origin the survey's manifest is signed for: localStorage is per origin, so the same server
-// reached at another address would otherwise get a second memory and a second budget.
+// reached at another address would otherwise get a second memory and a second budget. Or at
+// one of its signed form_origins (format /9): a copy of this page hosted elsewhere (`ldp-survey
+// survey form`, its manifest beside it in data-manifest-url), which calls the aggregator at
+// the signed origin.
 import {
   DEFAULT_IRR_ALPHA,
   DEFAULT_MAX_EPSILON,
@@ -33,6 +36,9 @@ const language = root.dataset.language;
 const preview = root.dataset.preview === "true";
 const storage = preview ? pageStorage() : localStorage;
 const $ = (id) => document.getElementById(id);
+// Where the aggregator's API is: this page's own origin, or the survey's signed one when this
+// is a copy at one of its form_origins (set once the manifest is read: apiBase).
+let api = "";
 // Own properties only: a question id such as "constructor" is not inherited from Object.
 const has = (object, key) => Object.hasOwn(object, key);
 
@@ -680,10 +686,11 @@ function ledgerNote(spent, cost) {
     limit: DEFAULT_MAX_LIFETIME_EPSILON.toFixed(3), cost: cost.toFixed(3) });
 }
 
-// The refusal of a page opened at another origin than the survey's signed one (a manifest of
-// format /4 or earlier names none), or null.
+// The refusal of a page opened at another origin than the survey's signed one or its signed
+// form_origins (a manifest of format /4 or earlier names none), or null.
 function wrongOrigin(manifest) {
   if (manifest.origin === undefined || manifest.origin === location.origin) return null;
+  if ((manifest.form_origins ?? []).includes(location.origin)) return null;
   const where = { signed: manifest.origin, here: location.origin };
   return [_("Please answer this survey at {signed}. Nothing was sent.", where),
     _("This survey is signed for {signed}, but this page was opened at {here}. This browser " +
@@ -817,7 +824,7 @@ class Answering {
     $("send").disabled = true;
     $("send-error").textContent = "";
     try {
-      const response = await fetch(`/api/surveys/${encodeURIComponent(surveyId)}/responses`, {
+      const response = await fetch(`${api}/api/surveys/${encodeURIComponent(surveyId)}/responses`, {
         method: "POST", headers, body: padded($("payload").textContent, bodySize(this.manifest)),
         credentials: "omit",
       });
@@ -854,6 +861,7 @@ async function main() {
   const worded = inLanguage(manifest); // what is shown; `manifest` is what is answered
   const elsewhere = wrongOrigin(manifest);
   if (elsewhere) return refuse(...elsewhere);
+  if (manifest.origin !== undefined && manifest.origin !== location.origin) api = manifest.origin;
   // Recompute epsilon from alpha and beta (never trust a stated epsilon).
   const epsilons = {};
   const found = {};
@@ -887,7 +895,7 @@ async function main() {
     { epsilon: total.toFixed(3), limit: DEFAULT_MAX_TOTAL_EPSILON.toFixed(3) }));
   }
   const status = preview ? { status: "open" } :
-    await fetch(`/api/surveys/${encodeURIComponent(surveyId)}/status`)
+    await fetch(`${api}/api/surveys/${encodeURIComponent(surveyId)}/status`)
       .then((r) => r.json()).catch(() => ({}));
   if (status.status !== "open") {
     return refuse(_("This survey is closed: it takes no more answers. Nothing was sent."));

@@ -255,11 +255,19 @@ def test_a_survey_signed_before_format_8_has_nothing_to_check(proxy, form_url, t
 @pytest.mark.parametrize("url, message", [
     ("ftp://example.org/s/x", "not an http(s) survey link"),
     ("http://192.0.2.1/s/x", "plain http to another machine"),
-    ("https://example.org/", "not a survey page"),
 ])
 def test_a_url_that_is_no_survey_page_is_one_line_and_exit_2(url, message):
     result = verify(url)
     assert result.exit_code == 2 and message in result.output
+
+
+def test_a_page_that_is_neither_a_form_nor_a_copy_of_one_is_one_line(live_server):
+    """Any other URL is read as a copy of a form hosted elsewhere (test_hosted_form.py): a
+    page without the form's element is neither."""
+    result = verify(f"{live_server}/")
+    assert result.exit_code == 1
+    assert result.output.strip().endswith("is neither a survey page "
+                                          "(https://HOST/s/SURVEY_ID) nor a copy of a survey's form")
 
 
 def form_errors(page) -> list[str]:

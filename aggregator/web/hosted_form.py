@@ -1,0 +1,79 @@
+"""A copy of a published survey's form for another origin to serve (`ldp-survey survey form ID
+--output DIR`): an ethics board, a university's web team or any static host serves it at one of
+the survey's signed form_origins (manifest format /9), and respondents there run code the
+operator cannot change. The page is the one /s/ID serves (survey.html, in each of the survey's
+languages), its files by relative URL with their integrity, reading the signed manifest beside
+it; it posts to the aggregator at the survey's signed origin, which answers the listed origins'
+cross-origin requests (cors.py). What DIR holds:
+
+- index.html, the form in the survey's first language; index.<tag>.html in each other one (the
+  language switcher links them);
+- assets/<name>: the form's modules and stylesheet, the bytes whose digests the manifest signs;
+- manifest.json and manifest.sig: the signed manifest, byte for byte, and its signature.
+
+The Content-Security-Policy is a meta element of each page (security.hosted_policy)."""
+
+from pathlib import Path
+
+from flask import Flask, render_template
+from markupsafe import Markup
+
+from ldpsurvey.aggregator.services import surveys
+from ldpsurvey.aggregator.web import assets, languages, security
+from ldpsurvey.shared import Survey
+
+ASSETS = "assets"  # the folder of the form's files, beside the pages
+MANIFEST = "manifest.json"
+SIGNATURE = "manifest.sig"
+
+
+def page_name(survey: Survey, language: str) -> str:
+    """The page of the form in `language`: index.html in the survey's first."""
+    return "index.html" if language == survey.languages[0] else f"index.{language}.html"
+
+
+def file_url(name: str) -> str:
+    """An asset's URL from the pages: relative, so the copy can live under any path."""
+    return f"./{ASSETS}/{name}"
+
+
+def render(survey: Survey, language: str, release_every: float) -> str:
+    """The form's page in `language`, as a copy at another origin serves it."""
+    text = assets.import_map(file_url)
+    policy = security.hosted_policy([security.script_hash(text)], survey.origin or "")
+    app = Flask(__name__, root_path=str(Path(__file__).resolve().parents[1]))
+    with app.test_request_context(f"/?lang={language}"):
+        return render_template(
+            "survey.html", **languages.form_context(survey, release_every),
+            exposure=surveys.exposure(survey, release_every), manifest_url=MANIFEST,
+            language_pages={tag: page_name(survey, tag) for tag in survey.languages},
+            page_policy=policy, asset_url=file_url, asset_integrity=assets.asset_integrity,
+            form_modules=assets.form_modules,
+            form_import_map=lambda: Markup(text))  # noqa: S704  # nosec B704: URLs and base64
+
+
+def write(survey: Survey, manifest: bytes, signature: bytes, release_every: float,
+          folder: Path) -> list[Path]:
+    """Write the copy of the published `survey` (its signed `manifest` bytes and `signature`)
+    into `folder`, which must not exist or be empty; return the files written. The survey
+    must sign this installation's form (`survey.form`, every file's digest): ValueError if it
+    signs another release's, or lists no form_origins (no other origin may serve it)."""
+    if not survey.form_origins:
+        raise ValueError(f"survey {survey.survey_id} lists no form_origins: no other origin may "
+                         "serve its form (publish a copy whose definition lists them)")
+    if survey.form != assets.form_digests():
+        raise ValueError(f"survey {survey.survey_id} signs the form of another ldp-survey "
+                         "release than this one: write the copy with the release that "
+                         "published it")
+    if folder.exists() and any(folder.iterdir()):
+        raise ValueError(f"{folder} is not empty")
+    files = {folder / MANIFEST: manifest, folder / SIGNATURE: signature}
+    for name in survey.form:
+        files[folder / ASSETS / name] = assets.bundle().files[name].body
+    for language in survey.languages:
+        files[folder / page_name(survey, language)] = render(
+            survey, language, release_every).encode()
+    for path, body in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+    return sorted(files)

@@ -1,0 +1,324 @@
+"""A form hosted elsewhere (issue 42 item 3): `ldp-survey survey form ID --output DIR` writes
+a copy of a published survey's form that a static host serves at one of the survey's signed
+form_origins (manifest /9); respondents there run code the operator cannot change, and the
+aggregator takes their answers cross-origin (CORS for the listed origins only).
+
+Two origins on this machine: the aggregator at http://127.0.0.1:A (the survey's signed origin),
+the copy on a plain static server at http://localhost:B (listed), or at http://localhost:C (not
+listed). Attacks: the copy at an unlisted origin, a post naming an unlisted Origin, a changed
+byte in the copy, a copy whose manifest differs from the signed one."""
+
+import base64
+import functools
+import html
+import json
+from http.server import SimpleHTTPRequestHandler
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from click.testing import CliRunner
+from form_page import axe_checker, protection, randomize
+
+from ldpsurvey.aggregator.web import cors, hosted_form
+from ldpsurvey.cli import main
+from ldpsurvey.shared import parse_manifest, read_definition
+from ldpsurvey.shared.survey.form_integrity import sri
+
+from helpers import SURVEY, released_n, serving
+
+# Within the form's default ceilings, as the attack tests' survey.
+FORM_SURVEY = {**SURVEY, "questions": [q for q in SURVEY["questions"] if q["id"] != "drove"]}
+EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples"
+
+
+@pytest.fixture(params=["sqlite"])
+def database_url(request, tmp_path):
+    """These tests are about origins, not the database: SQLite only."""
+    return f"sqlite:///{tmp_path / 'test.sqlite3'}"
+
+
+class Quiet(SimpleHTTPRequestHandler):
+    """A static host: the files of one folder, nothing else, no access log."""
+
+    def log_message(self, *args):
+        pass
+
+
+def static_host(folder: Path):
+    """A static web server for `folder` on a loopback port (its URL at 127.0.0.1)."""
+    folder.mkdir(exist_ok=True)
+    return serving(functools.partial(Quiet, directory=str(folder)))
+
+
+def at_localhost(url: str) -> str:
+    """The same server under the name localhost: another origin than 127.0.0.1's."""
+    return url.replace("127.0.0.1", "localhost")
+
+
+def write_copy(live_server: str, survey_id: str, folder: Path, *options: str,
+               device: Path | None = None):
+    env = {"LDP_SURVEY_CLIENT_DIR": str(device or folder.parent / "device")}
+    return CliRunner(env=env).invoke(main, ["survey", "form", survey_id, "--output",
+                                            str(folder), "--url", live_server, *options])
+
+
+@pytest.fixture
+def hosted(live_server, client, auth, tmp_path):
+    """A survey listing a static host's origin in form_origins, and its copy there: (survey
+    id, the copy's URL, its folder)."""
+    folder = tmp_path / "site"
+    with static_host(folder) as url:
+        origin = at_localhost(url)
+        definition = {**FORM_SURVEY, "form_origins": [origin]}
+        survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+        result = write_copy(live_server, survey_id, folder)
+        assert result.exit_code == 0, result.output
+        yield survey_id, f"{origin}/index.html", folder
+
+
+def answer(page):
+    page.wait_for_selector("#questions:not([hidden])")
+    page.click("#q-smoked-1")
+    page.click("#q-sleep-1")
+    randomize(page)
+
+
+# --- the copy -----------------------------------------------------------------------------
+
+def test_the_copy_holds_the_signed_manifest_and_the_signed_code(hosted, client):
+    survey_id, _, folder = hosted
+    raw = (folder / "manifest.json").read_bytes()
+    assert raw == client.get(f"/api/surveys/{survey_id}").data
+    assert (folder / "manifest.sig").read_bytes() == client.get(
+        f"/api/surveys/{survey_id}/manifest.sig").data
+    manifest = json.loads(raw)
+    assert manifest["format"] == "ldp-survey-manifest/9"
+    assert sorted(p.name for p in (folder / "assets").iterdir()) == sorted(manifest["form"])
+    for name, digest in manifest["form"].items():
+        assert sri((folder / "assets" / name).read_bytes()) == digest
+    page = html.unescape((folder / "index.html").read_text())
+    assert 'data-manifest-url="manifest.json"' in page
+    assert f'connect-src \'self\' {manifest["origin"]}' in page  # the meta CSP
+    assert "frame-ancestors" not in page  # a meta element cannot set it: the host's header
+
+
+def test_a_respondent_at_the_listed_origin_answers_through_the_copy(
+        hosted, browser, live_server, client, auth):
+    survey_id, url, _ = hosted
+    page = browser.new_context(viewport={"width": 420, "height": 900}).new_page()
+    requests = []
+    page.on("request", lambda request: requests.append(request))
+    found, check = axe_checker(page)
+    page.goto(url)
+    answer(page)
+    check("confirm")
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    check("thanks")
+    assert found == {state: [] for state in found}
+    assert released_n(client, auth, survey_id) == 1
+    # Every file came from the copy's host; the aggregator got the status and the post only
+    # (and the post's preflight, which the browser sends without showing it to the page).
+    aggregator = urlsplit(live_server).netloc
+    to_aggregator = sorted((r.method, urlsplit(r.url).path) for r in requests
+                           if urlsplit(r.url).netloc == aggregator)
+    assert to_aggregator == [("GET", f"/api/surveys/{survey_id}/status"),
+                             ("POST", f"/api/surveys/{survey_id}/responses")]
+    # The browser's ledger lives on the copy's origin: a reload shows it sent, with no Send.
+    page.reload()
+    page.wait_for_selector("#confirm:not([hidden])")
+    assert page.locator("#send").is_hidden()
+    total = parse_manifest(client.get(f"/api/surveys/{survey_id}").data).total_epsilon
+    assert f"epsilon {total:.3f}" in protection(page).inner_text()
+    page.context.close()
+
+
+def test_the_copy_at_an_unlisted_origin_refuses_and_so_does_the_aggregator(
+        hosted, browser, client, auth, live_server):
+    survey_id, url, folder = hosted
+    with serving(functools.partial(Quiet, directory=str(folder))) as other:
+        page = browser.new_context().new_page()
+        page.goto(at_localhost(other) + "/index.html")
+        page.wait_for_selector("#refused:not([hidden])")
+        assert "Please answer this survey at" in page.locator("#refused-text").inner_text()
+        page.context.close()
+        # A post that names the unlisted origin, as a page there would send it: refused.
+        body = {"answers": {"smoked": 1, "sleep": 0}}
+        sent = client.post(f"/api/surveys/{survey_id}/responses", json=body,
+                           headers={"Origin": at_localhost(other)})
+        assert sent.status_code == 403 and sent.json["error"] == "origin_not_allowed"
+        assert "Access-Control-Allow-Origin" not in sent.headers
+    assert released_n(client, auth, survey_id) == 0  # nothing stored
+
+
+def test_a_changed_byte_in_the_copy_is_refused_by_the_browser_and_by_verify(
+        hosted, browser, tmp_path):
+    survey_id, url, folder = hosted
+    result = CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(tmp_path / "device")}).invoke(
+        main, ["verify", url, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["matches"] is True
+    module = folder / "assets" / "randomizer.js"
+    module.write_bytes(module.read_bytes().replace(b"const", b"let", 1))
+    page = browser.new_context().new_page()
+    failed = []
+    page.on("console", lambda m: failed.append(m.text) if m.type == "error" else None)
+    page.goto(url)
+    page.wait_for_timeout(500)
+    assert page.locator("#questions").is_hidden()  # the module never ran
+    assert any("integrity" in text for text in failed), failed
+    page.context.close()
+    result = CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(tmp_path / "device")}).invoke(
+        main, ["verify", url, "--json"])
+    assert result.exit_code == 1
+    assert "randomizer.js as served differs from the digest the survey signs" in \
+        json.loads(result.output)["problems"]
+
+
+def test_verify_refuses_a_copy_whose_manifest_is_not_the_signed_one(hosted, tmp_path):
+    survey_id, url, folder = hosted
+    manifest = folder / "manifest.json"
+    manifest.write_bytes(manifest.read_bytes().replace(b'"title":"Habits"', b'"title":"Hobbies"'))
+    result = CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(tmp_path / "device")}).invoke(
+        main, ["verify", url, "--json"])
+    assert result.exit_code == 1
+    problems = json.loads(result.output)["problems"]
+    assert any("the copy's manifest differs from the one" in p for p in problems), problems
+
+
+def test_the_copy_in_each_language_links_the_others(live_server, client, auth, tmp_path,
+                                                     browser):
+    folder = tmp_path / "site"
+    with static_host(folder) as url:
+        origin = at_localhost(url)
+        definition = {**read_definition(EXAMPLES / "languages.toml"), "form_origins": [origin]}
+        survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+        assert write_copy(live_server, survey_id, folder).exit_code == 0
+        assert {p.name for p in folder.glob("index*.html")} == {
+            "index.html", "index.fr.html", "index.es.html"}
+        page = browser.new_context().new_page()
+        page.goto(f"{origin}/index.html")
+        page.wait_for_selector("#questions:not([hidden])")
+        page.click('#languages a[hreflang="fr"]')
+        page.wait_for_selector("#questions:not([hidden])")
+        assert page.url.endswith("/index.fr.html")
+        assert page.locator("html").get_attribute("lang") == "fr"
+        assert page.locator("h1").inner_text() == definition["translations"]["fr"]["title"]
+        page.context.close()
+
+
+# --- the command's refusals ---------------------------------------------------------------
+
+def test_a_survey_without_form_origins_gets_no_copy(live_server, client, auth, tmp_path):
+    survey_id = client.post("/api/surveys", json=FORM_SURVEY, headers=auth).json["survey_id"]
+    result = write_copy(live_server, survey_id, tmp_path / "site")
+    assert result.exit_code == 1
+    assert "lists no form_origins" in result.output
+    assert not (tmp_path / "site").exists()
+
+
+def test_the_copy_is_written_only_with_the_expected_key_into_an_empty_folder(
+        live_server, client, auth, tmp_path):
+    definition = {**FORM_SURVEY, "form_origins": ["https://ethics.example.edu"]}
+    survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+    other = base64.b64encode(bytes(32)).decode()
+    result = write_copy(live_server, survey_id, tmp_path / "site", "--public-key", other)
+    assert result.exit_code == 1 and "not the given key" in result.output
+    assert not (tmp_path / "site").exists()
+    served = client.get("/api/key").json["public_key"]
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "index.html").write_text("someone else's")
+    result = write_copy(live_server, survey_id, tmp_path / "full", "--public-key", served)
+    assert result.exit_code == 1 and "is not empty" in result.output
+    result = write_copy(live_server, survey_id, tmp_path / "site", "--public-key", served,
+                        "--json")
+    assert result.exit_code == 0, result.output
+    written = json.loads(result.output)
+    assert written["form_origins"] == ["https://ethics.example.edu"]
+    assert written["aggregator"] == live_server
+    assert "index.html" in written["files"] and "manifest.sig" in written["files"]
+
+
+def test_a_survey_signing_another_releases_form_gets_no_copy(client, auth, tmp_path):
+    definition = {**FORM_SURVEY, "form_origins": ["https://ethics.example.edu"]}
+    survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+    raw = client.get(f"/api/surveys/{survey_id}").data
+    survey = parse_manifest(raw)
+    older = {**survey.form, "form.js": sri(b"another release's form")}
+    from dataclasses import replace
+    with pytest.raises(ValueError, match="signs the form of another ldp-survey release"):
+        hosted_form.write(replace(survey, form=older), raw, b"", 3600, tmp_path / "site")
+    assert not (tmp_path / "site").exists()
+
+
+# --- the aggregator's CORS ----------------------------------------------------------------
+
+LISTED = "https://ethics.example.edu"
+
+
+@pytest.fixture
+def listed(client, auth) -> str:
+    definition = {**FORM_SURVEY, "form_origins": [LISTED]}
+    return client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+
+
+def preflight(client, survey_id, origin):
+    return client.options(f"/api/surveys/{survey_id}/responses", headers={
+        "Origin": origin, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,idempotency-key"})
+
+
+def test_a_preflight_is_allowed_for_the_listed_origins_only(client, listed, survey_id):
+    allowed = preflight(client, listed, LISTED)
+    assert allowed.status_code == 204
+    assert allowed.headers["Access-Control-Allow-Origin"] == LISTED
+    assert allowed.headers["Access-Control-Allow-Methods"] == "POST"
+    assert allowed.headers["Access-Control-Allow-Headers"] == cors.ALLOWED_HEADERS
+    assert allowed.headers["Vary"] == "Origin"
+    assert "Access-Control-Allow-Credentials" not in allowed.headers
+    for origin, survey in (("https://elsewhere.example", listed), ("null", listed),
+                           (LISTED, survey_id), (LISTED, "no-such-survey")):
+        refused = preflight(client, survey, origin)
+        assert refused.status_code == 200, (origin, survey)
+        assert "Access-Control-Allow-Origin" not in refused.headers
+        assert refused.headers["Allow"] == "OPTIONS, POST"
+
+
+def test_posts_from_a_listed_origin_are_readable_there_and_others_refused(
+        client, auth, listed, app):
+    body = {"answers": {"smoked": 1, "sleep": 0}}
+    path = f"/api/surveys/{listed}/responses"
+    sent = client.post(path, json=body, headers={"Origin": LISTED})
+    assert sent.status_code == 201
+    assert sent.headers["Access-Control-Allow-Origin"] == LISTED
+    assert sent.headers["Access-Control-Expose-Headers"] == "Retry-After"
+    bad = client.post(path, json={"answers": {"smoked": 7}}, headers={"Origin": LISTED})
+    assert bad.status_code == 422 and bad.headers["Access-Control-Allow-Origin"] == LISTED
+    own = client.post(path, json=body, headers={"Origin": app.config["PUBLIC_URL"] or
+                                                parse_manifest(client.get(
+                                                    f"/api/surveys/{listed}").data).origin})
+    assert own.status_code == 201 and "Access-Control-Allow-Origin" not in own.headers
+    plain = client.post(path, json=body)  # no Origin: not a browser (the Python client)
+    assert plain.status_code == 201
+    for origin in ("https://elsewhere.example", "null", LISTED + ":8443"):
+        refused = client.post(path, json=body, headers={"Origin": origin})
+        assert refused.status_code == 403 and refused.json["error"] == "origin_not_allowed"
+        assert "Access-Control-Allow-Origin" not in refused.headers
+    assert released_n(client, auth, listed) == 3
+
+
+def test_the_status_is_readable_from_the_listed_origins_only(client, listed):
+    shown = client.get(f"/api/surveys/{listed}/status", headers={"Origin": LISTED})
+    assert shown.headers["Access-Control-Allow-Origin"] == LISTED
+    assert shown.json["status"] == "open" and shown.json["release_every"] > 0
+    other = client.get(f"/api/surveys/{listed}/status",
+                       headers={"Origin": "https://elsewhere.example"})
+    assert "Access-Control-Allow-Origin" not in other.headers
+    assert other.headers["Vary"] == "Origin"
+
+
+def test_preflights_count_in_the_other_class(app, client, listed):
+    app.config["RATE_LIMIT_OTHER"] = "2 per minute"
+    statuses = [preflight(client, listed, LISTED).status_code for _ in range(3)]
+    assert statuses == [204, 204, 429]
