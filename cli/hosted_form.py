@@ -46,7 +46,8 @@ def form(api: Api, survey_id: str, output: Path, public_key: str | None,
     hosted_form = load("ldpsurvey.aggregator.web.hosted_form")
     try:
         signed = signed_survey(api.url, survey_id, None, open_state(), key)
-        every = api.get(f"/api/surveys/{quote(survey_id, safe='')}/status", auth=False).json()["release_every"]
+        status = api.get(f"/api/surveys/{quote(survey_id, safe='')}/status", auth=False)
+        every = status.json()["release_every"]
         written = hosted_form.write(signed.survey, signed.raw, signed.signature, every, output)
     except (ApiError, NetworkError, TrustError, ValueError, OSError) as exc:
         raise click.ClickException(f"no copy written: {exc}") from None

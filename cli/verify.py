@@ -32,10 +32,11 @@ KEY_WORDS = {
 def verify(url: str, public_key: str | None, insecure_http: bool, as_json: bool) -> int:
     """Check the respondent form at URL (https://HOST/s/SURVEY_ID, or a copy of it another
     origin hosts: `survey form`): fetch the page, the signed manifest, its signature and the
-    key (a copy's manifest must be the aggregator's, byte for byte, and list its origin); check the signature (and the key this device pinned,
-    or --public-key); fetch every script, module (imports too) and stylesheet the page loads
-    and compare each with the SHA-384 digests the survey signs and those of this installed
-    ldp-survey release. Exit 0 only when everything matches."""
+    key (a copy's manifest must be the aggregator's, byte for byte, and list its origin);
+    check the signature (and the key this device pinned, or --public-key); fetch every script,
+    module (imports too) and stylesheet the page loads and compare each with the SHA-384
+    digests the survey signs and those of this installed ldp-survey release. Exit 0 only when
+    everything matches."""
     try:
         link = parse_link(url)
     except ValueError:

@@ -18,13 +18,13 @@ from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner
-from form_page import axe_checker, protection, randomize
 
 from ldpsurvey.aggregator.web import cors, hosted_form
 from ldpsurvey.cli import main
 from ldpsurvey.shared import parse_manifest, read_definition
 from ldpsurvey.shared.survey.form_integrity import sri
 
+from form_page import axe_checker, protection, randomize
 from helpers import SURVEY, released_n, serving
 
 # Within the form's default ceilings, as the attack tests' survey.
@@ -136,7 +136,7 @@ def test_a_respondent_at_the_listed_origin_answers_through_the_copy(
 
 def test_the_copy_at_an_unlisted_origin_refuses_and_so_does_the_aggregator(
         hosted, browser, client, auth, live_server):
-    survey_id, url, folder = hosted
+    survey_id, _, folder = hosted
     with serving(functools.partial(Quiet, directory=str(folder))) as other:
         page = browser.new_context().new_page()
         page.goto(at_localhost(other) + "/index.html")
@@ -154,7 +154,7 @@ def test_the_copy_at_an_unlisted_origin_refuses_and_so_does_the_aggregator(
 
 def test_a_changed_byte_in_the_copy_is_refused_by_the_browser_and_by_verify(
         hosted, browser, tmp_path):
-    survey_id, url, folder = hosted
+    _, url, folder = hosted
     result = CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(tmp_path / "device")}).invoke(
         main, ["verify", url, "--json"])
     assert result.exit_code == 0, result.output
@@ -177,7 +177,7 @@ def test_a_changed_byte_in_the_copy_is_refused_by_the_browser_and_by_verify(
 
 
 def test_verify_refuses_a_copy_whose_manifest_is_not_the_signed_one(hosted, tmp_path):
-    survey_id, url, folder = hosted
+    _, url, folder = hosted
     manifest = folder / "manifest.json"
     manifest.write_bytes(manifest.read_bytes().replace(b'"title":"Habits"', b'"title":"Hobbies"'))
     result = CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(tmp_path / "device")}).invoke(
