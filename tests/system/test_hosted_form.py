@@ -125,6 +125,9 @@ def test_a_respondent_at_the_listed_origin_answers_through_the_copy(
                            if urlsplit(r.url).netloc == aggregator)
     assert to_aggregator == [("GET", f"/api/surveys/{survey_id}/status"),
                              ("POST", f"/api/surveys/{survey_id}/responses")]
+    post = next(r for r in requests if r.method == "POST")
+    assert not post.headers.get("referer") and "cookie" not in post.headers
+    assert post.headers["origin"] == urlsplit(url)._replace(path="").geturl()
     # The browser's ledger lives on the copy's origin: a reload shows it sent, with no Send.
     page.reload()
     page.wait_for_selector("#confirm:not([hidden])")
@@ -322,3 +325,40 @@ def test_preflights_count_in_the_other_class(app, client, listed):
     app.config["RATE_LIMIT_OTHER"] = "2 per minute"
     statuses = [preflight(client, listed, LISTED).status_code for _ in range(3)]
     assert statuses == [204, 204, 429]
+
+
+# --- the manifest ---------------------------------------------------------------------------
+
+def test_a_survey_lists_its_form_origins_in_format_9_and_none_keeps_format_8(client, auth):
+    plain = client.post("/api/surveys", json=FORM_SURVEY, headers=auth).json["survey_id"]
+    assert json.loads(client.get(f"/api/surveys/{plain}").data)["format"] == (
+        "ldp-survey-manifest/8")
+    definition = {**FORM_SURVEY, "form_origins": [LISTED, "http://localhost:8080"]}
+    hosted_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+    raw = client.get(f"/api/surveys/{hosted_id}").data
+    manifest = json.loads(raw)
+    assert manifest["format"] == "ldp-survey-manifest/9"
+    assert manifest["form_origins"] == [LISTED, "http://localhost:8080"] and "form" in manifest
+    assert parse_manifest(raw).form_origins == (LISTED, "http://localhost:8080")
+    # A copy of the survey (`survey copy`) keeps them: they are the definition's.
+    copied = client.post(f"/api/surveys/{hosted_id}/copy", headers=auth)
+    assert copied.status_code == 201, copied.json
+    again = client.post(f"/api/surveys/{copied.json['survey_id']}/publish", headers=auth)
+    assert again.status_code == 200, again.json
+    assert json.loads(client.get(f"/api/surveys/{copied.json['survey_id']}").data)[
+        "form_origins"] == [LISTED, "http://localhost:8080"]
+
+
+@pytest.mark.parametrize(("origins", "problem"), [
+    (["http://ethics.example.edu"], "must be https"),
+    (["https://ethics.example.edu/survey"], "must be a web origin"),
+    (["https://Ethics.example.edu"], "must be a web origin"),
+    ([LISTED, LISTED], "lists an origin twice"),
+    ([f"https://{n}.example.edu" for n in range(9)], "at most 8 web origins"),
+    ("https://ethics.example.edu", "must be a list"),
+])
+def test_form_origins_are_refused_unless_distinct_https_origins(client, auth, origins, problem):
+    sent = client.post("/api/surveys", json={**FORM_SURVEY, "form_origins": origins},
+                       headers=auth)
+    assert sent.status_code == 422 and "form_origins" in sent.json["detail"]
+    assert problem in sent.json["detail"]
