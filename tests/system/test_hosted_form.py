@@ -125,9 +125,9 @@ def test_a_respondent_at_the_listed_origin_answers_through_the_copy(
                            if urlsplit(r.url).netloc == aggregator)
     assert to_aggregator == [("GET", f"/api/surveys/{survey_id}/status"),
                              ("POST", f"/api/surveys/{survey_id}/responses")]
-    post = next(r for r in requests if r.method == "POST")
-    assert not post.headers.get("referer") and "cookie" not in post.headers
-    assert post.headers["origin"] == urlsplit(url)._replace(path="").geturl()
+    sent = next(r for r in requests if r.method == "POST").all_headers()
+    assert not sent.get("referer") and "cookie" not in sent
+    assert sent["origin"] == urlsplit(url)._replace(path="").geturl()
     # The browser's ledger lives on the copy's origin: a reload shows it sent, with no Send.
     page.reload()
     page.wait_for_selector("#confirm:not([hidden])")
