@@ -12,6 +12,13 @@ import base64
 import functools
 import html
 import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
 from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -25,7 +32,7 @@ from ldpsurvey.shared import parse_manifest, read_definition
 from ldpsurvey.shared.survey.form_integrity import sri
 
 from form_page import axe_checker, protection, randomize
-from helpers import SURVEY, released_n, serving
+from helpers import SURVEY, doc_blocks, released_n, require, serving
 
 # Within the form's default ceilings, as the attack tests' survey.
 FORM_SURVEY = {**SURVEY, "questions": [q for q in SURVEY["questions"] if q["id"] != "drove"]}
@@ -209,6 +216,106 @@ def test_the_copy_in_each_language_links_the_others(live_server, client, auth, t
         assert page.locator("html").get_attribute("lang") == "fr"
         assert page.locator("h1").inner_text() == definition["translations"]["fr"]["title"]
         page.context.close()
+
+
+def test_the_docs_caddyfile_serves_a_copy_that_respondents_answer(
+        live_server, client, auth, browser, tmp_path):
+    """docs/hosted-form.md's Caddyfile, with its site address and folder replaced by a
+    loopback port and a copy: Debian's Caddy serves the copy with the headers, and a
+    respondent answers through it."""
+    caddy = shutil.which("caddy") or "/usr/bin/caddy"
+    require(Path(caddy).exists(), "Caddy is not installed (apt-get install caddy)")
+    port = free_port_below_ephemeral()
+    origin = f"http://localhost:{port}"
+    definition = {**FORM_SURVEY, "form_origins": [origin]}
+    survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+    assert write_copy(live_server, survey_id, tmp_path / "copy").exit_code == 0
+    (block,) = doc_blocks("hosted-caddyfile")
+    config = tmp_path / "Caddyfile"
+    config.write_text("{\n    admin off\n}\n" + block.replace(
+        "ethics.example.edu", origin).replace("/srv/survey-copy", str(tmp_path / "copy")))
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    caddy_run = subprocess.Popen([caddy, "run", "--config", str(config), "--adapter",
+                                  "caddyfile"], env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+    try:
+        for _ in range(300):  # Caddy starts in well under a second; allow a loaded machine
+            try:
+                with urllib.request.urlopen(f"{origin}/index.html", timeout=5) as response:
+                    headers = response.headers
+                break
+            except OSError:
+                assert caddy_run.poll() is None, caddy_run.stderr.read().decode()
+                time.sleep(0.1)
+        assert headers["X-Frame-Options"] == "DENY"
+        assert headers["Content-Security-Policy"] == "frame-ancestors 'none'"
+        page = browser.new_context().new_page()
+        page.goto(f"{origin}/index.html")
+        answer(page)
+        page.click("#send")
+        page.wait_for_selector("#thanks:not([hidden])")
+        page.context.close()
+    finally:
+        caddy_run.terminate()
+        caddy_run.wait(timeout=30)
+    assert released_n(client, auth, survey_id) == 1
+
+
+def free_port_below_ephemeral() -> int:
+    """A free port under Linux's ephemeral range (32768 on): polling a port in that range
+    before its server listens can connect the client to itself and take the port."""
+    for port in random.Random().sample(range(20000, 32000), 200):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port")
+
+
+def test_an_invitation_answers_once_through_the_copy(
+        live_server, client, auth, browser, tmp_path, database_url):
+    folder = tmp_path / "site"
+    with static_host(folder) as url:
+        origin = at_localhost(url)
+        definition = {**FORM_SURVEY, "invitation_only": True, "form_origins": [origin]}
+        survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+        assert write_copy(live_server, survey_id, folder).exit_code == 0
+        minted = client.post(f"/api/surveys/{survey_id}/tokens", json={"count": 1},
+                             headers=auth)
+        before = stored_bytes(database_url).count(urlsplit(origin).netloc.encode())
+        token = urlsplit(minted.json["links"][0]).fragment.removeprefix("t=")
+        page = browser.new_context().new_page()
+        page.goto(f"{origin}/index.html#t={token}")
+        answer(page)
+        page.click("#send")
+        page.wait_for_selector("#thanks:not([hidden])")
+        page.context.close()
+        again = browser.new_context().new_page()  # another browser, the same link
+        again.goto(f"{origin}/index.html#t={token}")
+        answer(again)
+        again.click("#send")
+        again.wait_for_selector("#send-error:not(:empty)")
+        assert "this invitation link is unknown or was already used" in \
+            again.locator("#send-error").inner_text()
+        again.context.close()
+    assert released_n(client, auth, survey_id) == 1
+    # The copy's origin, which every post from it named, is kept nowhere: the database's
+    # files, read as a copy of them would be, hold it exactly as often as before the posts
+    # (in the survey's manifest), and no export line has it.
+    after = stored_bytes(database_url).count(urlsplit(origin).netloc.encode())
+    assert after == before
+    lines = client.get(f"/api/surveys/{survey_id}/export.jsonl", headers=auth).data.splitlines()
+    assert len(lines) == 2 and urlsplit(origin).netloc.encode() not in lines[1]
+
+
+def stored_bytes(database_url: str) -> bytes:
+    """The SQLite database's files (main, write-ahead log, index), as bytes."""
+    main = Path(database_url.removeprefix("sqlite:///"))
+    return b"".join(path.read_bytes() for path in (main, Path(f"{main}-wal"), Path(f"{main}-shm"))
+                    if path.exists())
 
 
 # --- the command's refusals ---------------------------------------------------------------
