@@ -42,7 +42,7 @@ SECTIONS = ("group", "repeat", "loop")
 # from the row's type, choices and constraint.
 PARAMETERS = QUESTION_FIELDS - {"options", "min", "max", "max_selected"}
 SURVEY_SETTINGS = ("max_epsilon", "invitation_only", "public_results", "release_batch",
-                   "crosstabs")
+                   "crosstabs", "form_origins")
 ASKS = "ldp-survey asks select_one, select_multiple, integer and decimal questions"
 TYPE_REASONS = {
     "text": "a free-text answer cannot be randomized: ask it as select_one with choices",

@@ -458,7 +458,9 @@ def test_a_flag_that_is_no_xlsform_boolean_is_refused_by_name(tmp_path):
 
 def round_trip_cases() -> list:
     return [pytest.param(read_definition(path), id=path.stem) for path in EXAMPLES] + [
-        pytest.param(EVERY_TYPE, id="every_type")]
+        pytest.param(EVERY_TYPE, id="every_type"),
+        pytest.param({**EVERY_TYPE, "form_origins": ["https://ethics.example.edu"]},
+                     id="hosted_elsewhere")]
 
 
 @pytest.mark.parametrize("definition", round_trip_cases())
