@@ -78,6 +78,9 @@ def lines(checked: dict, release_batch: int) -> list[str]:
         out.extend(f"  {r['problem']}; fix: {r['fix']}" for r in checked["refusals"])
     out.append(f"results stay hidden until {release_batch} responses arrive, then move in "
                f"steps of {release_batch} (release_batch)")
+    if checked["form_origins"]:
+        out.append(f"its form may also be hosted at {', '.join(checked['form_origins'])} "
+                   "(`ldp-survey survey form` writes the copy)")
     return out
 
 

@@ -38,7 +38,8 @@ def report(survey: Survey, respondents: int) -> dict:
     answered openly, the posterior bound (how sure a guess starting at 1/2 can become after
     seeing the report: e^eps / (1 + e^eps); 1 for an open answer, which is the answer) and the
     expected 95 % margin with `respondents` answers; its languages (the first its texts' own)
-    and those the web form has no words for (they show the form's own words in English);
+    and those the web form has no words for (they show the form's own words in English); the
+    other origins that may host its form;
     whether respondents with the default
     ceilings accept the survey, and if not, each refusal with its fix; and `disclosed`: the
     open questions and what they entail (None without any)."""
@@ -54,6 +55,7 @@ def report(survey: Survey, respondents: int) -> dict:
     return {"title": survey.title, "respondents": respondents,
             "languages": list(survey.languages),
             "form_words_missing": [tag for tag in survey.languages if not form_speaks(tag)],
+            "form_origins": list(survey.form_origins),
             "total_epsilon": survey.total_epsilon,
             "accepted_by_default": not refused,
             "refusals": [asdict(refusal) for refusal in refused],

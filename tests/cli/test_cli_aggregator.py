@@ -331,7 +331,7 @@ def test_survey_check_reports_without_publishing(tmp_path):
     body = json.loads(checked.stdout)
     assert set(body) == {"title", "respondents", "total_epsilon", "accepted_by_default",
                          "refusals", "questions", "disclosed", "languages",
-                         "form_words_missing"}
+                         "form_words_missing", "form_origins"}
     assert body["languages"] == ["en"]  # a survey that names none is in English
     assert body["disclosed"] is None  # no openly answered question
     (question,) = body["questions"]

@@ -456,6 +456,19 @@ def test_a_survey_lists_its_form_origins_in_format_9_and_none_keeps_format_8(cli
         "form_origins"] == [LISTED, "http://localhost:8080"]
 
 
+def test_survey_check_names_the_hosts(tmp_path):
+    path = tmp_path / "hosted.json"
+    path.write_text(json.dumps({**FORM_SURVEY, "form_origins": [LISTED]}))
+    checked = CliRunner().invoke(main, ["survey", "check", str(path)])
+    assert checked.exit_code == 0, checked.output
+    assert f"its form may also be hosted at {LISTED} (`ldp-survey survey form` writes the copy)" \
+        in checked.stdout
+    as_json = CliRunner().invoke(main, ["survey", "check", str(path), "--json"])
+    assert json.loads(as_json.stdout)["form_origins"] == [LISTED]
+    path.write_text(json.dumps(FORM_SURVEY))
+    assert "hosted at" not in CliRunner().invoke(main, ["survey", "check", str(path)]).stdout
+
+
 @pytest.mark.parametrize(("origins", "problem"), [
     (["http://ethics.example.edu"], "must be https"),
     (["https://ethics.example.edu/survey"], "must be a web origin"),
