@@ -78,14 +78,15 @@ class Submissions:
         origin = environ.get("HTTP_ORIGIN")
         if method == "OPTIONS" and origin and "HTTP_ACCESS_CONTROL_REQUEST_METHOD" in environ:
             return self.preflight(environ, survey_id, origin)
+        readable = None  # whether the page at `origin` may read the answer, once known
         if method == "POST":
-            status, body, headers = self.submit(environ, survey_id, origin)
+            (status, body, headers), readable = self.submit(environ, survey_id, origin)
         elif method == "OPTIONS":
             return 200, b"", [("Allow", ALLOW)]
         else:
             status, body, headers = self.error(405, "method_not_allowed", NOT_ALLOWED)
             headers = [*headers, ("Allow", ALLOW)]
-        if origin and self.hosts_form(survey_id, origin):
+        if origin and (self.hosts_form(survey_id, origin) if readable is None else readable):
             headers = [*headers, *cors.response_headers(origin)]
         return status, body, [*headers, *cors.VARY]
 
@@ -104,6 +105,7 @@ class Submissions:
         return 200, b"", [("Allow", ALLOW), *cors.VARY]
 
     def hosts_form(self, survey_id: str, origin: str) -> bool:
+        """surveys.hosts_form on a connection of its own; False if it fails."""
         database = self.app.extensions["ldp_database"]
         try:
             db = database.connect()
@@ -116,9 +118,12 @@ class Submissions:
         finally:
             database.release(db)
 
-    def submit(self, environ: dict, survey_id: str, origin: str | None) -> Reply:
+    def submit(self, environ: dict, survey_id: str, origin: str | None
+               ) -> tuple[Reply, bool | None]:
         """One respondent's randomized answers, as the API documents them, from a page at
-        `origin` (a browser's Origin header; none from other clients)."""
+        `origin` (a browser's Origin header; none from other clients); and, when accepted,
+        whether `origin` is one of the survey's form_origins (on the same connection: the
+        survey is read once), else None."""
         database, limit = self.app.extensions["ldp_database"], self.app.config["MAX_RESPONSE_BYTES"]
         try:
             limits.hit(self.app, "submit", environ.get("REMOTE_ADDR") or "")
@@ -132,14 +137,15 @@ class Submissions:
             try:
                 result = intake.accept_one(db, survey_id, body, key,
                                            environ.get("HTTP_SURVEY_TOKEN"), origin)
+                readable = origin is not None and surveys.hosts_form(db, survey_id, origin)
             finally:
                 database.release(db)
         except Exception as exc:
             status, code, detail = errors.api_error(exc, self.app.logger)
             status, body, headers = self.error(status, code, detail)
-            return status, body, [*headers, *errors.error_headers(exc)]
+            return (status, body, [*headers, *errors.error_headers(exc)]), None
         reply, headers = accepted_reply(result)
-        return 201, reply, [("Content-Type", "application/json"), *headers]
+        return (201, reply, [("Content-Type", "application/json"), *headers]), readable
 
     @staticmethod
     def error(status: int, code: str, detail: str) -> Reply:
