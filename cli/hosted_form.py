@@ -48,7 +48,8 @@ def form(api: Api, survey_id: str, output: Path, public_key: str | None,
         signed = signed_survey(api.url, survey_id, None, open_state(), key)
         status = api.get(f"/api/surveys/{quote(survey_id, safe='')}/status", auth=False)
         every = status.json()["release_every"]
-        written = hosted_form.write(signed.survey, signed.raw, signed.signature, every, output)
+        written = hosted_form.write(signed.survey, signed.raw, signed.signature,
+                                    signed.public_key, every, output)
     except (ApiError, NetworkError, TrustError, ValueError, OSError) as exc:
         raise click.ClickException(f"no copy written: {exc}") from None
     files = [str(path.relative_to(output)) for path in written]

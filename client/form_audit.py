@@ -124,14 +124,25 @@ class PageReader(HTMLParser):
 
 
 def audit(url: str, state: LocalState | None = None, public_key: bytes | None = None) -> Audit:
-    """Check the respondent page at `url`: <base>/s/<id>, or a copy of the form at any other
-    URL. The key must be `public_key` when given, else the one this device pinned for the
-    aggregator, if any. ValueError for a URL that is neither; http.ApiError,
-    http.NetworkError when it cannot be fetched."""
+    """Check the respondent page at `url`: a copy of the form (its page reads its manifest
+    from beside it: data-manifest-url), else the aggregator's <base>/s/<id>. The key must be
+    `public_key` when given, else the one this device pinned for the aggregator, if any.
+    ValueError for a URL that is neither; http.ApiError, http.NetworkError when it cannot be
+    fetched."""
     link = parse_link(url)
     release = release_digests()
+    given = urllib.parse.urlsplit(url.strip())._replace(fragment="").geturl()
+    try:
+        page = http.request("GET", given).body
+    except http.ApiError:  # the aggregator's page of a closed survey (410), say
+        page = b""
+    reader = PageReader()
+    reader.feed(page.decode("utf-8", "replace"))
+    if "data-manifest-url" in reader.survey and "data-preview" not in reader.survey:
+        return audit_copy(given, page, reader.survey, state, public_key, release)
     if link.survey_id is None:
-        return audit_copy(url, state, public_key, release)
+        raise ValueError(f"{url} is neither a survey page (https://HOST/s/SURVEY_ID) nor a "
+                         "copy of a survey's form")
     page_url = f"{link.base}/s/{urllib.parse.quote(link.survey_id)}"
     result = Audit(page_url, link.survey_id, release["release"])
     try:
@@ -141,26 +152,23 @@ def audit(url: str, state: LocalState | None = None, public_key: bytes | None = 
         return result
     if not signs_form(survey, result):
         return result
-    page = http.request("GET", page_url).body
+    if given != page_url or not page:  # the page at its own address
+        page = http.request("GET", page_url).body
     check_page(page_url, page, survey.form, release["form"], result)
     return result
 
 
-def audit_copy(url: str, state: LocalState | None, public_key: bytes | None,
-               release: dict) -> Audit:
-    """Check a copy of the form at `url` (hosted_form.py): the manifest its page reads
-    (data-manifest-url) must be, byte for byte, the one the aggregator at its signed origin
-    signs, the survey must list the page's origin in form_origins, and the page is then
-    checked as the aggregator's own."""
-    page = http.request("GET", url).body
-    reader = PageReader()
-    reader.feed(page.decode("utf-8", "replace"))
-    survey_id, manifest_url = (reader.survey.get("data-survey-id"),
-                               reader.survey.get("data-manifest-url"))
+def audit_copy(url: str, page: bytes, element: dict, state: LocalState | None,
+               public_key: bytes | None, release: dict) -> Audit:
+    """Check the copy of a form at `url` (hosted_form.py), whose `page` has the form's
+    `element`: the manifest it reads (data-manifest-url) must be, byte for byte, the one the
+    aggregator at its signed origin signs, the survey must list the page's origin in
+    form_origins, and the page is then checked as the aggregator's own."""
+    survey_id, manifest_url = element.get("data-survey-id"), element.get("data-manifest-url")
+    result = Audit(url, survey_id or "", release["release"])
     if not survey_id or not manifest_url:
-        raise ValueError(f"{url} is neither a survey page (https://HOST/s/SURVEY_ID) nor a "
-                         "copy of a survey's form")
-    result = Audit(url, survey_id, release["release"])
+        result.problems.append("the copy's page names no survey or manifest")
+        return result
     copied = http.request("GET", urllib.parse.urljoin(url, manifest_url)).body
     try:
         origin = parse_manifest(copied).origin
@@ -192,12 +200,13 @@ def signs_form(survey: Survey, result: Audit) -> bool:
 
 @dataclass(frozen=True)
 class Signed:
-    """A survey's manifest as the aggregator serves it, verified: the survey, its exact bytes
-    and their signature."""
+    """A survey's manifest as the aggregator serves it, verified: the survey, its exact bytes,
+    their signature and the key that verified it."""
 
     survey: Survey
     raw: bytes
     signature: bytes
+    public_key: bytes
 
 
 def signed_survey(base: str, survey_id: str, result: Audit | None, state: LocalState | None,
@@ -223,7 +232,7 @@ def signed_survey(base: str, survey_id: str, result: Audit | None, state: LocalS
     if survey.survey_id != survey_id:
         raise TrustError("the aggregator served another survey's manifest")
     check_origin(survey, base)
-    return Signed(survey, raw, signature)
+    return Signed(survey, raw, signature, served)
 
 
 def check_page(page_url: str, page: bytes, signed: dict[str, str], released: dict[str, str],

@@ -6,7 +6,10 @@
 // and the digest of the published ldp-survey release this extension ships (release.js,
 // globalThis.LDP_RELEASE). The verdict is a banner at the top of the page (role "status" when
 // everything matches, "alert" when not); until it is known, and for good when anything
-// differs, the form's Randomize and Send buttons do nothing.
+// differs, the form's Randomize and Send buttons do nothing. On a copy of the form hosted
+// elsewhere (`ldp-survey survey form`: its page reads the manifest from beside it,
+// data-manifest-url), the manifest, its signature and the key come from beside the page too
+// (manifest.sig, key.json), and the survey must list this site in its signed form_origins.
 "use strict";
 
 const BLOCKED = "#send, #randomize";
@@ -50,17 +53,33 @@ function loadedFiles() {
   return [...urls];
 }
 
-async function signedForm(surveyId) {
+// Where the survey's signed manifest, its signature and the key are: the aggregator's API, or
+// beside a copy's page.
+function sources(surveyId, copy) {
+  if (copy) {
+    const beside = (name) => new URL(name, location.href).href;
+    return { manifest: beside(copy), signature: beside("manifest.sig"), key: beside("key.json") };
+  }
   const base = `/api/surveys/${encodeURIComponent(surveyId)}`;
+  return { manifest: base, signature: `${base}/manifest.sig`, key: "/api/key" };
+}
+
+async function signedForm(surveyId, copy) {
+  const at = sources(surveyId, copy);
   const [manifestBytes, signature, keyDocument] = await Promise.all([
-    fetchBytes(base), fetchBytes(`${base}/manifest.sig`),
-    fetch("/api/key", { credentials: "omit" }).then((r) => r.json())]);
+    fetchBytes(at.manifest), fetchBytes(at.signature),
+    fetch(at.key, { credentials: "omit" }).then((r) => r.json())]);
   const key = await crypto.subtle.importKey("raw", fromBase64(keyDocument.public_key),
     { name: "Ed25519" }, false, ["verify"]);
   if (!await crypto.subtle.verify({ name: "Ed25519" }, key, signature, manifestBytes)) {
     throw new Error("the survey's signature does not verify with the aggregator's key");
   }
   const manifest = JSON.parse(new TextDecoder().decode(manifestBytes));
+  if (manifest.survey_id !== surveyId) throw new Error("the manifest is another survey's");
+  if (copy && !(manifest.form_origins ?? []).includes(location.origin)) {
+    throw new Error(`the survey does not list ${location.origin} among the sites that may ` +
+      "host its form");
+  }
   if (manifest.form === undefined) {
     throw new Error("the survey signs no digests of its form (published before format /8)");
   }
@@ -71,8 +90,11 @@ async function check() {
   if (document.readyState !== "complete") {  // every module and stylesheet in resource timing
     await new Promise((resolve) => window.addEventListener("load", resolve, { once: true }));
   }
-  const surveyId = decodeURIComponent(location.pathname.split("/s/").pop().split("/")[0]);
-  const signed = await signedForm(surveyId);
+  const root = document.getElementById("survey");
+  const copy = root?.dataset.preview === undefined ? root?.dataset.manifestUrl : undefined;
+  const surveyId = copy ? root.dataset.surveyId :
+    decodeURIComponent(location.pathname.split("/s/").pop().split("/")[0]);
+  const signed = await signedForm(surveyId, copy);
   const released = globalThis.LDP_RELEASE.form;
   const problems = [];
   const names = new Set();

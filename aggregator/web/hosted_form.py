@@ -4,15 +4,21 @@ the survey's signed form_origins (manifest format /9), and respondents there run
 operator cannot change. The page is the one /s/ID serves (survey.html, in each of the survey's
 languages), its files by relative URL with their integrity, reading the signed manifest beside
 it; it posts to the aggregator at the survey's signed origin, which answers the listed origins'
-cross-origin requests (cors.py). What DIR holds:
+cross-origin requests (cors.py). DIR holds s/<survey id>/, so that the copy, served from a
+site's root, is at https://HOST/s/<survey id>/ as on the aggregator (the extension checks pages
+under /s/), and in it:
 
 - index.html, the form in the survey's first language; index.<tag>.html in each other one (the
   language switcher links them);
 - assets/<name>: the form's modules and stylesheet, the bytes whose digests the manifest signs;
-- manifest.json and manifest.sig: the signed manifest, byte for byte, and its signature.
+- manifest.json and manifest.sig: the signed manifest, byte for byte, and its signature;
+- key.json: the aggregator's public key that verified it, as GET /api/key serves it.
 
 The Content-Security-Policy is a meta element of each page (security.hosted_policy)."""
 
+import base64
+import json
+import re
 from pathlib import Path
 
 from flask import Flask, render_template
@@ -25,6 +31,8 @@ from ldpsurvey.shared import Survey
 ASSETS = "assets"  # the folder of the form's files, beside the pages
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"
+KEY = "key.json"
+SURVEY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a folder name: no "/", no ".."
 
 
 def page_name(survey: Survey, language: str) -> str:
@@ -52,12 +60,13 @@ def render(survey: Survey, language: str, release_every: float) -> str:
             form_import_map=lambda: Markup(text))  # noqa: S704  # nosec B704: URLs and base64
 
 
-def write(survey: Survey, manifest: bytes, signature: bytes, release_every: float,
-          folder: Path) -> list[Path]:
-    """Write the copy of the published `survey` (its signed `manifest` bytes and `signature`)
-    into `folder`, which must not exist or be empty; return the files written. The survey
-    must sign this installation's form (`survey.form`, every file's digest): ValueError if it
-    signs another release's, or lists no form_origins (no other origin may serve it)."""
+def write(survey: Survey, manifest: bytes, signature: bytes, public_key: bytes,
+          release_every: float, folder: Path) -> list[Path]:
+    """Write the copy of the published `survey` (its signed `manifest` bytes, `signature` and
+    the `public_key` that verified it) into `folder`, which must not exist or be empty; return
+    the files written. The survey must sign this installation's form (`survey.form`, every
+    file's digest): ValueError if it signs another release's, or lists no form_origins (no
+    other origin may serve it)."""
     if not survey.form_origins:
         raise ValueError(f"survey {survey.survey_id} lists no form_origins: no other origin may "
                          "serve its form (publish a copy whose definition lists them)")
@@ -65,13 +74,19 @@ def write(survey: Survey, manifest: bytes, signature: bytes, release_every: floa
         raise ValueError(f"survey {survey.survey_id} signs the form of another ldp-survey "
                          "release than this one: write the copy with the release that "
                          "published it")
+    if not SURVEY_ID.fullmatch(survey.survey_id or ""):
+        raise ValueError(f"the survey id {survey.survey_id!r} cannot name a folder")
     if folder.exists() and any(folder.iterdir()):
         raise ValueError(f"{folder} is not empty")
-    files = {folder / MANIFEST: manifest, folder / SIGNATURE: signature}
+    home = folder / "s" / survey.survey_id
+    key = {"algorithm": "Ed25519", "key_id": survey.key_id,
+           "public_key": base64.b64encode(public_key).decode()}
+    files = {home / MANIFEST: manifest, home / SIGNATURE: signature,
+             home / KEY: json.dumps(key, indent=2).encode() + b"\n"}
     for name in survey.form:
-        files[folder / ASSETS / name] = assets.bundle().files[name].body
+        files[home / ASSETS / name] = assets.bundle().files[name].body
     for language in survey.languages:
-        files[folder / page_name(survey, language)] = render(
+        files[home / page_name(survey, language)] = render(
             survey, language, release_every).encode()
     for path, body in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner
+from test_extension import extension_context, verdict  # noqa: F401 (a fixture of theirs)
 
 from ldpsurvey.aggregator.web import cors, hosted_form
 from ldpsurvey.cli import main
@@ -72,8 +73,8 @@ def write_copy(live_server: str, survey_id: str, folder: Path, *options: str,
 
 @pytest.fixture
 def hosted(live_server, client, auth, tmp_path):
-    """A survey listing a static host's origin in form_origins, and its copy there: (survey
-    id, the copy's URL, its folder)."""
+    """A survey listing a static host's origin in form_origins, and its copy there, the site's
+    root the folder written: (survey id, the copy's URL, the copy's folder in it, s/<id>)."""
     folder = tmp_path / "site"
     with static_host(folder) as url:
         origin = at_localhost(url)
@@ -81,7 +82,7 @@ def hosted(live_server, client, auth, tmp_path):
         survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
         result = write_copy(live_server, survey_id, folder)
         assert result.exit_code == 0, result.output
-        yield survey_id, f"{origin}/index.html", folder
+        yield survey_id, f"{origin}/s/{survey_id}/", folder / "s" / survey_id
 
 
 def answer(page):
@@ -108,6 +109,7 @@ def test_the_copy_holds_the_signed_manifest_and_the_signed_code(hosted, client):
     assert 'data-manifest-url="manifest.json"' in page
     assert f'connect-src \'self\' {manifest["origin"]}' in page  # the meta CSP
     assert "frame-ancestors" not in page  # a meta element cannot set it: the host's header
+    assert json.loads((folder / "key.json").read_text()) == client.get("/api/key").json
 
 
 def test_a_respondent_at_the_listed_origin_answers_through_the_copy(
@@ -147,9 +149,9 @@ def test_a_respondent_at_the_listed_origin_answers_through_the_copy(
 def test_the_copy_at_an_unlisted_origin_refuses_and_so_does_the_aggregator(
         hosted, browser, client, auth, live_server):
     survey_id, _, folder = hosted
-    with serving(functools.partial(Quiet, directory=str(folder))) as other:
+    with serving(functools.partial(Quiet, directory=str(folder.parents[1]))) as other:
         page = browser.new_context().new_page()
-        page.goto(at_localhost(other) + "/index.html")
+        page.goto(f"{at_localhost(other)}/s/{survey_id}/")
         page.wait_for_selector("#refused:not([hidden])")
         assert "Please answer this survey at" in page.locator("#refused-text").inner_text()
         page.context.close()
@@ -205,10 +207,10 @@ def test_the_copy_in_each_language_links_the_others(live_server, client, auth, t
         definition = {**read_definition(EXAMPLES / "languages.toml"), "form_origins": [origin]}
         survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
         assert write_copy(live_server, survey_id, folder).exit_code == 0
-        assert {p.name for p in folder.glob("index*.html")} == {
+        assert {p.name for p in (folder / "s" / survey_id).glob("index*.html")} == {
             "index.html", "index.fr.html", "index.es.html"}
         page = browser.new_context().new_page()
-        page.goto(f"{origin}/index.html")
+        page.goto(f"{origin}/s/{survey_id}/")
         page.wait_for_selector("#questions:not([hidden])")
         page.click('#languages a[hreflang="fr"]')
         page.wait_for_selector("#questions:not([hidden])")
@@ -242,7 +244,7 @@ def test_the_docs_caddyfile_serves_a_copy_that_respondents_answer(
     try:
         for _ in range(300):  # Caddy starts in well under a second; allow a loaded machine
             try:
-                with urllib.request.urlopen(f"{origin}/index.html", timeout=5) as response:
+                with urllib.request.urlopen(f"{origin}/s/{survey_id}/", timeout=5) as response:
                     headers = response.headers
                 break
             except OSError:
@@ -251,7 +253,7 @@ def test_the_docs_caddyfile_serves_a_copy_that_respondents_answer(
         assert headers["X-Frame-Options"] == "DENY"
         assert headers["Content-Security-Policy"] == "frame-ancestors 'none'"
         page = browser.new_context().new_page()
-        page.goto(f"{origin}/index.html")
+        page.goto(f"{origin}/s/{survey_id}/")
         answer(page)
         page.click("#send")
         page.wait_for_selector("#thanks:not([hidden])")
@@ -288,13 +290,13 @@ def test_an_invitation_answers_once_through_the_copy(
         before = stored_bytes(database_url).count(urlsplit(origin).netloc.encode())
         token = urlsplit(minted.json["links"][0]).fragment.removeprefix("t=")
         page = browser.new_context().new_page()
-        page.goto(f"{origin}/index.html#t={token}")
+        page.goto(f"{origin}/s/{survey_id}/#t={token}")
         answer(page)
         page.click("#send")
         page.wait_for_selector("#thanks:not([hidden])")
         page.context.close()
         again = browser.new_context().new_page()  # another browser, the same link
-        again.goto(f"{origin}/index.html#t={token}")
+        again.goto(f"{origin}/s/{survey_id}/#t={token}")
         answer(again)
         again.click("#send")
         again.wait_for_selector("#send-error:not(:empty)")
@@ -347,7 +349,9 @@ def test_the_copy_is_written_only_with_the_expected_key_into_an_empty_folder(
     written = json.loads(result.output)
     assert written["form_origins"] == ["https://ethics.example.edu"]
     assert written["aggregator"] == live_server
-    assert "index.html" in written["files"] and "manifest.sig" in written["files"]
+    assert {f"s/{survey_id}/{name}" for name in ("index.html", "manifest.json", "manifest.sig",
+                                                 "key.json", "assets/form.js")} <= set(
+        written["files"])
 
 
 def test_a_survey_signing_another_releases_form_gets_no_copy(client, auth, tmp_path):
@@ -358,7 +362,7 @@ def test_a_survey_signing_another_releases_form_gets_no_copy(client, auth, tmp_p
     older = {**survey.form, "form.js": sri(b"another release's form")}
     from dataclasses import replace
     with pytest.raises(ValueError, match="signs the form of another ldp-survey release"):
-        hosted_form.write(replace(survey, form=older), raw, b"", 3600, tmp_path / "site")
+        hosted_form.write(replace(survey, form=older), raw, b"", b"", 3600, tmp_path / "site")
     assert not (tmp_path / "site").exists()
 
 
@@ -482,3 +486,45 @@ def test_form_origins_are_refused_unless_distinct_https_origins(client, auth, or
                        headers=auth)
     assert sent.status_code == 422 and "form_origins" in sent.json["detail"]
     assert problem in sent.json["detail"]
+
+
+# --- the extension on a copy ----------------------------------------------------------------
+
+def test_the_extension_checks_a_copy_and_it_sends(hosted, extension_context):  # noqa: F811
+    _, url, _ = hosted
+    page = extension_context.new_page()
+    page.goto(url)
+    banner = verdict(page)
+    assert banner.get_attribute("data-verdict") == "match", banner.inner_text()
+    answer(page)
+    page.click("#send")
+    page.wait_for_selector("#thanks:not([hidden])")
+    page.close()
+
+
+def test_the_extension_warns_on_a_copy_whose_stylesheet_changed(
+        hosted, extension_context):  # noqa: F811
+    """A self-consistent change (the stylesheet and its integrity in the page), which the
+    browser's integrity cannot catch: the extension does, and blocks sending."""
+    _, url, folder = hosted
+    style = folder / "assets" / "style.css"
+    before = sri(style.read_bytes())
+    style.write_bytes(style.read_bytes() + b"\nbody { background: url(/leak) }\n")
+    for page_file in folder.glob("index*.html"):
+        page_file.write_text(page_file.read_text().replace(before, sri(style.read_bytes())))
+    page = extension_context.new_page()
+    sent = []
+    page.on("request", lambda request: sent.append(request) if request.method == "POST" else None)
+    page.goto(url)
+    banner = verdict(page)
+    assert banner.get_attribute("data-verdict") == "differ"
+    assert "style.css differs from the signed digest" in banner.inner_text()
+    page.wait_for_selector("#questions:not([hidden])")
+    page.click("#q-smoked-1")
+    page.click("#q-sleep-1")
+    page.click("#review")
+    page.wait_for_selector("#true-review:not([hidden])")
+    page.click("#randomize")  # blocked: the randomized answers are never shown
+    assert page.locator("#confirm").is_hidden()
+    assert not sent
+    page.close()
