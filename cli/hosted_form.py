@@ -31,13 +31,14 @@ from ldpsurvey.client.verify import TrustError
 @pass_api
 def form(api: Api, survey_id: str, output: Path, public_key: str | None,
          as_json: bool) -> None:
-    """Write a copy of published survey SURVEY_ID's form into DIR, for a static host at one of
-    the origins the survey lists in form_origins to serve: the page in each of its languages,
-    the form's scripts and stylesheet (this installation's, which must be those the survey
-    signs) and the signed manifest with its signature, checked with the aggregator's key (the
-    one given, else the one this device pinned, if any). Respondents there send their answers
-    to the aggregator, which takes them from those origins only; no one but the host can change
-    the code they run. Prints the files written (--json: with the survey's origins)."""
+    """Write a copy of published survey SURVEY_ID's form into DIR (under s/SURVEY_ID/), for a
+    static host at one of the origins the survey lists in form_origins to serve from its root:
+    the page in each of its languages, the form's scripts and stylesheet (this installation's,
+    which must be those the survey signs), and the signed manifest with its signature and the
+    aggregator's key, which verified it (the key given, else the one this device pinned, if
+    any). Respondents there send their answers to the aggregator, which takes them from those
+    origins only; no one but the host can change the code they run. Prints the files written
+    and the copy's addresses (--json: with the survey's origins)."""
     try:
         key = base64.b64decode(public_key, validate=True) if public_key else None
     except (binascii.Error, ValueError):
@@ -53,15 +54,18 @@ def form(api: Api, survey_id: str, output: Path, public_key: str | None,
     except (ApiError, NetworkError, TrustError, ValueError, OSError) as exc:
         raise click.ClickException(f"no copy written: {exc}") from None
     files = [str(path.relative_to(output)) for path in written]
+    addresses = [f"{origin}/s/{quote(survey_id, safe='')}/"
+                 for origin in signed.survey.form_origins]
     if as_json:
         emit_json({"survey_id": survey_id, "folder": str(output), "files": files,
-                   "form_origins": list(signed.survey.form_origins),
+                   "form_origins": list(signed.survey.form_origins), "addresses": addresses,
                    "aggregator": signed.survey.origin})
         return
     click.echo("\n".join(files))
-    click.echo(f"the form of survey {survey_id} written to {output}: serve it at "
-               f"{' or '.join(signed.survey.form_origins)} (any path); respondents there send "
-               f"to {signed.survey.origin}. Check it there with `ldp-survey verify URL`", err=True)
+    click.echo(f"the form of survey {survey_id} written to {output}: serve that folder from the "
+               f"root of {' or '.join(signed.survey.form_origins)}, and respondents answer at "
+               f"{' or '.join(addresses)}, sending to {signed.survey.origin}. Check a copy with "
+               "`ldp-survey verify ADDRESS`", err=True)
 
 
 COMMANDS = (form,)

@@ -348,6 +348,7 @@ def test_the_copy_is_written_only_with_the_expected_key_into_an_empty_folder(
     assert result.exit_code == 0, result.output
     written = json.loads(result.output)
     assert written["form_origins"] == ["https://ethics.example.edu"]
+    assert written["addresses"] == [f"https://ethics.example.edu/s/{survey_id}/"]
     assert written["aggregator"] == live_server
     assert {f"s/{survey_id}/{name}" for name in ("index.html", "manifest.json", "manifest.sig",
                                                  "key.json", "assets/form.js")} <= set(
