@@ -36,6 +36,9 @@ def exercise(client, auth):
     client.post(url, json={"answers": {"smoked": 5}})
     client.post(url, data="x" * 70_000, content_type="application/json")
     client.post(url, json=ANSWERS, headers={"Idempotency-Key": "bad key"})
+    preflight = {"Origin": "https://elsewhere.example", "Access-Control-Request-Method": "POST"}
+    client.options(url, headers=preflight)  # 200: not one of its form_origins
+    client.post(url, json=ANSWERS, headers={"Origin": "https://elsewhere.example"})  # 403
     client.post(f"/api/surveys/{invited}/responses", json=ANSWERS)
     client.post(f"/api/surveys/{invited}/responses", json=ANSWERS,
                 headers={"Survey-Token": "A" * 22})
