@@ -21,8 +21,10 @@ The aggregator runs with production settings on SQLite (WAL, synchronous=FULL), 
 as in bench/ingest.py, and once more with its intake service called from a bare WSGI function
 (bare_intake.py: what the same submission costs without Flask); each submission carries an
 Idempotency-Key of its own, as the Python client and the web form send, and is a transaction of
-its own (one thread: no group commit to share it). The do-nothing endpoint is
-bench/ingest.py's. """
+its own (one thread: no group commit to share it). A browser's submission also names its page's
+Origin: the aggregator's own (browser), or one of the survey's form_origins, where a copy of
+the form is hosted (hosted: this code only, as earlier code has no form_origins). The
+do-nothing endpoint is bench/ingest.py's. """
 
 import argparse
 import io
@@ -45,9 +47,13 @@ CASES = {
     "health": "aggregator: GET /healthz (one query)",
     "keyed": "aggregator: a response with an Idempotency-Key",
     "unkeyed": "aggregator: a response without a key",
+    "browser": "aggregator: keyed, Origin its own (the web form)",
+    "hosted": "aggregator: keyed, Origin a form_origins' (a copy)",
     "bare": "intake from a bare WSGI function, keyed (no Flask)",
 }
 BODY = json.dumps({"answers": ANSWERS}).encode()
+HOSTED_AT = "https://ethics.example.edu"
+ORIGINS = {"browser": "http://127.0.0.1", "hosted": HOSTED_AT}  # the survey's own: PUBLIC_URL
 
 
 def wsgi_caller(case: str, folder: Path):
@@ -69,6 +75,8 @@ def wsgi_caller(case: str, folder: Path):
                           "PUBLIC_URL": "http://127.0.0.1", "RATE_LIMITS_ENABLED": False,
                           "RELEASE_EVERY": 3600}, instance_path=folder)
         definition = read_definition(Path(__file__).parents[1] / "shared/examples/health.toml")
+        if case == "hosted":
+            definition["form_origins"] = [HOSTED_AT]
         survey_id = app.test_client().post(
             "/api/surveys", json=definition,
             headers={"Authorization": f"Bearer {create_api_key(app).key}"}).json["survey_id"]
@@ -76,6 +84,8 @@ def wsgi_caller(case: str, folder: Path):
                                "keyed": (f"/api/surveys/{survey_id}/responses", "POST", True),
                                "unkeyed": (f"/api/surveys/{survey_id}/responses", "POST", False),
                                "bare": (f"/api/surveys/{survey_id}/responses", "POST", True),
+                               "browser": (f"/api/surveys/{survey_id}/responses", "POST", True),
+                               "hosted": (f"/api/surveys/{survey_id}/responses", "POST", True),
                                }[case]
         if case == "bare":
             app = bare(app)
@@ -83,6 +93,8 @@ def wsgi_caller(case: str, folder: Path):
 
     template = EnvironBuilder(path=path, method=method, data=BODY, base_url="http://127.0.0.1:8000",
                               content_type="application/json").get_environ()
+    if case in ORIGINS:
+        template["HTTP_ORIGIN"] = ORIGINS[case]
 
     def one() -> None:
         environ = {**template, "wsgi.input": io.BytesIO(BODY)}
@@ -154,7 +166,8 @@ def main() -> None:
           f"{'system us':>10}")
     noop = None
     for case in args.cases.split(","):
-        for name, source in codes[:1] if case == "noop" else codes:  # Flask's alone
+        # Flask's alone, and what earlier code cannot run
+        for name, source in codes[:1] if case in ("noop", "hosted") else codes:
             with tempfile.TemporaryDirectory() as folder:
                 count = instructions(case, args.few, args.many, source, Path(folder))
                 cpu, _ = child(case, args.timed, 300, source, Path(folder), valgrind=False)
