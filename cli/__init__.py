@@ -19,16 +19,18 @@ from ldpsurvey.cli import (
     survey,
     verify,
 )
+from ldpsurvey.cli.terminal import clean
 
 
 class LdpSurveyGroup(click.Group):
-    """A click group whose errors are one line on stderr (no usage dump), exit code 2."""
+    """A click group whose errors are one line on stderr (no usage dump), exit code 2, cleaned
+    for the terminal (terminal.clean): an error may quote a server or a page."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
-            click.echo(f"ldp-survey: error: {exc.format_message()}", err=True)
+            click.echo(f"ldp-survey: error: {clean(exc.format_message())}", err=True)
             sys.exit(exc.exit_code)
         except click.Abort:
             click.echo("ldp-survey: aborted", err=True)

@@ -11,6 +11,7 @@ from ldpsurvey.cli.api import check_url
 from ldpsurvey.cli.options import json_option
 from ldpsurvey.cli.output import emit_json
 from ldpsurvey.cli.respond import open_state
+from ldpsurvey.cli.terminal import clean
 from ldpsurvey.client import ApiError, NetworkError
 from ldpsurvey.client.form_audit import Audit, audit
 from ldpsurvey.client.urls import parse_link
@@ -58,7 +59,12 @@ def verify(url: str, public_key: str | None, insecure_http: bool, as_json: bool)
 
 
 def verdict(found: Audit) -> str:
-    """The verdict for a reader who is not a programmer (an ethics board)."""
+    """The verdict for a reader who is not a programmer (an ethics board), cleaned for the
+    terminal: its addresses, names and problems come from the page and its servers."""
+    return clean(plain_verdict(found), keep_newlines=True)
+
+
+def plain_verdict(found: Audit) -> str:
     checked = sum(file.served is not None for file in found.files)
     if found.matches:
         lines = [f"MATCHES: the form at {found.url} is exactly the code that survey "

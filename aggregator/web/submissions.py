@@ -18,8 +18,10 @@ Flask endpoints get it:
 A browser's request from a page elsewhere follows the Fetch standard's CORS protocol (cors.py):
 a preflight (OPTIONS with Origin and Access-Control-Request-Method), counted in the "other"
 class, is allowed for the survey's form_origins (manifest /9) only; a POST names its page's
-Origin, which intake checks (403 origin_not_allowed, nothing stored), and an answer to a listed
-origin, error or not, carries Access-Control-Allow-Origin so the page can read it.
+Origin, which intake checks (403 origin_not_allowed, nothing stored), and intake's answer to a
+listed origin, error or not, carries Access-Control-Allow-Origin so the page can read it (an
+answer given before the survey is read, a 429 say, does not: deciding would read the database
+for a request no limit has counted, and the form takes any unreadable answer as "try again").
 
 Other methods on the path are answered as Flask answers them: 405 with Allow, OPTIONS with
 its Allow. Doubled slashes in it are merged, where Flask redirected to the merged path: no
@@ -78,17 +80,15 @@ class Submissions:
         origin = environ.get("HTTP_ORIGIN")
         if method == "OPTIONS" and origin and "HTTP_ACCESS_CONTROL_REQUEST_METHOD" in environ:
             return self.preflight(environ, survey_id, origin)
-        readable = None  # whether the page at `origin` may read the answer, once known
         if method == "POST":
             (status, body, headers), readable = self.submit(environ, survey_id, origin)
-        elif method == "OPTIONS":
+            if readable:
+                headers = [*headers, *cors.response_headers(origin)]
+            return status, body, [*headers, *cors.VARY]
+        if method == "OPTIONS":
             return 200, b"", [("Allow", ALLOW)]
-        else:
-            status, body, headers = self.error(405, "method_not_allowed", NOT_ALLOWED)
-            headers = [*headers, ("Allow", ALLOW)]
-        if origin and (self.hosts_form(survey_id, origin) if readable is None else readable):
-            headers = [*headers, *cors.response_headers(origin)]
-        return status, body, [*headers, *cors.VARY]
+        status, body, headers = self.error(405, "method_not_allowed", NOT_ALLOWED)
+        return status, body, [*headers, ("Allow", ALLOW)]
 
     def preflight(self, environ: dict, survey_id: str, origin: str) -> Reply:
         """A browser asking whether a page at `origin` may post here: yes (204, cors.py) for
@@ -105,7 +105,7 @@ class Submissions:
         return 200, b"", [("Allow", ALLOW), *cors.VARY]
 
     def hosts_form(self, survey_id: str, origin: str) -> bool:
-        """surveys.hosts_form on a connection of its own; False if it fails."""
+        """surveys.hosts_form on a connection of its own; False if it fails (a preflight's)."""
         database = self.app.extensions["ldp_database"]
         try:
             db = database.connect()
@@ -118,13 +118,14 @@ class Submissions:
         finally:
             database.release(db)
 
-    def submit(self, environ: dict, survey_id: str, origin: str | None
-               ) -> tuple[Reply, bool | None]:
+    def submit(self, environ: dict, survey_id: str, origin: str | None) -> tuple[Reply, bool]:
         """One respondent's randomized answers, as the API documents them, from a page at
-        `origin` (a browser's Origin header; none from other clients); and, when accepted,
-        whether `origin` is one of the survey's form_origins (on the same connection: the
-        survey is read once), else None."""
+        `origin` (a browser's Origin header; none from other clients); and whether that page
+        may read the answer: intake's answer (after this request was counted; the survey it
+        read is kept in memory, so asking costs no second query) to a page at one of the
+        survey's form_origins."""
         database, limit = self.app.extensions["ldp_database"], self.app.config["MAX_RESPONSE_BYTES"]
+        readable = False
         try:
             limits.hit(self.app, "submit", environ.get("REMOTE_ADDR") or "")
             length = get_content_length(environ)
@@ -137,13 +138,13 @@ class Submissions:
             try:
                 result = intake.accept_one(db, survey_id, body, key,
                                            environ.get("HTTP_SURVEY_TOKEN"), origin)
-                readable = origin is not None and surveys.hosts_form(db, survey_id, origin)
             finally:
+                readable = origin is not None and surveys.hosts_form(db, survey_id, origin)
                 database.release(db)
         except Exception as exc:
             status, code, detail = errors.api_error(exc, self.app.logger)
             status, body, headers = self.error(status, code, detail)
-            return (status, body, [*headers, *errors.error_headers(exc)]), None
+            return (status, body, [*headers, *errors.error_headers(exc)]), readable
         reply, headers = accepted_reply(result)
         return (201, reply, [("Content-Type", "application/json"), *headers]), readable
 

@@ -62,6 +62,7 @@ before release batches existed) reads as release_batch = 1, which is how its agg
 import dataclasses
 import difflib
 import hashlib
+import ipaddress
 import math
 import re
 import tomllib
@@ -124,12 +125,17 @@ def key_id(public_key: bytes) -> str:
 
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+# A DNS name (letters, digits, hyphens and underscores in dot-separated labels, no trailing
+# dot) or an IPv4 address: nothing that could end a header's value or a policy's source.
+HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}"
+                       r"[a-z0-9_])?)*")
 
 
 def web_origin(url: str) -> str:
     """The web origin of an http(s) URL as browsers serialize it (location.origin): scheme and
     host in lower case, the default port dropped, no path. ValueError if it has no http(s)
-    scheme and host."""
+    scheme and host, a host that is not a DNS name or an IP address (HOST_NAME: it is written
+    into pages' policies and headers), or a port outside 1 to 65535."""
     parts = urllib.parse.urlsplit(url.strip())
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS or not parts.hostname:
@@ -138,8 +144,13 @@ def web_origin(url: str) -> str:
         host = parts.hostname.encode("idna").decode("ascii")
     except UnicodeError:
         raise ValueError(f"{parts.hostname!r} is not a valid host name") from None
-    host = f"[{host}]" if ":" in host else host
+    if ":" in host:
+        host = f"[{ipaddress.IPv6Address(host).compressed}]"  # ValueError if it is none
+    elif not HOST_NAME.fullmatch(host):
+        raise ValueError(f"{parts.hostname!r} is not a valid host name")
     port = parts.port  # ValueError when it is not a number in range
+    if port == 0:
+        raise ValueError(f"{url!r} has port 0, which no server listens at")
     return f"{scheme}://{host}" + ("" if port in (None, DEFAULT_PORTS[scheme]) else f":{port}")
 
 
@@ -606,7 +617,7 @@ def _languages(value: Any) -> tuple[str, ...]:
         if not (isinstance(tag, str) and LANGUAGE.fullmatch(tag)):
             raise _fail(f"{where}[{index}]", f"must be a language tag such as \"fr\" or "
                         f"\"pt-BR\", got {tag!r}")
-    if len(set(value)) != len(value):
+    if len({tag.lower() for tag in value}) != len(value):  # BCP 47 ignores case: pt-BR, pt-br
         raise _fail(where, f"lists a language twice: {value!r}")
     return tuple(value)
 

@@ -107,6 +107,10 @@ def test_a_missing_translation_is_refused_in_one_line_naming_it(path, message):
     (lambda d: d["translations"]["fr"]["questions"]["drank_and_drove"].update(hint="?"),
      "drank_and_drove: unknown field 'hint'"),
     (lambda d: d.update(languages=["en", "en"]), "survey.languages: lists a language twice"),
+    # BCP 47 tags ignore case: two would name one page of a copy (index.pt-BR.html) on a
+    # file system that ignores case too.
+    (lambda d: d.update(languages=["en", "pt-BR", "pt-br"]),
+     "survey.languages: lists a language twice"),
     (lambda d: d.update(languages=["en", "French"]), "survey.languages[1]: must be a language"),
     (lambda d: d.update(languages=[]), "survey.languages: must be a list of 1 to 20"),
     (lambda d: d["translations"]["fr"].update(title="\u202eevil"),

@@ -479,6 +479,9 @@ def test_survey_check_names_the_hosts(tmp_path):
     (["https://ethics.example.edu/survey"], "must be a web origin"),
     (["https://Ethics.example.edu"], "must be a web origin"),
     ([LISTED, LISTED], "lists an origin twice"),
+    (["https://*.example.edu"], "must be a web origin"),  # it would reach the copy's policy
+    (["https://ethics.example.edu;script-src"], "must be a web origin"),
+    (["https://ethics.example.edu:0"], "must be a web origin"),
     ([f"https://{n}.example.edu" for n in range(9)], "at most 8 web origins"),
     ("https://ethics.example.edu", "must be a list"),
 ])
@@ -529,3 +532,25 @@ def test_the_extension_warns_on_a_copy_whose_stylesheet_changed(
     assert page.locator("#confirm").is_hidden()
     assert not sent
     page.close()
+
+
+def test_answers_no_limit_counted_read_nothing(app, client, listed, monkeypatch):
+    """A 405, or a post over the rate limit, from a listed origin: answered without the
+    database (deciding whether the page may read it would be work no limit counts), and so
+    without Access-Control-Allow-Origin."""
+    database = app.extensions["ldp_database"]
+    connects = []
+    real = database.connect
+    monkeypatch.setattr(database, "connect", lambda: connects.append(1) or real())
+    path = f"/api/surveys/{listed}/responses"
+    for _ in range(5):
+        refused = client.delete(path, headers={"Origin": LISTED})
+        assert refused.status_code == 405 and "Access-Control-Allow-Origin" not in refused.headers
+    app.config["RATE_LIMIT_SUBMIT"] = "1 per minute"
+    body = {"answers": {"smoked": 1, "sleep": 0}}
+    assert client.post(path, json=body, headers={"Origin": LISTED}).status_code == 201
+    assert len(connects) == 1
+    for _ in range(5):
+        limited = client.post(path, json=body, headers={"Origin": LISTED})
+        assert limited.status_code == 429 and "Access-Control-Allow-Origin" not in limited.headers
+    assert len(connects) == 1
