@@ -4,6 +4,7 @@ every file matches, 1 when something differs."""
 
 import base64
 import binascii
+import importlib
 
 import click
 
@@ -13,7 +14,7 @@ from ldpsurvey.cli.output import emit_json
 from ldpsurvey.cli.respond import open_state
 from ldpsurvey.cli.terminal import clean
 from ldpsurvey.client import ApiError, NetworkError
-from ldpsurvey.client.form_audit import Audit, audit
+from ldpsurvey.client.form_audit import Audit, PageRenderer, audit
 from ldpsurvey.client.urls import parse_link
 
 KEY_WORDS = {
@@ -48,7 +49,7 @@ def verify(url: str, public_key: str | None, insecure_http: bool, as_json: bool)
     except (binascii.Error, ValueError):
         raise click.BadParameter("not base64", param_hint="'--public-key'") from None
     try:
-        found = audit(url, open_state(), key)
+        found = audit(url, open_state(), key, page_renderer())
     except (ApiError, NetworkError, ValueError) as exc:
         raise click.ClickException(f"could not check {url}: {exc}") from None
     if as_json:
@@ -56,6 +57,16 @@ def verify(url: str, public_key: str | None, insecure_http: bool, as_json: bool)
     else:
         click.echo(verdict(found))
     return 0 if found.matches else 1
+
+
+def page_renderer() -> PageRenderer | None:
+    """How this release writes a copy's pages (hosted_form.render), if the server extra is
+    installed: `verify` compares a copy's pages with it."""
+    try:
+        hosted_form = importlib.import_module("ldpsurvey.aggregator.web.hosted_form")
+    except ImportError:
+        return None
+    return lambda survey, language, every: hosted_form.render(survey, language, every).encode()
 
 
 def verdict(found: Audit) -> str:
@@ -75,6 +86,9 @@ def plain_verdict(found: Audit) -> str:
                  f"{found.survey_id} signs and ldp-survey {found.release} ships. Do not answer "
                  "it in a browser until this is explained.", "", "What differs:",
                  *(f"  - {problem}" for problem in found.problems)]
+    if found.aggregator:
+        lines += ["", f"A copy of the form: answers go to {found.aggregator}.",
+                  *(f"  - {check}" for check in found.copy_checks)]
     if found.key_id:
         lines += ["", f"Signing key {found.key_id}, checked against "
                   f"{KEY_WORDS[found.key_checked_against]}."]

@@ -14,6 +14,7 @@ respondent's own browser."""
 import base64
 import json
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
@@ -22,6 +23,7 @@ from ldpsurvey.client.state import LocalState
 from ldpsurvey.client.urls import parse_link
 from ldpsurvey.client.verify import TrustError, check_origin, verify_manifest
 from ldpsurvey.shared import Survey
+from ldpsurvey.shared.survey import form_copy
 from ldpsurvey.shared.survey.form_integrity import module_imports, release_digests, sri
 from ldpsurvey.shared.survey.manifest import key_id, parse_manifest, web_origin
 
@@ -29,6 +31,9 @@ IMPORT_MAP = "importmap"
 # Script elements a browser never runs (HTML's data blocks): the form's words, as JSON.
 DATA_BLOCKS = frozenset({"application/json"})
 MAX_FILES = 64  # a page that loads more than this is not the form
+# A copy's page in a language as this release writes it, given its survey and the aggregator's
+# release schedule in seconds (aggregator/web/hosted_form.render, encoded).
+PageRenderer = Callable[[Survey, str, float], bytes]
 
 
 @dataclass
@@ -63,6 +68,8 @@ class Audit:
     key_checked_against: str | None = None  # "pinned", "given" or None (first sight)
     files: list[Loaded] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    aggregator: str | None = None  # a copy's: where its answers go
+    copy_checks: list[str] = field(default_factory=list)  # what held of a copy, in words
 
     @property
     def matches(self) -> bool:
@@ -72,6 +79,7 @@ class Audit:
         return {"url": self.url, "survey_id": self.survey_id, "release": self.release,
                 "key_id": self.key_id, "key_checked_against": self.key_checked_against,
                 "matches": self.matches, "problems": self.problems,
+                "aggregator": self.aggregator, "copy_checks": self.copy_checks,
                 "files": [{"url": f.url, "name": f.name, "kind": f.kind, "declared": f.declared,
                            "served": f.served, "signed": f.signed, "released": f.released,
                            "matches": f.matches} for f in self.files]}
@@ -123,23 +131,26 @@ class PageReader(HTMLParser):
             self._script = None
 
 
-def audit(url: str, state: LocalState | None = None, public_key: bytes | None = None) -> Audit:
+def audit(url: str, state: LocalState | None = None, public_key: bytes | None = None,
+          render_page: PageRenderer | None = None) -> Audit:
     """Check the respondent page at `url`: a copy of the form (its page reads its manifest
-    from beside it: data-manifest-url), else the aggregator's <base>/s/<id>. The key must be
-    `public_key` when given, else the one this device pinned for the aggregator, if any.
-    ValueError for a URL that is neither; http.ApiError, http.NetworkError when it cannot be
-    fetched."""
+    from beside it: data-manifest-url), at the address a browser ends at after any redirects,
+    else the aggregator's <base>/s/<id>. The key must be `public_key` when given, else the one
+    this device pinned for the aggregator, if any. A copy's pages are compared with what
+    `render_page` makes (hosted_form.render: the server extra). ValueError for a URL that is
+    neither; http.ApiError, http.NetworkError when it cannot be fetched."""
     link = parse_link(url)
     release = release_digests()
     given = urllib.parse.urlsplit(url.strip())._replace(fragment="").geturl()
     try:
-        page = http.request("GET", given).body
+        fetched = http.request("GET", given)
+        page, where = fetched.body, fetched.url or given
     except http.ApiError:  # the aggregator's page of a closed survey (410), say
-        page = b""
+        page, where = b"", given
     reader = PageReader()
     reader.feed(page.decode("utf-8", "replace"))
     if "data-manifest-url" in reader.survey and "data-preview" not in reader.survey:
-        return audit_copy(given, page, reader.survey, state, public_key, release)
+        return audit_copy(where, page, reader.survey, state, public_key, release, render_page)
     if link.survey_id is None:
         raise ValueError(f"{url} is neither a survey page (https://HOST/s/SURVEY_ID) nor a "
                          "copy of a survey's form")
@@ -159,17 +170,23 @@ def audit(url: str, state: LocalState | None = None, public_key: bytes | None = 
 
 
 def audit_copy(url: str, page: bytes, element: dict, state: LocalState | None,
-               public_key: bytes | None, release: dict) -> Audit:
-    """Check the copy of a form at `url` (hosted_form.py), whose `page` has the form's
-    `element`: the manifest it reads (data-manifest-url) must be, byte for byte, the one the
-    aggregator at its signed origin signs, the survey must list the page's origin in
-    form_origins, and the page is then checked as the aggregator's own."""
+               public_key: bytes | None, release: dict, render_page: PageRenderer | None
+               ) -> Audit:
+    """Check the copy of a form whose `page`, at `url`, has the form's `element`: the
+    manifest beside it (form_copy.py's layout) must be, byte for byte, the one the aggregator
+    at its signed origin signs, and the signature and key beside it the aggregator's; the
+    survey must list the page's origin in form_origins; the files the page loads are checked
+    as the aggregator's page's, and each of its pages must be, byte for byte, the page this
+    release writes (`render_page`): a page can change what the form reads or where it sends
+    without changing a file (a <base> element, a second form element, its policy)."""
     survey_id, manifest_url = element.get("data-survey-id"), element.get("data-manifest-url")
     result = Audit(url, survey_id or "", release["release"])
-    if not survey_id or not manifest_url:
-        result.problems.append("the copy's page names no survey or manifest")
+    if not survey_id or manifest_url != form_copy.MANIFEST:
+        result.problems.append(f"the copy's page must read its survey's manifest from "
+                               f"{form_copy.MANIFEST} beside it")
         return result
-    copied = http.request("GET", urllib.parse.urljoin(url, manifest_url)).body
+    folder = urllib.parse.urljoin(url, "./")
+    copied = http.request("GET", folder + form_copy.MANIFEST).body
     try:
         origin = parse_manifest(copied).origin
         if origin is None:
@@ -178,15 +195,52 @@ def audit_copy(url: str, page: bytes, element: dict, state: LocalState | None,
     except (TrustError, ValueError) as exc:  # a SurveyError is a ValueError
         result.problems.append(f"the copy's manifest cannot be checked: {exc}")
         return result
-    if copied != signed.raw:
-        result.problems.append(f"the copy's manifest differs from the one {origin} signs")
-    if web_origin(url) not in signed.survey.form_origins:
-        result.problems.append(f"the survey does not list {web_origin(url)} in form_origins: "
-                               "its form refuses to run there and the aggregator refuses "
-                               "answers from it")
-    if signs_form(signed.survey, result):
-        check_page(url, page, signed.survey.form, release["form"], result)
+    survey, result.aggregator, here = signed.survey, origin, web_origin(url)
+    checks = [  # (whether it holds, in words if it does, if it does not)
+        (copied == signed.raw, f"its manifest is, byte for byte, the one {origin} signs",
+         f"the copy's manifest differs from the one {origin} signs"),
+        (same_key_files(folder, signed), f"the signature and key beside it are {origin}'s",
+         f"the signature or key beside the copy is not {origin}'s (the extension checks the "
+         "copy with them)"),
+        (here in survey.form_origins, f"the survey lists {here} in form_origins",
+         f"the survey does not list {here} in form_origins: its form refuses to run there and "
+         "the aggregator refuses answers from it")]
+    if signs_form(survey, result):
+        check_page(url, page, survey.form, release["form"], result)
+        checks.append(same_pages(folder, survey, origin, release["release"], render_page))
+    result.copy_checks = [said for holds, said, _ in checks if holds]
+    result.problems.extend(refused for holds, _, refused in checks if not holds)
     return result
+
+
+def same_pages(folder: str, survey: Survey, origin: str, release: str,
+               render_page: PageRenderer | None) -> tuple[bool, str, str]:
+    """Whether each page of a copy (one per language) is, byte for byte, what `render_page`
+    makes of the survey and the aggregator's release schedule; in words if so, if not."""
+    names = [form_copy.page_name(survey, tag) for tag in survey.languages]
+    if render_page is None:
+        return (False, "", "comparing a copy's pages with those this release writes needs the "
+                "'server' extra: pip install 'ldp-survey[server]'")
+    every = http.request("GET", f"{origin}/api/surveys/{urllib.parse.quote(survey.survey_id)}"
+                         "/status").json()["release_every"]
+    same = all(http.request("GET", folder + form_copy.page_name(survey, tag)).body
+               == render_page(survey, tag, every) for tag in survey.languages)
+    return (same, f"its pages ({', '.join(names)}) are, byte for byte, those ldp-survey "
+            f"{release} writes for this survey",
+            f"the copy's pages are not those ldp-survey {release} writes for this survey: a page "
+            "can change what the form reads or where it sends without changing any file (a "
+            "<base> element, another form element, its policy)")
+
+
+def same_key_files(folder: str, signed: "Signed") -> bool:
+    """Whether the signature and key beside a copy (form_copy.SIGNATURE, KEY) are the
+    aggregator's: the extension checks the copy's manifest with them."""
+    signature = http.request("GET", folder + form_copy.SIGNATURE).body
+    try:
+        key = base64.b64decode(http.request("GET", folder + form_copy.KEY).json()["public_key"])
+    except (ValueError, KeyError, TypeError):
+        return False
+    return signature == signed.signature and key == signed.public_key
 
 
 def signs_form(survey: Survey, result: Audit) -> bool:

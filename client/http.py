@@ -40,6 +40,7 @@ class Response:
     status: int
     headers: dict[str, str]
     body: bytes
+    url: str = ""  # where it came from, after any redirects (as a browser's address bar)
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -67,7 +68,8 @@ def request(method: str, url: str, *, json_body: Any = None, headers: dict[str, 
         req = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310
         try:
             with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310  # nosec B310
-                return Response(response.status, dict(response.headers), response.read())
+                return Response(response.status, dict(response.headers), response.read(),
+                                response.geturl())
         except urllib.error.HTTPError as exc:
             raise _api_error(exc) from None
         except NETWORK_ERRORS as exc:

@@ -4,9 +4,9 @@ the survey's signed form_origins (manifest format /9), and respondents there run
 operator cannot change. The page is the one /s/ID serves (survey.html, in each of the survey's
 languages), its files by relative URL with their integrity, reading the signed manifest beside
 it; it posts to the aggregator at the survey's signed origin, which answers the listed origins'
-cross-origin requests (cors.py). DIR holds s/<survey id>/, so that the copy, served from a
-site's root, is at https://HOST/s/<survey id>/ as on the aggregator (the extension checks pages
-under /s/), and in it:
+cross-origin requests (cors.py). DIR holds s/<survey id>/ (shared/survey/form_copy.py), so
+that the copy, served from a site's root, is at https://HOST/s/<survey id>/ as on the
+aggregator (the extension checks pages under /s/), and in it:
 
 - index.html, the form in the survey's first language; index.<tag>.html in each other one (the
   language switcher links them);
@@ -14,7 +14,9 @@ under /s/), and in it:
 - manifest.json and manifest.sig: the signed manifest, byte for byte, and its signature;
 - key.json: the aggregator's public key that verified it, as GET /api/key serves it.
 
-The Content-Security-Policy is a meta element of each page (security.hosted_policy)."""
+The Content-Security-Policy is a meta element of each page (security.hosted_policy). A page is
+exactly what `render` makes of the survey, its language and the aggregator's release schedule,
+so `verify` can compare a served copy with it byte for byte."""
 
 import base64
 import json
@@ -27,22 +29,9 @@ from markupsafe import Markup
 from ldpsurvey.aggregator.services import surveys
 from ldpsurvey.aggregator.web import assets, languages, security
 from ldpsurvey.shared import Survey
+from ldpsurvey.shared.survey.form_copy import ASSETS, KEY, MANIFEST, SIGNATURE, file_url, page_name
 
-ASSETS = "assets"  # the folder of the form's files, beside the pages
-MANIFEST = "manifest.json"
-SIGNATURE = "manifest.sig"
-KEY = "key.json"
 SURVEY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a folder name: no "/", no ".."
-
-
-def page_name(survey: Survey, language: str) -> str:
-    """The page of the form in `language`: index.html in the survey's first."""
-    return "index.html" if language == survey.languages[0] else f"index.{language}.html"
-
-
-def file_url(name: str) -> str:
-    """An asset's URL from the pages: relative, so the copy can live under any path."""
-    return f"./{ASSETS}/{name}"
 
 
 def render(survey: Survey, language: str, release_every: float) -> str:

@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner
-from test_extension import extension_context, verdict  # noqa: F401 (a fixture of theirs)
 
 from ldpsurvey.aggregator.web import cors, hosted_form
 from ldpsurvey.cli import main
@@ -490,48 +489,6 @@ def test_form_origins_are_refused_unless_distinct_https_origins(client, auth, or
                        headers=auth)
     assert sent.status_code == 422 and "form_origins" in sent.json["detail"]
     assert problem in sent.json["detail"]
-
-
-# --- the extension on a copy ----------------------------------------------------------------
-
-def test_the_extension_checks_a_copy_and_it_sends(hosted, extension_context):  # noqa: F811
-    _, url, _ = hosted
-    page = extension_context.new_page()
-    page.goto(url)
-    banner = verdict(page)
-    assert banner.get_attribute("data-verdict") == "match", banner.inner_text()
-    answer(page)
-    page.click("#send")
-    page.wait_for_selector("#thanks:not([hidden])")
-    page.close()
-
-
-def test_the_extension_warns_on_a_copy_whose_stylesheet_changed(
-        hosted, extension_context):  # noqa: F811
-    """A self-consistent change (the stylesheet and its integrity in the page), which the
-    browser's integrity cannot catch: the extension does, and blocks sending."""
-    _, url, folder = hosted
-    style = folder / "assets" / "style.css"
-    before = sri(style.read_bytes())
-    style.write_bytes(style.read_bytes() + b"\nbody { background: url(/leak) }\n")
-    for page_file in folder.glob("index*.html"):
-        page_file.write_text(page_file.read_text().replace(before, sri(style.read_bytes())))
-    page = extension_context.new_page()
-    sent = []
-    page.on("request", lambda request: sent.append(request) if request.method == "POST" else None)
-    page.goto(url)
-    banner = verdict(page)
-    assert banner.get_attribute("data-verdict") == "differ"
-    assert "style.css differs from the signed digest" in banner.inner_text()
-    page.wait_for_selector("#questions:not([hidden])")
-    page.click("#q-smoked-1")
-    page.click("#q-sleep-1")
-    page.click("#review")
-    page.wait_for_selector("#true-review:not([hidden])")
-    page.click("#randomize")  # blocked: the randomized answers are never shown
-    assert page.locator("#confirm").is_hidden()
-    assert not sent
-    page.close()
 
 
 def test_answers_no_limit_counted_read_nothing(app, client, listed, monkeypatch):
