@@ -9,7 +9,10 @@
 // differs, the form's Randomize and Send buttons do nothing. On a copy of the form hosted
 // elsewhere (`ldp-survey survey form`: its page reads the manifest from beside it,
 // data-manifest-url), the manifest, its signature and the key come from beside the page too
-// (manifest.sig, key.json), and the survey must list this site in its signed form_origins.
+// (manifest.sig, key.json), and the survey must list this site in its signed form_origins; a
+// page that could make the form read another manifest (a <base> element, a second form
+// element, another manifest's name) is refused. The verdict names where answers go and the
+// key that signed the survey, for a respondent to compare with what the researchers published.
 "use strict";
 
 const BLOCKED = "#send, #randomize";
@@ -54,10 +57,11 @@ function loadedFiles() {
 }
 
 // Where the survey's signed manifest, its signature and the key are: the aggregator's API, or
-// beside a copy's page.
+// beside a copy's page (resolved as the form's own fetch resolves them: against the page's base
+// address, which pageProblems has checked is the page's own).
 function sources(surveyId, copy) {
   if (copy) {
-    const beside = (name) => new URL(name, location.href).href;
+    const beside = (name) => new URL(name, document.baseURI).href;
     return { manifest: beside(copy), signature: beside("manifest.sig"), key: beside("key.json") };
   }
   const base = `/api/surveys/${encodeURIComponent(surveyId)}`;
@@ -76,6 +80,9 @@ async function signedForm(surveyId, copy) {
   }
   const manifest = JSON.parse(new TextDecoder().decode(manifestBytes));
   if (manifest.survey_id !== surveyId) throw new Error("the manifest is another survey's");
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", fromBase64(
+    keyDocument.public_key)));
+  const keyId = [...digest.slice(0, 8)].map((b) => b.toString(16).padStart(2, "0")).join("");
   if (copy && !(manifest.form_origins ?? []).includes(location.origin)) {
     throw new Error(`the survey does not list ${location.origin} among the sites that may ` +
       "host its form");
@@ -83,7 +90,22 @@ async function signedForm(surveyId, copy) {
   if (manifest.form === undefined) {
     throw new Error("the survey signs no digests of its form (published before format /8)");
   }
-  return manifest.form;
+  return { form: manifest.form, origin: manifest.origin ?? location.origin, keyId };
+}
+
+// What on a page could make the form read another manifest than the one checked.
+function pageProblems(copy) {
+  const problems = [];
+  if (document.querySelector("base")) {
+    problems.push("the page sets another base address (<base>), which changes what it reads");
+  }
+  if (document.querySelectorAll("#survey").length !== 1) {
+    problems.push("the page has more than one survey form element");
+  }
+  if (copy !== undefined && copy !== "manifest.json") {
+    problems.push("the copy reads its manifest from elsewhere than beside it");
+  }
+  return problems;
 }
 
 async function check() {
@@ -94,9 +116,9 @@ async function check() {
   const copy = root?.dataset.preview === undefined ? root?.dataset.manifestUrl : undefined;
   const surveyId = copy ? root.dataset.surveyId :
     decodeURIComponent(location.pathname.split("/s/").pop().split("/")[0]);
-  const signed = await signedForm(surveyId, copy);
+  const problems = pageProblems(copy);
+  const { form: signed, origin, keyId } = await signedForm(surveyId, copy);
   const released = globalThis.LDP_RELEASE.form;
-  const problems = [];
   const names = new Set();
   for (const url of loadedFiles()) {
     const name = new URL(url).pathname.split("/").pop();
@@ -117,7 +139,7 @@ async function check() {
   for (const name of Object.keys(signed)) {
     if (!names.has(name)) problems.push(`the page does not load ${name}, which the survey signs`);
   }
-  return { problems, count: names.size };
+  return { problems, count: names.size, origin, keyId };
 }
 
 function show(ok, heading, lines) {
@@ -145,11 +167,12 @@ function show(ok, heading, lines) {
   document.body.prepend(banner);
 }
 
-check().then(({ problems, count }) => {
+check().then(({ problems, count, origin, keyId }) => {
   if (problems.length === 0) {
     blocked = false;
     show(true, `Checked: this form is the code the survey signs and the form of ldp-survey ` +
-      `${globalThis.LDP_RELEASE.release} (${count} files).`, []);
+      `${globalThis.LDP_RELEASE.release} (${count} files).`,
+    [`Answers go to ${origin}; the survey is signed with key ${keyId}.`]);
   } else {
     show(false, "Warning: this form's code differs from what the survey signs or from the " +
       "published ldp-survey release. Sending is blocked. Do not answer here.", problems);

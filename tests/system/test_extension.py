@@ -4,6 +4,7 @@ gets an accessible "checked" verdict and sends; a self-consistent page of an old
 (which the browser's integrity cannot catch), an added script and a swapped stylesheet get a
 warning, and sending is blocked."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -111,11 +112,14 @@ def test_a_form_that_differs_gets_a_warning_and_cannot_send(page, proxy, form_ur
 # --- the extension on a copy ----------------------------------------------------------------
 
 def test_the_extension_checks_a_copy_and_it_sends(hosted, extension_context):  # noqa: F811
-    _, url, _ = hosted
+    _, url, folder = hosted
     page = extension_context.new_page()
     page.goto(url)
     banner = verdict(page)
     assert banner.get_attribute("data-verdict") == "match", banner.inner_text()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert (f"Answers go to {manifest['origin']}; the survey is signed with key "
+            f"{manifest['key_id']}.") in banner.inner_text()
     answer(page)
     page.click("#send")
     page.wait_for_selector("#thanks:not([hidden])")
@@ -147,4 +151,21 @@ def test_the_extension_warns_on_a_copy_whose_stylesheet_changed(
     page.click("#randomize")  # blocked: the randomized answers are never shown
     assert page.locator("#confirm").is_hidden()
     assert not sent
+    page.close()
+
+
+def test_the_extension_refuses_a_copy_whose_base_address_points_elsewhere(
+        hosted, extension_context):  # noqa: F811
+    """A copy's host adds <base href> to a folder with a manifest of its own: the form would
+    read it, so the extension refuses the page before checking anything else."""
+    _, url, folder = hosted
+    (folder.parent / "x").mkdir()
+    shutil.copytree(folder, folder.parent / "x" / "copy")
+    index = folder / "index.html"
+    index.write_text(index.read_text().replace("<head>", '<head>\n<base href="../x/copy/">', 1))
+    page = extension_context.new_page()
+    page.goto(url)
+    banner = verdict(page)
+    assert banner.get_attribute("data-verdict") == "differ"
+    assert "(<base>)" in banner.inner_text()
     page.close()

