@@ -557,7 +557,7 @@ def test_verify_says_what_it_checked_of_a_copy(hosted, tmp_path, live_server):
 def test_verify_checks_where_a_redirect_ends(hosted, tmp_path):
     """A listed host that sends browsers on to another origin: what runs there is checked,
     at that origin, which the survey does not list."""
-    survey_id, url, folder = hosted
+    survey_id, _, folder = hosted
     with serving(functools.partial(Quiet, directory=str(folder.parents[1]))) as elsewhere:
         target = f"{at_localhost(elsewhere)}/s/{survey_id}/"
 
