@@ -51,15 +51,25 @@ def form(api: Api, survey_id: str, output: Path, public_key: str | None,
         every = status.json()["release_every"]
         written = hosted_form.write(signed.survey, signed.raw, signed.signature,
                                     signed.public_key, every, output)
-    except (ApiError, NetworkError, TrustError, ValueError, OSError) as exc:
+    except ApiError as exc:
+        hint = (" (a draft is published first; --url is the aggregator's address, not a "
+                "respondent's link)" if exc.status == 404 else "")
+        raise click.ClickException(f"no copy written: {exc}{hint}") from None
+    except (NetworkError, TrustError, ValueError, OSError) as exc:
         raise click.ClickException(f"no copy written: {exc}") from None
     files = [str(path.relative_to(output)) for path in written]
     addresses = [f"{origin}/s/{quote(survey_id, safe='')}/"
                  for origin in signed.survey.form_origins]
+    if signed.checked_against is None:
+        click.echo(f"the signature was checked with the key the aggregator serves now, key id "
+                   f"{signed.survey.key_id}, which this device never pinned: compare it with the "
+                   "key id the researchers published, or pass their key with --public-key",
+                   err=True)
     if as_json:
         emit_json({"survey_id": survey_id, "folder": str(output), "files": files,
                    "form_origins": list(signed.survey.form_origins), "addresses": addresses,
-                   "aggregator": signed.survey.origin})
+                   "aggregator": signed.survey.origin, "key_id": signed.survey.key_id,
+                   "key_checked_against": signed.checked_against})
         return
     click.echo("\n".join(files))
     click.echo(f"the form of survey {survey_id} written to {output}: serve that folder from the "

@@ -42,7 +42,8 @@ def create(api: Api, file: str, draft: bool, above_default_ceilings: bool,
         survey_lifecycle.announce_draft(result, file, as_json)
     else:
         result = api.post("/api/surveys", json_body=definition).json()
-        survey_lifecycle.announce_published(api, result, parsed.invitation_only, as_json)
+        survey_lifecycle.announce_published(api, result, parsed.invitation_only, as_json,
+                                            parsed.form_origins)
 
 
 STARTER = "starter.toml"  # in ldpsurvey.shared's examples

@@ -17,9 +17,11 @@ def _path(survey_id: str, action: str = "") -> str:
     return f"/api/surveys/{quote(survey_id, safe='')}{action}"
 
 
-def announce_published(api: Api, result: dict, invitation_only: bool, as_json: bool) -> None:
+def announce_published(api: Api, result: dict, invitation_only: bool, as_json: bool,
+                       form_origins: tuple[str, ...] = ()) -> None:
     """A survey just published: its id (--json: the API's reply and `form_url`, the
-    respondents' link, null when invitation only), and on stderr where respondents answer."""
+    respondents' link, null when invitation only), and on stderr where respondents answer
+    and, when other sites may host its form (`form_origins`), how to write their copy."""
     survey_id = result["survey_id"]
     form_url = None if invitation_only else f"{api.url}/s/{survey_id}"
     if as_json:
@@ -32,6 +34,9 @@ def announce_published(api: Api, result: dict, invitation_only: bool, as_json: b
                    f"{survey_id} --count N`", err=True)
     else:
         click.echo(f"respondents answer at {form_url}", err=True)
+    if form_origins:
+        click.echo(f"its form may also be hosted at {', '.join(form_origins)}: `ldp-survey "
+                   f"survey form {survey_id} --output DIR` writes the copy they serve", err=True)
 
 
 def announce_draft(result: dict, file: str | None, as_json: bool) -> None:
@@ -78,7 +83,7 @@ def publish(api: Api, survey_id: str, as_json: bool) -> None:
     create`: its id, or with --json the API's reply and `form_url`)."""
     result = api.post(_path(survey_id, "/publish")).json()
     survey = parse_manifest(api.get(_path(survey_id), auth=False).body)
-    announce_published(api, result, survey.invitation_only, as_json)
+    announce_published(api, result, survey.invitation_only, as_json, survey.form_origins)
 
 
 @click.command("copy")

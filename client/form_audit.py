@@ -255,12 +255,14 @@ def signs_form(survey: Survey, result: Audit) -> bool:
 @dataclass(frozen=True)
 class Signed:
     """A survey's manifest as the aggregator serves it, verified: the survey, its exact bytes,
-    their signature and the key that verified it."""
+    their signature, the key that verified it and what that key was checked against ("given",
+    "pinned", or None: nothing)."""
 
     survey: Survey
     raw: bytes
     signature: bytes
     public_key: bytes
+    checked_against: str | None
 
 
 def signed_survey(base: str, survey_id: str, result: Audit | None, state: LocalState | None,
@@ -286,7 +288,7 @@ def signed_survey(base: str, survey_id: str, result: Audit | None, state: LocalS
     if survey.survey_id != survey_id:
         raise TrustError("the aggregator served another survey's manifest")
     check_origin(survey, base)
-    return Signed(survey, raw, signature, served)
+    return Signed(survey, raw, signature, served, source if expected is not None else None)
 
 
 def check_page(page_url: str, page: bytes, signed: dict[str, str], released: dict[str, str],

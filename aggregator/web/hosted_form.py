@@ -20,7 +20,10 @@ so `verify` can compare a served copy with it byte for byte."""
 
 import base64
 import json
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 from flask import Flask, render_template
@@ -57,8 +60,10 @@ def write(survey: Survey, manifest: bytes, signature: bytes, public_key: bytes,
     file's digest): ValueError if it signs another release's, or lists no form_origins (no
     other origin may serve it)."""
     if not survey.form_origins:
-        raise ValueError(f"survey {survey.survey_id} lists no form_origins: no other origin may "
-                         "serve its form (publish a copy whose definition lists them)")
+        raise ValueError(f"survey {survey.survey_id} lists no form_origins, so no other site "
+                         "may serve its form: a published survey never changes, so make a new "
+                         f"one that lists them (`survey copy {survey.survey_id}`, add "
+                         "form_origins with `survey edit`, then `survey publish`)")
     if survey.form != assets.form_digests():
         raise ValueError(f"survey {survey.survey_id} signs the form of another ldp-survey "
                          "release than this one: write the copy with the release that "
@@ -67,17 +72,39 @@ def write(survey: Survey, manifest: bytes, signature: bytes, public_key: bytes,
         raise ValueError(f"the survey id {survey.survey_id!r} cannot name a folder")
     if folder.exists() and any(folder.iterdir()):
         raise ValueError(f"{folder} is not empty")
-    home = folder / "s" / survey.survey_id
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:  # written whole in a folder of its own, then put in place: no half copy, no race
+        staging.chmod(0o777 & ~current_umask())  # a web server's user reads it, as any folder
+        for path, body in files(survey, manifest, signature, public_key, release_every).items():
+            (staging / path).parent.mkdir(parents=True, exist_ok=True)
+            (staging / path).write_bytes(body)
+        if folder.exists():
+            folder.rmdir()  # empty, as checked (OSError if something was put in it since)
+        staging.rename(folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return sorted(path for path in folder.rglob("*") if path.is_file())
+
+
+def current_umask() -> int:
+    """This process's umask (reading it means setting it: set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def files(survey: Survey, manifest: bytes, signature: bytes, public_key: bytes,
+          release_every: float) -> dict[Path, bytes]:
+    """The copy's files by their path in its folder (form_copy.py's layout)."""
+    home = Path("s") / survey.survey_id
     key = {"algorithm": "Ed25519", "key_id": survey.key_id,
            "public_key": base64.b64encode(public_key).decode()}
-    files = {home / MANIFEST: manifest, home / SIGNATURE: signature,
+    found = {home / MANIFEST: manifest, home / SIGNATURE: signature,
              home / KEY: json.dumps(key, indent=2).encode() + b"\n"}
     for name in survey.form:
-        files[home / ASSETS / name] = assets.bundle().files[name].body
+        found[home / ASSETS / name] = assets.bundle().files[name].body
     for language in survey.languages:
-        files[home / page_name(survey, language)] = render(
-            survey, language, release_every).encode()
-    for path, body in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(body)
-    return sorted(files)
+        found[home / page_name(survey, language)] = render(survey, language, release_every).encode()
+    return found

@@ -601,7 +601,8 @@ def _form_origins(value: Any) -> tuple[str, ...]:
         parts = urllib.parse.urlsplit(origin)
         if parts.scheme != "https" and parts.hostname not in LOOPBACK_HOSTS:
             raise _fail(f"{where}[{index}]", f"must be https (browsers give the form's "
-                        f"cryptography only to secure pages), got {origin!r}")
+                        f"cryptography only to secure pages; plain http only for localhost, "
+                        f"127.0.0.1 and [::1]), got {origin!r}")
     if len(set(value)) != len(value):
         raise _fail(where, f"lists an origin twice: {value!r}")
     return tuple(value)
@@ -847,7 +848,8 @@ def _origin(value: Any, where: str = "manifest.origin") -> str:
     except ValueError:
         canonical = None
     if canonical != value:
-        raise _fail(where, f"must be a web origin such as https://survey.example.org, got "
+        raise _fail(where, f"must be a web origin such as https://survey.example.org (scheme, "
+                    f"host in lower case and port only: no path, not even a final /), got "
                     f"{value!r}")
     return value
 

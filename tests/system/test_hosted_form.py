@@ -346,6 +346,9 @@ def test_the_copy_is_written_only_with_the_expected_key_into_an_empty_folder(
                         "--json")
     assert result.exit_code == 0, result.output
     written = json.loads(result.output)
+    folder = tmp_path / "site"  # as any folder made here: a web server's user reads it
+    assert oct(folder.stat().st_mode & 0o777) == oct(0o777 & ~hosted_form.current_umask())
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".site-")]  # no staging left
     assert written["form_origins"] == ["https://ethics.example.edu"]
     assert written["addresses"] == [f"https://ethics.example.edu/s/{survey_id}/"]
     assert written["aggregator"] == live_server
@@ -552,6 +555,11 @@ def test_verify_says_what_it_checked_of_a_copy(hosted, tmp_path, live_server):
     assert f"A copy of the form: answers go to {live_server}." in result.output
     assert f"its manifest is, byte for byte, the one {live_server} signs" in result.output
     assert "its pages (index.html) are, byte for byte, those ldp-survey" in result.output
+    # Without the final slash, the static host redirects, and the copy is checked where the
+    # browser ends up.
+    again = CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(tmp_path / "device")}).invoke(
+        main, ["verify", url.rstrip("/")])
+    assert again.exit_code == 0, again.output
 
 
 def test_verify_checks_where_a_redirect_ends(hosted, tmp_path):
@@ -601,3 +609,29 @@ def test_a_servers_error_reaches_the_terminal_cleaned(tmp_path):
         result = write_copy(url, "someid", tmp_path / "site")
     assert result.exit_code == 1 and "no copy written" in result.output
     assert "\x1b" not in result.output and "\u202e" not in result.output
+
+
+def test_the_command_says_what_it_checked_the_key_against(live_server, client, auth,
+                                                          tmp_path, researcher_key):
+    definition = {**FORM_SURVEY, "form_origins": [LISTED]}
+    survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+    unpinned = write_copy(live_server, survey_id, tmp_path / "one", "--json")
+    assert unpinned.exit_code == 0, unpinned.output
+    key_id = client.get("/api/key").json["key_id"]
+    assert f"key id {key_id}, which this device never pinned" in unpinned.stderr
+    assert json.loads(unpinned.stdout)["key_checked_against"] is None
+    given = write_copy(live_server, survey_id, tmp_path / "two", "--json", "--public-key",
+                       client.get("/api/key").json["public_key"])
+    assert "never pinned" not in given.stderr
+    assert json.loads(given.stdout)["key_checked_against"] == "given"
+    # A draft has no manifest yet: the refusal says what to do.
+    draft = client.post("/api/surveys?draft=true", json=definition, headers=auth)
+    refused = write_copy(live_server, draft.json["survey_id"], tmp_path / "three")
+    assert refused.exit_code == 1 and "a draft is published first" in refused.output
+    # Publishing one says how to write its copy.
+    (tmp_path / "hosted.json").write_text(json.dumps(definition))
+    created = CliRunner(env={"LDP_SURVEY_KEY": researcher_key}).invoke(
+        main, ["survey", "create", str(tmp_path / "hosted.json"), "--url", live_server])
+    assert created.exit_code == 0, created.output
+    assert (f"its form may also be hosted at {LISTED}: `ldp-survey survey form "
+            f"{created.stdout.strip()} --output DIR` writes the copy they serve") in created.stderr
