@@ -146,11 +146,15 @@ def audit(url: str, state: LocalState | None = None, public_key: bytes | None = 
         fetched = http.request("GET", given)
         page, where = fetched.body, fetched.url or given
     except http.ApiError:  # the aggregator's page of a closed survey (410), say
-        page, where = b"", given
+        fetched, page, where = None, b"", given
     reader = PageReader()
     reader.feed(page.decode("utf-8", "replace"))
     if "data-manifest-url" in reader.survey and "data-preview" not in reader.survey:
-        return audit_copy(where, page, reader.survey, state, public_key, release, render_page)
+        result = audit_copy(where, page, reader.survey, state, public_key, release, render_page)
+        if fetched and any(name.lower() == "refresh" for name in fetched.headers):
+            result.problems.append("the copy's page comes with a Refresh header, which takes a "
+                                   "browser on to an address not checked here")
+        return result
     if link.survey_id is None:
         raise ValueError(f"{url} is neither a survey page (https://HOST/s/SURVEY_ID) nor a "
                          "copy of a survey's form")
@@ -207,24 +211,27 @@ def audit_copy(url: str, page: bytes, element: dict, state: LocalState | None,
          "the aggregator refuses answers from it")]
     if signs_form(survey, result):
         check_page(url, page, survey.form, release["form"], result)
-        checks.append(same_pages(folder, survey, origin, release["release"], render_page))
+        checks.append(same_pages(folder, page, element.get("data-language"), survey, origin,
+                                 release["release"], render_page))
     result.copy_checks = [said for holds, said, _ in checks if holds]
     result.problems.extend(refused for holds, _, refused in checks if not holds)
     return result
 
 
-def same_pages(folder: str, survey: Survey, origin: str, release: str,
-               render_page: PageRenderer | None) -> tuple[bool, str, str]:
-    """Whether each page of a copy (one per language) is, byte for byte, what `render_page`
-    makes of the survey and the aggregator's release schedule; in words if so, if not."""
+def same_pages(folder: str, page: bytes, language: str | None, survey: Survey, origin: str,
+               release: str, render_page: PageRenderer | None) -> tuple[bool, str, str]:
+    """Whether the `page` fetched (in its `language`) and each page of the copy by name (one
+    per language) are, byte for byte, what `render_page` makes of the survey and the
+    aggregator's release schedule; in words if so, if not."""
     names = [form_copy.page_name(survey, tag) for tag in survey.languages]
     if render_page is None:
         return (False, "", "comparing a copy's pages with those this release writes needs the "
                 "'server' extra: pip install 'ldp-survey[server]'")
     every = http.request("GET", f"{origin}/api/surveys/{urllib.parse.quote(survey.survey_id)}"
                          "/status").json()["release_every"]
-    same = all(http.request("GET", folder + form_copy.page_name(survey, tag)).body
-               == render_page(survey, tag, every) for tag in survey.languages)
+    same = language in survey.languages and page == render_page(survey, language, every) and all(
+        http.request("GET", folder + form_copy.page_name(survey, tag)).body
+        == render_page(survey, tag, every) for tag in survey.languages)
     return (same, f"its pages ({', '.join(names)}) are, byte for byte, those ldp-survey "
             f"{release} writes for this survey",
             f"the copy's pages are not those ldp-survey {release} writes for this survey: a page "

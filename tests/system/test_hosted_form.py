@@ -29,7 +29,7 @@ from click.testing import CliRunner
 from ldpsurvey.aggregator.web import cors, hosted_form
 from ldpsurvey.cli import main
 from ldpsurvey.shared import parse_manifest, read_definition
-from ldpsurvey.shared.survey.form_integrity import sri
+from ldpsurvey.shared.survey.form_integrity import release_digests, sri
 
 from form_page import axe_checker, protection, randomize
 from helpers import SURVEY, doc_blocks, released_n, require, serving
@@ -545,6 +545,72 @@ def test_verify_refuses_a_copy_whose_page_changed_but_no_file(hosted, tmp_path, 
     assert result.exit_code == 1
     problems = json.loads(result.output)["problems"]
     assert any(p.startswith("the copy's pages are not those ldp-survey") for p in problems)
+
+
+class OnlyAtTheFolder(SimpleHTTPRequestHandler):
+    """A host that serves the changed page at the address it shares (the folder, or any
+    address with a query) and the page as written at .../index.html."""
+
+    changed = b""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        if self.path.endswith("/") or "?" in self.path:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(self.changed)
+            return
+        super().do_GET()
+
+
+@pytest.mark.parametrize("address", ["{copy}", "{copy}index.html?utm=1"])
+def test_verify_compares_the_page_at_the_address_it_was_given(live_server, client, auth,
+                                                              tmp_path, address):
+    """The second review's attack: a listed host serves a changed page only where people are
+    sent, and the page as written where a check might fetch it by name."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    host = type("Host", (OnlyAtTheFolder,), {})
+    with serving(functools.partial(host, directory=str(folder))) as url:
+        origin = at_localhost(url)
+        definition = {**FORM_SURVEY, "form_origins": [origin]}
+        survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+        assert write_copy(live_server, survey_id, folder).exit_code == 0
+        written = (folder / "s" / survey_id / "index.html").read_text()
+        host.changed = PAGE_ATTACKS["base"](written, survey_id).encode()
+        copy = f"{origin}/s/{survey_id}/"
+        result = CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(tmp_path / "device")}).invoke(
+            main, ["verify", address.format(copy=copy), "--json"])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.output)["problems"] == [
+        f"the copy's pages are not those ldp-survey {release_digests()['release']} writes for "
+        "this survey: a page can change what the form reads or where it sends without "
+        "changing any file (a <base> element, another form element, its policy)"]
+
+
+def test_verify_refuses_a_copy_served_with_a_refresh_header(live_server, client, auth,
+                                                           tmp_path):
+    """The page's bytes as written, but a header that sends browsers elsewhere."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+
+    class Refreshing(Quiet):
+        def end_headers(self):
+            self.send_header("Refresh", "0;url=https://collector.example/")
+            super().end_headers()
+
+    with serving(functools.partial(Refreshing, directory=str(folder))) as url:
+        origin = at_localhost(url)
+        definition = {**FORM_SURVEY, "form_origins": [origin]}
+        survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+        assert write_copy(live_server, survey_id, folder).exit_code == 0
+        result = CliRunner(env={"LDP_SURVEY_CLIENT_DIR": str(tmp_path / "device")}).invoke(
+            main, ["verify", f"{origin}/s/{survey_id}/", "--json"])
+    assert result.exit_code == 1
+    assert any("Refresh header" in p for p in json.loads(result.output)["problems"])
 
 
 def test_verify_says_what_it_checked_of_a_copy(hosted, tmp_path, live_server):
