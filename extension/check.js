@@ -41,6 +41,28 @@ async function fetchBytes(url) {
   return response.arrayBuffer();
 }
 
+// The integrity each file of the page was declared with, by absolute URL: its tag's attribute
+// and the import map's entry, every one (the browser refuses bytes that do not match them, so a
+// file whose every declaration is its signed digest ran as signed, whatever a later fetch of it
+// returns).
+function declaredIntegrity() {
+  const declared = new Map();
+  const add = (url, value) => {
+    const absolute = new URL(url, document.baseURI).href;
+    declared.set(absolute, [...(declared.get(absolute) ?? []), value]);
+  };
+  for (const element of document.querySelectorAll(
+    "script[src][integrity], link[rel~=stylesheet][integrity], link[rel~=modulepreload][integrity]")) {
+    add(element.getAttribute("src") ?? element.getAttribute("href"),
+      element.getAttribute("integrity"));
+  }
+  for (const map of document.querySelectorAll('script[type="importmap"]')) {
+    const { integrity = {} } = JSON.parse(map.textContent);
+    for (const [url, value] of Object.entries(integrity)) add(url, value);
+  }
+  return declared;
+}
+
 // Every script, module and stylesheet the page loaded or links, by absolute URL.
 function loadedFiles() {
   const urls = new Set();
@@ -90,12 +112,43 @@ async function signedForm(surveyId, copy) {
   if (manifest.form === undefined) {
     throw new Error("the survey signs no digests of its form (published before format /8)");
   }
-  return { form: manifest.form, origin: manifest.origin ?? location.origin, keyId };
+  return { form: manifest.form, origin: manifest.origin ?? location.origin, keyId,
+    digest: await sri(manifestBytes) };
 }
 
-// What on a page could make the form read another manifest than the one checked.
+// The policy (Content-Security-Policy) a copy's page carries in its meta element, as
+// aggregator/web/security.py's hosted_policy writes it: scripts only its own files and its
+// import map (by its hash), connections only to itself and the aggregator.
+async function hostedPolicy(origin) {
+  const map = document.querySelector('script[type="importmap"]')?.textContent ?? "";
+  const hash = btoa(String.fromCharCode(...new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(map)))));
+  return `default-src 'self'; script-src 'self' 'sha256-${hash}'; style-src 'self'; ` +
+    `img-src 'self' data:; connect-src 'self' ${origin}; form-action 'self'; ` +
+    "base-uri 'none'; object-src 'none'";
+}
+
+// What on a page, besides the files it loads, could run code, read another manifest, leak
+// what is typed or take the respondent elsewhere. What a script of the page's own did and then
+// removed cannot be seen here: `ldp-survey verify` compares a copy's page byte for byte.
 function pageProblems(copy) {
   const problems = [];
+  const runs = [...document.querySelectorAll("script:not([src])")].filter(
+    (script) => !["importmap", "application/json"].includes(script.type));
+  if (runs.length || document.querySelectorAll('script[type="importmap"]').length > 1) {
+    problems.push("the page runs a script of its own (inline), besides the form's files");
+  }
+  const handlers = [...document.querySelectorAll("*")].some((element) =>
+    [...element.attributes].some((attribute) => /^on/i.test(attribute.name) ||
+      /^\s*javascript:/i.test(attribute.value)));
+  if (handlers) problems.push("the page has code in its attributes (an event handler or javascript:)");
+  if (document.querySelector("style, [style]")) {
+    problems.push("the page has styles of its own, which can send what is typed elsewhere");
+  }
+  if (document.querySelector("iframe, frame, object, embed, form, meta[http-equiv=refresh i]")) {
+    problems.push("the page has an element the form never has (a frame, an object, a form or " +
+      "a refresh)");
+  }
   if (document.querySelector("base")) {
     problems.push("the page sets another base address (<base>), which changes what it reads");
   }
@@ -108,6 +161,18 @@ function pageProblems(copy) {
   return problems;
 }
 
+// The SHA-384 of the manifest the form read, which the form (signed code) puts on its element
+// (data-manifest-digest) as soon as it has read it: so the manifest checked here is the one the
+// form answers, not another the server sent this check.
+async function formsManifest() {
+  const root = document.getElementById("survey");
+  for (let waited = 0; waited < 20000; waited += 100) {
+    if (root?.dataset.manifestDigest) return root.dataset.manifestDigest;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error("the form did not say which manifest it read");
+}
+
 async function check() {
   if (document.readyState !== "complete") {  // every module and stylesheet in resource timing
     await new Promise((resolve) => window.addEventListener("load", resolve, { once: true }));
@@ -117,8 +182,16 @@ async function check() {
   const surveyId = copy ? root.dataset.surveyId :
     decodeURIComponent(location.pathname.split("/s/").pop().split("/")[0]);
   const problems = pageProblems(copy);
-  const { form: signed, origin, keyId } = await signedForm(surveyId, copy);
+  const { form: signed, origin, keyId, digest } = await signedForm(surveyId, copy);
+  if (await formsManifest() !== digest) {
+    problems.push("the form read another manifest than the one the survey signs");
+  }
+  const policy = document.querySelectorAll('meta[http-equiv="Content-Security-Policy" i]');
+  if (copy && (policy.length !== 1 || policy[0].content !== await hostedPolicy(origin))) {
+    problems.push("the copy's page does not carry the policy ldp-survey writes into it");
+  }
   const released = globalThis.LDP_RELEASE.form;
+  const declared = declaredIntegrity();
   const names = new Set();
   for (const url of loadedFiles()) {
     const name = new URL(url).pathname.split("/").pop();
@@ -126,6 +199,10 @@ async function check() {
     if (new URL(url).origin !== location.origin) {
       problems.push(`${name} is loaded from another site`);
       continue;
+    }
+    const enforced = declared.get(url) ?? [];
+    if (!enforced.length || enforced.some((value) => value !== signed[name])) {
+      problems.push(`${name} is loaded without the integrity the survey signs for it`);
     }
     const served = await sri(await fetchBytes(url));
     if (!(name in signed)) problems.push(`${name} is not part of the signed form`);

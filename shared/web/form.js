@@ -857,7 +857,12 @@ async function main() {
   const response = await fetch(root.dataset.manifestUrl ??
     `/api/surveys/${encodeURIComponent(surveyId)}`);
   if (!response.ok) return refuse(_("This survey could not be loaded. Nothing was sent."));
-  const manifest = JSON.parse(await response.text());
+  const bytes = await response.arrayBuffer();
+  // Which manifest this form answers, for the extension (extension/check.js) to compare with
+  // the one it checked: sha384-<base64>, as Subresource Integrity writes digests.
+  root.dataset.manifestDigest = "sha384-" + btoa(String.fromCharCode(
+    ...new Uint8Array(await crypto.subtle.digest("SHA-384", bytes))));
+  const manifest = JSON.parse(new TextDecoder().decode(bytes));
   const worded = inLanguage(manifest); // what is shown; `manifest` is what is answered
   const elsewhere = wrongOrigin(manifest);
   if (elsewhere) return refuse(...elsewhere);

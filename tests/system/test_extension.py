@@ -2,11 +2,16 @@
 Playwright, on forms served through the attack proxy of test_form_attacks: the untouched form
 gets an accessible "checked" verdict and sends; a self-consistent page of an older release
 (which the browser's integrity cannot catch), an added script and a swapped stylesheet get a
-warning, and sending is blocked."""
+warning, and sending is blocked. On a copy of the form hosted elsewhere (test_hosted_form), the
+same, and the attacks a second review made: a host that serves the first request of a file
+other bytes than a second (which a check that fetches again would not see), and a page with
+styles of its own under a looser policy."""
 
+import functools
 import json
 import shutil
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from test_form_attacks import (  # noqa: F401 (database_url: their SQLite fixture)
@@ -17,12 +22,19 @@ from test_form_attacks import (  # noqa: F401 (database_url: their SQLite fixtur
     older_release,
     page_tamper,
 )
-from test_hosted_form import answer, hosted  # noqa: F401 (hosted: a copy of the form)
+from test_hosted_form import (  # noqa: F401 (hosted: a copy of the form)
+    FORM_SURVEY,
+    Quiet,
+    answer,
+    at_localhost,
+    hosted,
+    write_copy,
+)
 
 from ldpsurvey.aggregator.web.assets import form_digests
 from ldpsurvey.shared.survey.form_integrity import sri
 
-from helpers import require
+from helpers import require, serving
 
 EXTENSION = Path(__file__).resolve().parents[2] / "extension"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # as tests/conftest.py's browser
@@ -169,3 +181,71 @@ def test_the_extension_refuses_a_copy_whose_base_address_points_elsewhere(
     assert banner.get_attribute("data-verdict") == "differ"
     assert "(<base>)" in banner.inner_text()
     page.close()
+
+
+class FirstRequestDiffers(Quiet):
+    """A host that serves, once, other bytes for some files (`first`, by path suffix), with
+    no-store so that a second request is served again: the browser gets those, a check that
+    fetches again gets the files as written."""
+
+    first: ClassVar[dict] = {}
+
+    def do_GET(self):
+        for suffix, body in list(self.first.items()):
+            if self.path.endswith(suffix):
+                del self.first[suffix]
+                self.send_response(200)
+                self.send_header("Cache-Control", "no-store")
+                self.send_header("Content-Type", "text/css" if suffix.endswith(".css")
+                                 else "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+                return
+        super().do_GET()
+
+
+def differing_copy(live_server, client, auth, tmp_path):
+    """A copy at a host whose files' first requests can differ: (host class, survey id,
+    address, the copy's folder); the caller sets host.first before the page is opened."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    host = type("Host", (FirstRequestDiffers,), {"first": {}})
+    server = serving(functools.partial(host, directory=str(folder)))
+    url = server.__enter__()
+    origin = at_localhost(url)
+    definition = {**FORM_SURVEY, "form_origins": [origin]}
+    survey_id = client.post("/api/surveys", json=definition, headers=auth).json["survey_id"]
+    assert write_copy(live_server, survey_id, folder).exit_code == 0
+    return host, server, f"{origin}/s/{survey_id}/", folder / "s" / survey_id
+
+
+@pytest.mark.parametrize("attack", ["stylesheet", "manifest", "own styles"])
+def test_the_extension_sees_what_the_browser_ran_not_a_second_fetch(
+        extension_context, live_server, client, auth, tmp_path, attack):
+    host, server, url, folder = differing_copy(live_server, client, auth, tmp_path)
+    index = folder / "index.html"
+    try:
+        if attack == "stylesheet":  # the page declares the other bytes' integrity
+            other = (folder / "assets" / "style.css").read_bytes() + b"\nbody{color:red}\n"
+            host.first = {"/assets/style.css": other}
+            index.write_text(index.read_text().replace(
+                sri((folder / "assets" / "style.css").read_bytes()), sri(other)))
+        elif attack == "manifest":  # another manifest for the form, the signed one for a check
+            host.first = {"/manifest.json": (folder / "manifest.json").read_bytes().replace(
+                b'"title":"Habits"', b'"title":"The host\'s own"')}
+        else:  # a looser policy and a style that reports a tick as it happens
+            page = index.read_text().replace("style-src &#39;self&#39;",
+                                             "style-src &#39;self&#39; &#39;unsafe-inline&#39;")
+            index.write_text(page.replace("</head>", "<style>#q-smoked-1:checked{background:"
+                                          "url(/leak?smoked=1)}</style></head>", 1))
+        page = extension_context.new_page()
+        page.goto(url)
+        banner = verdict(page)
+        assert banner.get_attribute("data-verdict") == "differ", banner.inner_text()
+        expected = {"stylesheet": "style.css is loaded without the integrity the survey signs",
+                    "manifest": "the form read another manifest than the one the survey signs",
+                    "own styles": "the page has styles of its own"}[attack]
+        assert expected in banner.inner_text()
+        page.close()
+    finally:
+        server.__exit__(None, None, None)
