@@ -133,7 +133,9 @@ def test_a_respondent_at_the_listed_origin_answers_through_the_copy(
                            if urlsplit(r.url).netloc == aggregator)
     assert to_aggregator == [("GET", f"/api/surveys/{survey_id}/status"),
                              ("POST", f"/api/surveys/{survey_id}/responses")]
-    sent = next(r for r in requests if r.method == "POST").all_headers()
+    post = next(r for r in requests if r.method == "POST")
+    assert len(post.post_data_buffer) % 256 == 0 and post.post_data_buffer.endswith(b" ")  # padded
+    sent = post.all_headers()
     assert not sent.get("referer") and "cookie" not in sent
     assert sent["origin"] == urlsplit(url)._replace(path="").geturl()
     # The browser's ledger lives on the copy's origin: a reload shows it sent, with no Send.
