@@ -105,16 +105,14 @@ class Submissions:
         return 200, b"", [("Allow", ALLOW), *cors.VARY]
 
     def hosts_form(self, survey_id: str, origin: str) -> bool:
-        """surveys.hosts_form on a connection of its own; False if it fails (a preflight's)."""
+        """listed, on a connection of its own (a preflight's)."""
         database = self.app.extensions["ldp_database"]
         try:
             db = database.connect()
         except Exception:
             return False  # no database: the request's own answer says so
         try:
-            return surveys.hosts_form(db, survey_id, origin)
-        except Exception:
-            return False
+            return listed(db, survey_id, origin)
         finally:
             database.release(db)
 
@@ -139,7 +137,7 @@ class Submissions:
                 result = intake.accept_one(db, survey_id, body, key,
                                            environ.get("HTTP_SURVEY_TOKEN"), origin)
             finally:
-                readable = origin is not None and surveys.hosts_form(db, survey_id, origin)
+                readable = origin is not None and listed(db, survey_id, origin)
                 database.release(db)
         except Exception as exc:
             status, code, detail = errors.api_error(exc, self.app.logger)
@@ -151,6 +149,15 @@ class Submissions:
     @staticmethod
     def error(status: int, code: str, detail: str) -> Reply:
         return status, errors.error_json(code, detail), [("Content-Type", "application/json")]
+
+
+def listed(db, survey_id: str, origin: str) -> bool:
+    """surveys.hosts_form, False if it fails: whether a page may read an answer never decides
+    the answer itself (nor keeps a connection from going back)."""
+    try:
+        return surveys.hosts_form(db, survey_id, origin)
+    except Exception:
+        return False
 
 
 def read_body(environ: dict, length: int | None, limit: int,
