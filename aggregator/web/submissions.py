@@ -37,6 +37,7 @@ from werkzeug.http import parse_options_header
 from werkzeug.wsgi import get_content_length, get_input_stream
 
 from ldpsurvey.aggregator.services import intake, surveys
+from ldpsurvey.aggregator.store.connection import Connection
 from ldpsurvey.aggregator.web import cors, errors, limits, security
 from ldpsurvey.aggregator.web.parsing import (
     accepted_reply,
@@ -151,7 +152,7 @@ class Submissions:
         return status, errors.error_json(code, detail), [("Content-Type", "application/json")]
 
 
-def listed(db, survey_id: str, origin: str) -> bool:
+def listed(db: Connection, survey_id: str, origin: str) -> bool:
     """surveys.hosts_form, False if it fails: whether a page may read an answer never decides
     the answer itself (nor keeps a connection from going back)."""
     try:
