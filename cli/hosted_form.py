@@ -46,7 +46,7 @@ def form(api: Api, survey_id: str, output: Path, public_key: str | None,
     load("ldpsurvey.aggregator")
     hosted_form = load("ldpsurvey.aggregator.web.hosted_form")
     try:
-        signed = signed_survey(api.url, survey_id, None, open_state(), key)
+        signed = signed_survey(api.url, survey_id, open_state(), key)
         status = api.get(f"/api/surveys/{quote(survey_id, safe='')}/status", auth=False)
         every = status.json()["release_every"]
         written = hosted_form.write(signed.survey, signed.raw, signed.signature,

@@ -161,10 +161,12 @@ def audit(url: str, state: LocalState | None = None, public_key: bytes | None = 
     page_url = f"{link.base}/s/{urllib.parse.quote(link.survey_id)}"
     result = Audit(page_url, link.survey_id, release["release"])
     try:
-        survey = signed_survey(link.base, link.survey_id, result, state, public_key).survey
+        signed = signed_survey(link.base, link.survey_id, state, public_key)
     except TrustError as exc:
         result.problems.append(str(exc))
         return result
+    survey, result.key_id, result.key_checked_against = (
+        signed.survey, key_id(signed.public_key), signed.checked_against)
     if not signs_form(survey, result):
         return result
     if given != page_url or not page:  # the page at its own address
@@ -195,11 +197,12 @@ def audit_copy(url: str, page: bytes, element: dict, state: LocalState | None,
         origin = parse_manifest(copied).origin
         if origin is None:
             raise TrustError("the copy's manifest names no origin to check it at")
-        signed = signed_survey(origin, survey_id, result, state, public_key)
+        signed = signed_survey(origin, survey_id, state, public_key)
     except (TrustError, ValueError) as exc:  # a SurveyError is a ValueError
         result.problems.append(f"the copy's manifest cannot be checked: {exc}")
         return result
     survey, result.aggregator, here = signed.survey, origin, web_origin(url)
+    result.key_id, result.key_checked_against = key_id(signed.public_key), signed.checked_against
     checks = [  # (whether it holds, in words if it does, if it does not)
         (copied == signed.raw, f"its manifest is, byte for byte, the one {origin} signs",
          f"the copy's manifest differs from the one {origin} signs"),
@@ -272,11 +275,11 @@ class Signed:
     checked_against: str | None
 
 
-def signed_survey(base: str, survey_id: str, result: Audit | None, state: LocalState | None,
+def signed_survey(base: str, survey_id: str, state: LocalState | None,
                   public_key: bytes | None) -> Signed:
     """The survey's manifest, verified with the served key, which must be `public_key` if
     given, else the key pinned for `base`, if any; signed for `base` and this survey id.
-    `result`, if given, records the key's id and what it was checked against. TrustError."""
+    TrustError."""
     served = base64.b64decode(http.request("GET", f"{base}/api/key").json()["public_key"])
     expected, source = public_key, "given"
     if expected is None and state is not None:
@@ -285,9 +288,6 @@ def signed_survey(base: str, survey_id: str, result: Audit | None, state: LocalS
         raise TrustError(f"the aggregator presents the signing key {key_id(served)}, not the "
                          f"{source} key {key_id(expected)}: it may have been replaced or "
                          "impersonated")
-    if result is not None:
-        result.key_id = key_id(served)
-        result.key_checked_against = source if expected is not None else None
     raw = http.request("GET", f"{base}/api/surveys/{urllib.parse.quote(survey_id)}").body
     signature = http.request(
         "GET", f"{base}/api/surveys/{urllib.parse.quote(survey_id)}/manifest.sig").body
