@@ -69,7 +69,7 @@ function loadedFiles() {
   for (const element of document.querySelectorAll(
     "script[src], link[rel~=stylesheet][href], link[rel~=modulepreload][href]")) {
     urls.add(new URL(element.getAttribute("src") ?? element.getAttribute("href"),
-      location.href).href);
+      document.baseURI).href);
   }
   for (const entry of performance.getEntriesByType("resource")) {
     const path = new URL(entry.name).pathname;
