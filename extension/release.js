@@ -5,7 +5,7 @@ globalThis.LDP_RELEASE = {
   "form": {
     "cheating.js": "sha384-/r6hR/XIj74Yt0BmMj7p9FpAFSb+Z9KZBHYsMtX7B9eppJKVfw+FAvAq8ql4EQKy",
     "disclosed.js": "sha384-lpra3j0lQuaR6/gB53ux+PRxGX5S6bu+cIbFKVAWiXUcfrH+m7Ajk+jpdANB+d0b",
-    "form.js": "sha384-w0XTTxWQ+TkhlOkRn/phPrCOqLlqxnZZ4ehpIfn8edmUCG3N+Pk8n+ICVmpK243S",
+    "form.js": "sha384-vV0SZBxlAyPVbmBpuB9qDcyYJvtjA7FaOV13o+uCGM4WmlfHCP8s0TkMqKPaFrEz",
     "multi_select.js": "sha384-6J3TUntV1tZbnX1pqJzAqBrdZBQney96Z4OfSn6GGDyGFbbdW1mleNeECmIGXw4u",
     "numeric.js": "sha384-6V04qUJpENdB+6zGMgUUzWPsNYFBW5swy94UruYlPeZIC9AaIaTR49jXSC1UqQkA",
     "olh.js": "sha384-iwxC4p7SkBA26GE4k6mhFwHomOaoLcRa26F7Ud2gWW7vjax8CfXLwd4B1FpEwlQY",

@@ -37,7 +37,7 @@ const preview = root.dataset.preview === "true";
 const storage = preview ? pageStorage() : localStorage;
 const $ = (id) => document.getElementById(id);
 // Where the aggregator's API is: this page's own origin, or the survey's signed one when this
-// is a copy at one of its form_origins (set once the manifest is read: apiBase).
+// is a copy at one of its form_origins (set in main, once the manifest is read).
 let api = "";
 // Own properties only: a question id such as "constructor" is not inherited from Object.
 const has = (object, key) => Object.hasOwn(object, key);
@@ -863,6 +863,9 @@ async function main() {
   root.dataset.manifestDigest = "sha384-" + btoa(String.fromCharCode(
     ...new Uint8Array(await crypto.subtle.digest("SHA-384", bytes))));
   const manifest = JSON.parse(new TextDecoder().decode(bytes));
+  if (manifest.survey_id !== surveyId) {  // answers go to the survey this page names
+    return refuse(_("This survey could not be loaded. Nothing was sent."));
+  }
   const worded = inLanguage(manifest); // what is shown; `manifest` is what is answered
   const elsewhere = wrongOrigin(manifest);
   if (elsewhere) return refuse(...elsewhere);

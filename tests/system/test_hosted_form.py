@@ -189,6 +189,22 @@ def test_a_changed_byte_in_the_copy_is_refused_by_the_browser_and_by_verify(
         json.loads(result.output)["problems"]
 
 
+def test_the_form_refuses_a_page_that_names_another_survey_than_its_manifest(
+        hosted, browser, client, auth):
+    """The page's data-survey-id is where the answers go: the form answers only the survey
+    its manifest is."""
+    survey_id, url, folder = hosted
+    other = client.post("/api/surveys", json=FORM_SURVEY, headers=auth).json["survey_id"]
+    index = folder / "index.html"
+    index.write_text(index.read_text().replace(f'data-survey-id="{survey_id}"',
+                                               f'data-survey-id="{other}"'))
+    page = browser.new_context().new_page()
+    page.goto(url)
+    page.wait_for_selector("#refused:not([hidden])")
+    assert "could not be loaded" in page.locator("#refused-text").inner_text()
+    page.context.close()
+
+
 def test_verify_refuses_a_copy_whose_manifest_is_not_the_signed_one(hosted, tmp_path):
     _, url, folder = hosted
     manifest = folder / "manifest.json"
