@@ -232,9 +232,10 @@ def same_pages(folder: str, page: bytes, language: str | None, survey: Survey, o
                 "'server' extra: pip install 'ldp-survey[server]'")
     every = http.request("GET", f"{origin}/api/surveys/{urllib.parse.quote(survey.survey_id)}"
                          "/status").json()["release_every"]
-    same = language in survey.languages and page == render_page(survey, language, every) and all(
-        http.request("GET", folder + form_copy.page_name(survey, tag)).body
-        == render_page(survey, tag, every) for tag in survey.languages)
+    written = {tag: render_page(survey, tag, every) for tag in survey.languages}
+    same = page == written.get(language) and all(
+        http.request("GET", folder + name).body == written[tag]
+        for tag, name in zip(survey.languages, names, strict=True))
     return (same, f"its pages ({', '.join(names)}) are, byte for byte, those ldp-survey "
             f"{release} writes for this survey",
             f"the copy's pages are not those ldp-survey {release} writes for this survey: a page "

@@ -157,6 +157,21 @@ def doc_text(name: str) -> str:
     return (REPOSITORY / "docs" / (name if name.endswith(".md") else f"{name}.md")).read_text()
 
 
+def checked_doc_example(marker: str, folder: Path) -> tuple[str, dict]:
+    """The one survey-file block marked `marker` in the docs, and `survey check --json`'s
+    report of it (asserting the command succeeds)."""
+    from click.testing import CliRunner
+
+    from ldpsurvey.cli import main
+
+    (block,) = doc_blocks(marker)
+    path = folder / "example.toml"
+    path.write_text(block)
+    result = CliRunner().invoke(main, ["survey", "check", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    return block, json.loads(result.stdout)
+
+
 def doc_blocks(marker: str) -> list[str]:
     """Every fenced block that follows a `<!-- marker ...-->` comment, in README.md and the
     docs pages, in that order: the blocks the tests run as written (at least one)."""

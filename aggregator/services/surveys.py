@@ -45,6 +45,14 @@ def hosts_form(db: Connection, survey_id: str, origin: str) -> bool:
         return False
 
 
+def status(db: Connection, survey_id: str, origin: str | None) -> tuple[str, bool]:
+    """A published survey's status (open or closed), and whether a page at `origin` (a
+    browser's Origin) is at one of its form_origins, so may read it: one read of the survey.
+    SurveyNotFound."""
+    stored = survey_store.get_survey(db, survey_id)
+    return stored.status, origin is not None and origin in stored.survey.form_origins
+
+
 def open_for_answers(db: Connection, survey_id: str) -> Survey:
     """The survey, if it still takes answers. SurveyNotFound, SurveyClosed."""
     stored = survey_store.get_survey(db, survey_id)

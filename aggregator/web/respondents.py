@@ -50,10 +50,11 @@ def status(survey_id: str):
     """open or closed (kept outside the signed, immutable manifest) and release_every, the
     seconds between scheduled releases (what the form's schedule note says); a page at one of
     the survey's form_origins may read it (cors.py)."""
-    response = jsonify(survey_id=survey_id, status=surveys.published(get_db(), survey_id).status,
-                       release_every=current_app.config["RELEASE_EVERY"])
     origin = request.headers.get("Origin")
-    if origin and surveys.hosts_form(get_db(), survey_id, origin):
+    found, readable = surveys.status(get_db(), survey_id, origin)
+    response = jsonify(survey_id=survey_id, status=found,
+                       release_every=current_app.config["RELEASE_EVERY"])
+    if readable:
         response.headers.extend(cors.response_headers(origin))
     response.headers.extend(cors.VARY)
     return response

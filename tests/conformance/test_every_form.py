@@ -292,18 +292,9 @@ def test_the_page_words_each_report_as_the_python_client_does(page, live_server,
 def test_the_question_types_example_passes_survey_check_with_default_limits(tmp_path):
     """docs/question-types.md's example, as written: `survey check` finds nothing a
     respondent's default limits (ln 3 a question, 4 ln 3 in all) would refuse."""
-    from click.testing import CliRunner
+    from helpers import checked_doc_example
 
-    from ldpsurvey.cli import main
-
-    from helpers import doc_blocks
-
-    (block,) = doc_blocks("question-types-example")
-    path = tmp_path / "example.toml"
-    path.write_text(block)
-    result = CliRunner().invoke(main, ["survey", "check", str(path), "--json"])
-    assert result.exit_code == 0, result.output
-    checked = json.loads(result.stdout)
+    _, checked = checked_doc_example("question-types-example", tmp_path)
     assert checked["refusals"] == []
     assert {q["id"] for q in checked["questions"]} == {"country", "sports", "drinks"}
 

@@ -313,18 +313,9 @@ def test_end_to_end_intake_estimates_results_page_and_exports(client, auth):
 def test_the_distribution_example_passes_survey_check(tmp_path):
     """docs/question-types.md's distribution example, as written: `survey check` refuses
     nothing under a respondent's default limits, and `auto` chose square_wave."""
-    from click.testing import CliRunner
+    from helpers import checked_doc_example
 
-    from ldpsurvey.cli import main
-
-    from helpers import doc_blocks
-
-    (block,) = doc_blocks("distribution-example")
-    path = tmp_path / "example.toml"
-    path.write_text(block)
-    result = CliRunner().invoke(main, ["survey", "check", str(path), "--json"])
-    assert result.exit_code == 0, result.output
-    checked = json.loads(result.stdout)
+    block, checked = checked_doc_example("distribution-example", tmp_path)
     assert checked["refusals"] == []
     assert parse_definition(tomllib.loads(block)).questions[0].scheme.name == "square_wave"
 
